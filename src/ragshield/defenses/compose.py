@@ -1,0 +1,48 @@
+"""Chain defenses: each sees what the previous one kept; every stage's verdict is kept."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ragshield.defenses.base import PassageFilter, check_retrieved
+from ragshield.types import FilterResult, RetrievedPassage
+
+
+class FilterChain:
+    """Run filters in order, like llm-guard's scanner loop, timing each one.
+
+    The chain is itself a :class:`PassageFilter`; its ``details['stages']`` holds each
+    stage's own :class:`FilterResult`, so nothing a stage decided is lost.
+    """
+
+    def __init__(self, filters: Sequence[PassageFilter]) -> None:
+        self.filters = list(filters)
+        self.name = "+".join(f.name for f in self.filters) or "none"
+
+    def run(self, query: str, retrieved: Sequence[RetrievedPassage]) -> list[FilterResult]:
+        current = check_retrieved(retrieved, "FilterChain")
+        results: list[FilterResult] = []
+        for f in self.filters:
+            t0 = time.perf_counter()
+            res = f.filter(query, current)
+            results.append(replace(res, seconds=time.perf_counter() - t0))
+            current = list(res.kept)
+        return results
+
+    def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
+        t0 = time.perf_counter()
+        items = check_retrieved(retrieved, "FilterChain")
+        stages = self.run(query, items)
+        kept = tuple(stages[-1].kept) if stages else tuple(items)
+        removed = tuple(r for s in stages for r in s.removed)
+        decisions = tuple(d for s in stages for d in s.decisions)
+        return FilterResult(
+            name=self.name,
+            kept=kept,
+            removed=removed,
+            decisions=decisions,
+            details={"stages": stages},
+            seconds=time.perf_counter() - t0,
+        )

