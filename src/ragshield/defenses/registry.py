@@ -12,7 +12,13 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 
 # name -> "module:Class"; imported on use so `import ragshield` stays light.
-_REGISTRY: dict[str, str] = {}
+_REGISTRY: dict[str, str] = {
+    "ragdefender": "ragshield.defenses.ragdefender:RAGDefender",
+    "ragdefender-paper": "ragshield.defenses.ragdefender:PaperRAGDefender",
+    "ecosaferag": "ragshield.defenses.ecosaferag:EcoSafeRAG",
+    "similarity-threshold": "ragshield.defenses.baselines:SimilarityThresholdFilter",
+    "perplexity": "ragshield.defenses.baselines:PerplexityFilter",
+}
 
 
 def register(name: str, target: str) -> None:
