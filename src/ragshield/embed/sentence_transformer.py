@@ -80,7 +80,9 @@ class SentenceTransformerEncoder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # the weight-loading bar is noise in CLI output
         try:
             self._model = SentenceTransformer(str(self.path), device=self.device)
         except (OSError, ValueError) as exc:
@@ -93,8 +95,9 @@ class SentenceTransformerEncoder:
 
     @property
     def dim(self) -> int:
-        dim = self.model_.get_sentence_embedding_dimension()
-        return int(dim)
+        m = self.model_
+        get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
+        return int(get())
 
     @staticmethod
     def _key(text: str) -> bytes:

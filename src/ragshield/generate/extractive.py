@@ -89,7 +89,8 @@ class ExtractiveGenerator:
 
     def generate(self, question: str, contexts: Sequence[str]) -> Generation:
         t0 = time.perf_counter()
-        sentences = [s for c in contexts for s in split_sentences(c)]
+        # A question is never an answer: PoisonedRAG passages open with the question itself.
+        sentences = [s for c in contexts for s in split_sentences(c) if not s.endswith("?")]
         prompt_tokens = self.count_tokens(build_prompt(question, contexts))
         if not sentences:
             text = "I don't know"

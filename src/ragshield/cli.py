@@ -1,0 +1,258 @@
+"""``ragshield`` command line: thin calls into the library.
+
+User mistakes (:class:`~ragshield.errors.RagshieldError`) print one line and exit with
+code 2; ``RAGSHIELD_DEBUG=1`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.console import Console
+
+from ragshield.errors import InputError, RagshieldError
+
+app = typer.Typer(
+    name="ragshield",
+    help="Defend a RAG pipeline against poisoning, prompt injection and extraction — offline.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+eval_app = typer.Typer(help="Run an evaluation harness.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+out = Console()
+err = Console(stderr=True)
+
+# Options shared across commands, so flags read the same everywhere.
+KOpt = Annotated[int, typer.Option("--k", "-k", help="Passages to retrieve.")]
+FilterOpt = Annotated[
+    str,
+    typer.Option("--filter", "-f", help="Comma-separated defenses, e.g. ragdefender,ecosaferag."),
+]
+GeneratorOpt = Annotated[
+    str,
+    typer.Option(
+        "--generator", "-g", help="extractive (default), a packaged model name or a local path."
+    ),
+]
+EncoderOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--encoder", help="Local sentence-transformers folder (default: packaged MiniLM)."
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def _progress() -> bool:
+    return not (os.environ.get("RAGSHIELD_NO_PROGRESS") or os.environ.get("CI"))
+
+
+def _make_generator(spec: str, encoder: Any) -> Any:
+    if spec in ("", "extractive"):
+        from ragshield.generate.extractive import ExtractiveGenerator
+
+        return ExtractiveGenerator(encoder)
+    try:
+        from ragshield.generate.factory import make_generator
+    except ImportError as exc:  # pragma: no cover - factory ships with the package
+        raise InputError(f"generator {spec!r} is not available: {exc}") from exc
+    return make_generator(spec, encoder=encoder)
+
+
+@app.command()
+def index(
+    corpus: Annotated[Path, typer.Argument(help="Corpus file (.jsonl/.json/.txt) or folder.")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Index directory to write.")],
+    text_field: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated record fields holding the text (e.g. input,output)."),
+    ] = None,
+    index_type: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf.")] = "flat",
+    encoder: EncoderOpt = None,
+) -> None:
+    """Encode a corpus and save a FAISS index directory."""
+    from ragshield.corpus import read_corpus
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.indexing import build_index
+
+    if index_type not in ("flat", "hnsw", "ivf"):
+        raise InputError(f"--index-type must be flat, hnsw or ivf; got {index_type!r}")
+    fields = [f.strip() for f in text_field.split(",")] if text_field else None
+    passages = read_corpus(corpus, text_fields=fields)
+    enc = SentenceTransformerEncoder(encoder)
+    err.print(f"encoding {len(passages)} passages with {enc.name} …")
+    store = build_index(
+        passages,
+        out_dir,
+        encoder=enc,
+        index_type=index_type,  # type: ignore[arg-type]
+        show_progress=_progress(),
+    )
+    out.print(f"indexed {len(store)} passages ({store.dim}-d, {index_type}) into {out_dir}")
+
+
+def _answer_payload(ans: Any) -> dict[str, Any]:
+    return {
+        "question": ans.question,
+        "answer": ans.text,
+        "passages": [
+            {"id": r.id, "score": round(r.score, 4), "text": r.text} for r in ans.passages
+        ],
+        "removed": [
+            {"defense": fr.name, "id": d.passage_id, "unit": d.unit, "reason": d.reason}
+            for fr in ans.filter_results
+            for d in fr.decisions
+        ],
+        "prompt_tokens": ans.prompt_tokens,
+        "timings_ms": {k: round(v * 1000, 2) for k, v in ans.timings.items()},
+    }
+
+
+@app.command()
+def ask(
+    index_dir: Annotated[Path, typer.Argument(help="Index directory from 'ragshield index'.")],
+    question: Annotated[str, typer.Argument(help="The question.")],
+    k: KOpt = 5,
+    filter_: FilterOpt = "",
+    generator: GeneratorOpt = "extractive",
+    context_k: Annotated[
+        int | None, typer.Option(help="Survivors (nearest first) passed to the generator.")
+    ] = None,
+    encoder: EncoderOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a question from an index, through the chosen defenses."""
+    from ragshield.defenses.registry import build_chain
+    from ragshield.errors import check_query
+    from ragshield.indexing import open_index
+    from ragshield.pipeline import RAGPipeline
+
+    check_query(question)
+    store, enc = open_index(index_dir, encoder)
+    chain = build_chain(filter_, enc)
+    rag = RAGPipeline(
+        enc, store, chain.filters, _make_generator(generator, enc), context_k=context_k
+    )
+    ans = rag.answer(question, k=k)
+    payload = _answer_payload(ans)
+    if as_json:
+        out.print_json(json.dumps(payload))
+        return
+    out.print(f"[bold]Answer:[/bold] {ans.text}")
+    for r in ans.passages:
+        out.print(f"  [{r.score:.3f}] {r.id}: {r.text[:100]}")
+    for d in payload["removed"]:
+        out.print(f"  [red]removed[/red] by {d['defense']}: {d['id']} ({d['reason']})")
+    out.print(f"  timings (ms): {payload['timings_ms']}")
+
+
+@app.command("filter")
+def filter_cmd(
+    query: Annotated[str, typer.Argument(help="The user's query.")],
+    passages_file: Annotated[
+        Path, typer.Argument(help="JSON list of passage texts or objects with 'text'.")
+    ],
+    filter_: FilterOpt = "ragdefender",
+    encoder: EncoderOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Filter your own retrieved passages (no index needed)."""
+    from ragshield.corpus import read_corpus
+    from ragshield.defenses.registry import build_chain
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.errors import check_query
+    from ragshield.types import RetrievedPassage
+
+    check_query(query, what="query")
+    passages = read_corpus(passages_file)
+    if not passages:
+        raise InputError(f"{passages_file} holds no passage")
+    enc = SentenceTransformerEncoder(encoder)
+    vecs = enc.encode([query, *[p.text for p in passages]])
+    sims = vecs[1:] @ vecs[0]
+    retrieved = [
+        RetrievedPassage(p, float(s), i, v)
+        for i, (p, s, v) in enumerate(zip(passages, sims, vecs[1:], strict=True))
+    ]
+    res = build_chain(filter_, enc).filter(query, retrieved)
+    removed = [{"id": d.passage_id, "unit": d.unit, "reason": d.reason} for d in res.decisions]
+    if as_json:
+        out.print_json(json.dumps({"kept": res.kept_ids, "removed": removed}))
+        return
+    out.print(f"kept {len(res.kept)}/{len(retrieved)}: {res.kept_ids}")
+    for d in removed:
+        out.print(f"  [red]removed[/red] {d['id']}: {d['reason']}")
+
+
+@app.command()
+def demo(
+    out_dir: Annotated[Path, typer.Option("--out", help="Where to write the demo index.")] = Path(
+        "demo-index"
+    ),
+) -> None:
+    """Index the shipped demo corpus, then answer a poisoned question with and without defense."""
+    from ragshield.demo import run_demo
+
+    run_demo(out_dir, console=out)
+
+
+def _mount_optional() -> None:
+    """Sub-apps owned by their own modules; each is a thin typer layer over the library."""
+    import importlib
+
+    subs: tuple[tuple[str, str, typer.Typer], ...] = (
+        ("ragshield.models.cli", "models", app),
+        ("ragshield.reindex.cli", "reindex", app),
+        ("ragshield.eval.poisoning_cli", "poisoning", eval_app),
+        ("ragshield.eval.extraction_cli", "extraction", eval_app),
+        ("ragshield.server.cli", "serve", app),
+    )
+    for module, name, parent in subs:
+        try:
+            sub = importlib.import_module(module).app
+        except ImportError:
+            continue
+        parent.add_typer(sub, name=name)
+
+
+_mount_optional()
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code (used by ``main`` and the tests)."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except RagshieldError as exc:
+        if os.environ.get("RAGSHIELD_DEBUG"):
+            raise
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        err.print("aborted")
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return 2
+    except json.JSONDecodeError as exc:
+        err.print(f"[red]error:[/red] malformed JSON: {exc}")
+        return 2
+    return 0
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

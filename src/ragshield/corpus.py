@@ -1,0 +1,141 @@
+"""Read a corpus from disk into passages, failing loudly and precisely on bad files.
+
+Accepted inputs:
+
+* ``.jsonl`` — one JSON object per line (BEIR ``corpus.jsonl`` included);
+* ``.json`` — a list of objects (or of plain strings);
+* a BEIR folder (holding ``corpus.jsonl``);
+* ``.txt`` / ``.md`` files, or a folder of them — one passage per blank-line paragraph.
+
+Object records take their id from ``_id`` or ``id`` (else ``<file>:<line>``), their title from
+``title`` and their text from ``text`` / ``contents`` / ``content`` unless ``text_fields``
+names the fields to join (``["input", "output"]`` for ChatDoctor-style records).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragshield.errors import DataFormatError, InputError
+from ragshield.types import Passage
+
+_TEXT_KEYS = ("text", "contents", "content")
+_TEXT_SUFFIXES = (".txt", ".md")
+
+
+def _decode(path: Path) -> str:
+    """UTF-8 (BOM tolerated) or a DataFormatError naming the first bad line."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataFormatError(
+            path,
+            line,
+            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}); re-encode the file as UTF-8",
+        ) from None
+
+
+def _record_to_passage(
+    rec: Any, path: Path, line: int | None, fallback_id: str, text_fields: Sequence[str] | None
+) -> Passage | None:
+    if not isinstance(rec, dict):
+        raise DataFormatError(path, line, f"expected a JSON object, got {type(rec).__name__}")
+    if text_fields:
+        missing = [f for f in text_fields if f not in rec]
+        if missing:
+            raise DataFormatError(path, line, f"record has no field(s) {missing}")
+        text = "\n".join(str(rec[f]) for f in text_fields if rec[f])
+    else:
+        key = next((k for k in _TEXT_KEYS if k in rec), None)
+        if key is None:
+            raise DataFormatError(
+                path,
+                line,
+                f"record has none of the text fields {list(_TEXT_KEYS)} (fields: "
+                f"{sorted(rec)[:8]}); pass --text-field to choose",
+            )
+        text = str(rec[key])
+    if not text.strip():
+        return None
+    pid = str(rec.get("_id", rec.get("id", fallback_id)))
+    meta = {k: v for k, v in rec.items() if k not in {"_id", "id", "title", *_TEXT_KEYS}}
+    meta = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))}
+    return Passage(pid, text, str(rec.get("title", "") or ""), meta)
+
+
+def _iter_jsonl(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passage]:
+    for n, line in enumerate(_decode(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(path, n, f"malformed JSON ({exc.msg})") from None
+        p = _record_to_passage(rec, path, n, f"{path.stem}:{n}", text_fields)
+        if p is not None:
+            yield p
+
+
+def _iter_json(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passage]:
+    try:
+        data = json.loads(_decode(path))
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(path, exc.lineno, f"malformed JSON ({exc.msg})") from None
+    if isinstance(data, dict):
+        data = [{"_id": k, **v} if isinstance(v, dict) else v for k, v in data.items()]
+    if not isinstance(data, list):
+        raise DataFormatError(path, None, "expected a list of objects")
+    for i, rec in enumerate(data):
+        if isinstance(rec, str):  # a plain list of texts (``ragshield filter`` input)
+            if rec.strip():
+                yield Passage(str(i), rec)
+            continue
+        p = _record_to_passage(rec, path, None, f"{path.stem}:{i}", text_fields)
+        if p is not None:
+            yield p
+
+
+def _iter_text(path: Path, root: Path) -> Iterator[Passage]:
+    rel = path.relative_to(root).as_posix() if path != root else path.name
+    paras = [p.strip() for p in _decode(path).replace("\r\n", "\n").split("\n\n")]
+    for i, para in enumerate(p for p in paras if p):
+        yield Passage(f"{rel}#{i}", " ".join(para.split()), path.stem)
+
+
+def read_corpus(path: str | Path, *, text_fields: Sequence[str] | None = None) -> list[Passage]:
+    """All passages of a corpus file or folder; raises InputError/DataFormatError on bad input."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"corpus not found: {path}")
+    if path.is_dir():
+        if (path / "corpus.jsonl").is_file():
+            passages = list(_iter_jsonl(path / "corpus.jsonl", text_fields))
+        else:
+            files = sorted(p for p in path.rglob("*") if p.suffix.lower() in _TEXT_SUFFIXES)
+            if not files:
+                raise InputError(
+                    f"corpus folder {path} holds no corpus.jsonl and no .txt/.md files"
+                )
+            passages = [p for f in files for p in _iter_text(f, path)]
+    elif path.suffix.lower() == ".jsonl":
+        passages = list(_iter_jsonl(path, text_fields))
+    elif path.suffix.lower() == ".json":
+        passages = list(_iter_json(path, text_fields))
+    elif path.suffix.lower() in _TEXT_SUFFIXES:
+        passages = list(_iter_text(path, path))
+    else:
+        raise InputError(
+            f"unsupported corpus file {path.name}: use .jsonl, .json, .txt, .md or a folder"
+        )
+    if not passages:
+        raise InputError(f"corpus {path} is empty: it holds no non-blank passage")
+    seen: set[str] = set()
+    dupes = [p.id for p in passages if p.id in seen or seen.add(p.id)]  # type: ignore[func-returns-value]
+    if dupes:
+        raise DataFormatError(path, None, f"duplicate passage ids, e.g. {dupes[:3]}")
+    return passages
