@@ -12,11 +12,15 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 
 from ragshield.errors import InputError, RagshieldError
+
+try:  # typer >= 0.20 vendors click; older releases use the click package
+    from typer._click import exceptions as click_exc
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_exc  # type: ignore[no-redef]
 
 app = typer.Typer(
     name="ragshield",
@@ -236,12 +240,12 @@ def run(argv: list[str] | None = None) -> int:
             raise
         err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
         err.print("aborted")
         return 130
-    except click.ClickException as exc:
+    except click_exc.ClickException as exc:
         exc.show()
         return 2
     except json.JSONDecodeError as exc:

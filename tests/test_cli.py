@@ -1,0 +1,76 @@
+"""CLI: the happy path on the demo corpus, and every bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragshield.cli import run
+from ragshield.demo import demo_files
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "idx"
+    corpus, _ = demo_files()
+    assert run(["index", str(corpus), "--out", str(out)]) == 0
+    return out
+
+
+def test_index_and_ask(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (index_dir / "meta.json").is_file()
+    capsys.readouterr()
+    assert run(["ask", str(index_dir), "Who painted the Mona Lisa?", "--k", "3", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert "Leonardo" in payload["answer"]
+    assert payload["passages"][0]["id"] == "mona-lisa"
+
+
+def test_filter_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(["Paris is the capital of France.", "Cats purr."]), encoding="utf-8")
+    assert run(["filter", "capital of France", str(f), "--filter", "none", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kept"] == ["0", "1"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ask", "{idx}", ""], "question is empty"),
+        (["ask", "{idx}", "q", "--k", "0"], "k must be"),
+        (["ask", "{idx}", "q", "--k", "999"], "must be at most the number of passages"),
+        (["ask", "{idx}", "q", "--filter", "nosuch"], "unknown defense 'nosuch'"),
+        (["ask", "{tmp}", "q"], "not a ragshield index"),
+        (["ask", "{idx}", "q", "--encoder", "/no/model"], "does not exist"),
+        (["index", "{tmp}/missing.jsonl", "--out", "{tmp}/o"], "corpus not found"),
+        (["index", "{tmp}/empty.jsonl", "--out", "{tmp}/o"], "is empty"),
+        (["index", "{tmp}/bad.jsonl", "--out", "{tmp}/o"], "bad.jsonl:2: malformed JSON"),
+        (["index", "{tmp}/latin.jsonl", "--out", "{tmp}/o"], "latin.jsonl:1: not valid UTF-8"),
+        (["index", "{tmp}/bad.jsonl", "--out", "{tmp}/o", "--index-type", "lsh"], "--index-type"),
+        (["filter", "", "{tmp}/bad.jsonl"], "query is empty"),
+    ],
+)
+def test_bad_input_exit_2(
+    index_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    (tmp_path / "bad.jsonl").write_text('{"text": "a"}\n{oops\n', encoding="utf-8")
+    (tmp_path / "latin.jsonl").write_bytes(b'{"text": "caf\xe9"}\n')
+    argv = [a.format(idx=index_dir, tmp=tmp_path) for a in args]
+    capsys.readouterr()
+    assert run(argv) == 2
+    captured = capsys.readouterr()
+    assert message in " ".join(captured.err.split())
+    assert "Traceback" not in captured.err + captured.out
+    assert not (tmp_path / "o").exists()  # nothing half-written
+
+
+def test_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["ask"]) == 2
+    assert run(["--help"]) == 0
