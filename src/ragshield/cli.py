@@ -218,14 +218,21 @@ def _mount_optional() -> None:
         ("ragshield.reindex.cli", "reindex", app),
         ("ragshield.eval.poisoning_cli", "poisoning", eval_app),
         ("ragshield.eval.extraction_cli", "extraction", eval_app),
-        ("ragshield.server.cli", "serve", app),
     )
     for module, name, parent in subs:
         try:
             sub = importlib.import_module(module).app
-        except ImportError:
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # a real bug inside the sub-app must not vanish
+                raise
             continue
         parent.add_typer(sub, name=name)
+    try:
+        server_cli = importlib.import_module("ragshield.server.cli")
+    except ImportError:  # the [server] extra is not installed
+        return
+    app.command("serve")(server_cli.serve)
+    app.add_typer(server_cli.keys_app, name="keys")
 
 
 _mount_optional()
