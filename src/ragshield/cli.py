@@ -82,8 +82,13 @@ def index(
     ] = None,
     index_type: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf.")] = "flat",
     encoder: EncoderOpt = None,
+    store: Annotated[
+        str | None,
+        typer.Option(help="postgresql://… to store vectors in pgvector instead of FAISS files."),
+    ] = None,
+    table: Annotated[str, typer.Option(help="pgvector table name.")] = "ragshield_passages",
 ) -> None:
-    """Encode a corpus and save a FAISS index directory."""
+    """Encode a corpus and save an index directory (FAISS, or a pointer to a pgvector table)."""
     from ragshield.corpus import read_corpus
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.indexing import build_index
@@ -94,14 +99,21 @@ def index(
     passages = read_corpus(corpus, text_fields=fields)
     enc = SentenceTransformerEncoder(encoder)
     err.print(f"encoding {len(passages)} passages with {enc.name} …")
-    store = build_index(
+    if store is not None and not store.startswith(("postgresql://", "postgres://")):
+        raise InputError(f"--store must be a postgresql:// URI; got {store!r}")
+    built = build_index(
         passages,
         out_dir,
         encoder=enc,
         index_type=index_type,  # type: ignore[arg-type]
+        store_uri=store,
+        table=table,
         show_progress=_progress(),
     )
-    out.print(f"indexed {len(store)} passages ({store.dim}-d, {index_type}) into {out_dir}")
+    where = f"pgvector table {table}" if store else "FAISS"
+    out.print(
+        f"indexed {len(built)} passages ({built.dim}-d, {index_type}, {where}) into {out_dir}"
+    )
 
 
 def _answer_payload(ans: Any) -> dict[str, Any]:
@@ -209,6 +221,39 @@ def demo(
     run_demo(out_dir, console=out)
 
 
+db_app = typer.Typer(help="A local PostgreSQL + pgvector server (pgserver).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+DataOpt = Annotated[Path, typer.Option("--data", help="Server data directory.")]
+
+
+@db_app.command("start")
+def db_start(data: DataOpt = Path("pgdata")) -> None:
+    """Start (or reuse) a local server; prints its URI for --store."""
+    from ragshield.store import pgserver_local
+
+    out.print(pgserver_local.start(data, persistent=True))
+
+
+@db_app.command("status")
+def db_status(data: DataOpt = Path("pgdata")) -> None:
+    """Print the URI of the running server, or exit 1 when none runs."""
+    from ragshield.store import pgserver_local
+
+    uri = pgserver_local.status(data)
+    if uri is None:
+        out.print(f"no server running for {data}")
+        raise typer.Exit(1)
+    out.print(uri)
+
+
+@db_app.command("stop")
+def db_stop(data: DataOpt = Path("pgdata")) -> None:
+    """Stop the local server."""
+    from ragshield.store import pgserver_local
+
+    out.print("stopped" if pgserver_local.stop(data) else f"no server running for {data}")
+
+
 def _mount_optional() -> None:
     """Sub-apps owned by their own modules; each is a thin typer layer over the library."""
     import importlib
@@ -241,7 +286,8 @@ _mount_optional()
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (used by ``main`` and the tests)."""
     try:
-        app(args=argv, standalone_mode=False)
+        # with standalone_mode=False, click returns the code of typer.Exit instead of raising
+        rc = app(args=argv, standalone_mode=False)
     except RagshieldError as exc:
         if os.environ.get("RAGSHIELD_DEBUG"):
             raise
@@ -258,7 +304,7 @@ def run(argv: list[str] | None = None) -> int:
     except json.JSONDecodeError as exc:
         err.print(f"[red]error:[/red] malformed JSON: {exc}")
         return 2
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 def main() -> None:

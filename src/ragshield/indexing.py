@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
 from ragshield.corpus import read_corpus
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.errors import InputError
+from ragshield.store.base import VectorStore
 from ragshield.store.faiss_store import FaissStore
+from ragshield.store.persist import load_store
 from ragshield.types import Passage
+
+IndexType = Literal["flat", "hnsw", "ivf"]
 
 
 def build_index(
@@ -17,16 +22,34 @@ def build_index(
     out: str | Path,
     *,
     encoder: SentenceTransformerEncoder | None = None,
-    index_type: Literal["flat", "hnsw", "ivf"] = "flat",
+    index_type: IndexType = "flat",
+    store_uri: str | None = None,
+    table: str = "ragshield_passages",
     show_progress: bool = False,
-) -> FaissStore:
-    """Encode and save; the directory appears only when complete (temp dir + rename)."""
+) -> VectorStore:
+    """Encode and save; the directory appears only when complete (temp dir + rename).
+
+    With ``store_uri`` (``postgresql://…``) the vectors go to a pgvector table in one
+    transaction and ``out`` holds a small pointer to it.
+    """
     if not passages:
         raise InputError("cannot index an empty corpus")
     encoder = encoder or SentenceTransformerEncoder()
-    vectors = encoder.encode([_index_text(p) for p in passages], show_progress=show_progress)
-    store = FaissStore(encoder.dim, index_type, encoder_name=encoder.name)
-    store.add(passages, vectors)
+    vectors = encoder.encode([index_text(p) for p in passages], show_progress=show_progress)
+    store: VectorStore
+    if store_uri:
+        from ragshield.store.pgvector_store import PgVectorStore
+
+        pg = PgVectorStore(store_uri, encoder.dim, table=table, encoder_name=encoder.name)
+        pg.add(passages, vectors)
+        if index_type != "flat":
+            pg.build_index()
+        else:
+            pg.exact = True
+        store = pg
+    else:
+        store = FaissStore(encoder.dim, index_type, encoder_name=encoder.name)
+        store.add(passages, vectors)
     store.save(out)
     return store
 
@@ -37,9 +60,9 @@ def index_corpus(
     *,
     text_fields: list[str] | None = None,
     encoder: SentenceTransformerEncoder | None = None,
-    index_type: Literal["flat", "hnsw", "ivf"] = "flat",
+    index_type: IndexType = "flat",
     show_progress: bool = False,
-) -> FaissStore:
+) -> VectorStore:
     return build_index(
         read_corpus(corpus, text_fields=text_fields),
         out,
@@ -49,16 +72,28 @@ def index_corpus(
     )
 
 
-def _index_text(p: Passage) -> str:
+def index_text(p: Passage) -> str:
     """Title and text together, as BEIR retrievers embed them."""
     return f"{p.title}. {p.text}" if p.title else p.text
 
 
 def open_index(
-    path: str | Path, encoder_model: str | None = None
-) -> tuple[FaissStore, SentenceTransformerEncoder]:
-    """Load a store and the encoder it was built with (or an explicit local model)."""
-    store = FaissStore.load(path)
-    model = encoder_model or store.encoder_name or None
-    encoder = SentenceTransformerEncoder(model)
-    return store, encoder
+    path: str | Path, encoder_model: str | None = None, *, uri: str | None = None
+) -> tuple[VectorStore, SentenceTransformerEncoder]:
+    """Load a store and the encoder its queries must use.
+
+    An explicit ``encoder_model`` wins; else a RAGFort re-index (``ragfort.json``) names its
+    query encoder; else the encoder recorded at build time.
+    """
+    path = Path(path)
+    store = load_store(path, uri=uri)
+    model = encoder_model
+    ragfort = path / "ragfort.json"
+    if model is None and ragfort.is_file():
+        spec = json.loads(ragfort.read_text(encoding="utf-8"))
+        q = spec.get("query_encoder")
+        if q:  # a folder inside the index, or a model name / absolute path
+            model = str(path / q) if (path / q).is_dir() else str(q)
+    if model is None:
+        model = getattr(store, "encoder_name", "") or None
+    return store, SentenceTransformerEncoder(model)

@@ -14,9 +14,6 @@ leaves a half-written index where a good one was.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +22,7 @@ import faiss
 import numpy as np
 
 from ragshield.errors import DataFormatError, InputError
+from ragshield.store.persist import atomic_dir, read_meta
 from ragshield.types import Passage, RetrievedPassage
 
 IndexType = Literal["flat", "hnsw", "ivf"]
@@ -159,10 +157,7 @@ class FaissStore:
 
     # ---- persistence -------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
+        with atomic_dir(path) as tmp:
             faiss.write_index(self._index, str(tmp / "index.faiss"))
             np.save(tmp / "vectors.npy", self._vectors)
             with open(tmp / "passages.jsonl", "w", encoding="utf-8") as fh:
@@ -186,31 +181,13 @@ class FaissStore:
                 "nprobe": self.nprobe,
             }
             (tmp / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
-            if path.exists():
-                old = path.with_name(f".{path.name}.old")
-                shutil.rmtree(old, ignore_errors=True)
-                os.replace(path, old)
-                os.replace(tmp, path)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
 
     @classmethod
     def load(cls, path: str | Path) -> FaissStore:
         path = Path(path)
-        meta_path = path / "meta.json"
-        if not meta_path.is_file():
-            raise InputError(
-                f"{path} is not a ragshield index (no meta.json). Build one with "
-                "'ragshield index CORPUS --out DIR'."
-            )
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise DataFormatError(meta_path, None, f"unreadable index metadata ({exc})") from exc
+        meta = read_meta(path)
+        if meta.get("store", "faiss") != "faiss":
+            raise InputError(f"{path} is a {meta['store']} index, not a FAISS one")
         store = cls(
             int(meta["dim"]),
             meta.get("index_type", "flat"),

@@ -1,0 +1,283 @@
+"""PostgreSQL + pgvector behind the VectorStore protocol: the shared, server-side store.
+
+One table per index holds passages and their vectors; an HNSW index (``vector_ip_ops``)
+serves approximate search, and ``exact=True`` forces a sequential scan. Ingest is one
+transaction — rows are COPYed into a staging table and upserted by passage id — so an
+interrupted ingest leaves the previous contents intact, and re-ingesting the same corpus is
+idempotent.
+
+A local server for development and tests: ``ragshield db start --data DIR`` (PyPI
+``pgserver`` ships PostgreSQL 16 with pgvector); in production pass your own URI.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragshield.errors import InputError, RagshieldError
+from ragshield.types import Passage, RetrievedPassage
+
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+        from pgvector.psycopg import register_vector
+    except ImportError as exc:
+        raise RagshieldError(
+            'PgVectorStore needs the [pg] extra: pip install "ragshield[pg]"'
+        ) from exc
+    return psycopg, register_vector
+
+
+class PgVectorStore:
+    """Inner-product search over L2-normalised vectors in PostgreSQL.
+
+    Parameters
+    ----------
+    uri: libpq connection string (``postgresql://user:pw@host:5432/db``).
+    dim: vector dimension; checked against an existing table.
+    table: table name (lower-case identifier).
+    hnsw_m, ef_construction: HNSW build parameters (pgvector defaults 16 / 64).
+    ef_search: HNSW beam width at query time (pgvector default 40; raise for recall).
+    exact: search by sequential scan (exact) instead of the HNSW index.
+    encoder_name: recorded so the table is not searched with another model.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        dim: int,
+        *,
+        table: str = "ragshield_passages",
+        hnsw_m: int = 16,
+        ef_construction: int = 64,
+        ef_search: int = 40,
+        exact: bool = False,
+        encoder_name: str = "",
+    ) -> None:
+        if not _IDENT.match(table):
+            raise InputError(
+                f"The 'table' parameter of PgVectorStore must be a lower-case SQL identifier. "
+                f"Got {table!r} instead."
+            )
+        if not isinstance(dim, int) or dim < 1:
+            raise InputError(
+                f"The 'dim' parameter of PgVectorStore must be an int >= 1. Got {dim!r}."
+            )
+        self.uri = uri
+        self._dim = dim
+        self.table = table
+        self.hnsw_m = hnsw_m
+        self.ef_construction = ef_construction
+        self.ef_search = ef_search
+        self.exact = exact
+        self.encoder_name = encoder_name
+        self._conn: Any = None
+
+    # ---- connection & schema ------------------------------------------------------------
+    def connect(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            psycopg, register_vector = _psycopg()
+            try:
+                conn = psycopg.connect(self.uri, autocommit=False)
+            except psycopg.OperationalError as exc:
+                raise RagshieldError(f"cannot connect to PostgreSQL: {exc}".strip()) from exc
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.commit()
+            register_vector(conn)
+            self._conn = conn
+            self._ensure_schema()
+        return self._conn
+
+    def _ensure_schema(self) -> None:
+        c = self._conn
+        c.execute(
+            "CREATE TABLE IF NOT EXISTS ragshield_meta (name text PRIMARY KEY, dim int NOT NULL, "
+            "encoder_name text NOT NULL DEFAULT '', schema_version int NOT NULL)"
+        )
+        row = c.execute("SELECT dim FROM ragshield_meta WHERE name = %s", (self.table,)).fetchone()
+        if row is not None and row[0] != self._dim:
+            raise InputError(
+                f"table {self.table} holds {row[0]}-d vectors; this store was opened with "
+                f"dim={self._dim}: the index was built with another encoder."
+            )
+        c.execute(
+            f"CREATE TABLE IF NOT EXISTS {self.table} (row_id bigserial PRIMARY KEY, "
+            "id text UNIQUE NOT NULL, title text NOT NULL DEFAULT '', text text NOT NULL, "
+            f"metadata jsonb NOT NULL DEFAULT '{{}}', embedding vector({self._dim}) NOT NULL)"
+        )
+        c.execute(
+            "INSERT INTO ragshield_meta (name, dim, encoder_name, schema_version) "
+            "VALUES (%s, %s, %s, 1) ON CONFLICT (name) DO UPDATE SET encoder_name = "
+            "CASE WHEN EXCLUDED.encoder_name = '' THEN ragshield_meta.encoder_name "
+            "ELSE EXCLUDED.encoder_name END",
+            (self.table, self._dim, self.encoder_name),
+        )
+        c.commit()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def __len__(self) -> int:
+        row = self.connect().execute(f"SELECT count(*) FROM {self.table}").fetchone()
+        self._conn.commit()
+        return int(row[0])
+
+    # ---- ingest -------------------------------------------------------------------------
+    def add(self, passages: Sequence[Passage], vectors: np.ndarray) -> None:
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self._dim:
+            raise InputError(
+                f"vectors must have shape (n, {self._dim}); got {tuple(vectors.shape)}."
+            )
+        if len(passages) != vectors.shape[0]:
+            raise InputError(
+                f"{len(passages)} passages but {vectors.shape[0]} vectors: they must match."
+            )
+        ids = [p.id for p in passages]
+        if len(set(ids)) != len(ids):
+            raise InputError("duplicate passage ids within one batch")
+        if not passages:
+            return
+        conn = self.connect()
+        try:
+            with conn.transaction():
+                from psycopg.types.json import Jsonb
+
+                conn.execute(
+                    f"CREATE TEMP TABLE staging (LIKE {self.table} INCLUDING DEFAULTS) ON COMMIT DROP"
+                )
+                with conn.cursor().copy(
+                    "COPY staging (id, title, text, metadata, embedding) FROM STDIN WITH (FORMAT BINARY)"
+                ) as copy:
+                    copy.set_types(["text", "text", "text", "jsonb", "vector"])
+                    for p, v in zip(passages, vectors, strict=True):
+                        copy.write_row([p.id, p.title, p.text, Jsonb(dict(p.metadata)), v])
+                conn.execute(
+                    f"INSERT INTO {self.table} (id, title, text, metadata, embedding) "
+                    "SELECT id, title, text, metadata, embedding FROM staging "
+                    "ON CONFLICT (id) DO UPDATE SET title = EXCLUDED.title, text = EXCLUDED.text, "
+                    "metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding"
+                )
+                self.on_ingest_batch()
+        finally:
+            if (
+                conn.info.transaction_status != 0
+            ):  # leave the connection idle, never mid-transaction
+                conn.rollback()
+
+    def on_ingest_batch(self) -> None:
+        """Hook inside the ingest transaction (tests raise here to simulate a crash)."""
+
+    def build_index(self) -> None:
+        """(Re)build the HNSW index; cheaper once after bulk ingest than row by row."""
+        conn = self.connect()
+        conn.execute(f"DROP INDEX IF EXISTS {self.table}_hnsw")
+        conn.execute(
+            f"CREATE INDEX {self.table}_hnsw ON {self.table} USING hnsw (embedding vector_ip_ops) "
+            f"WITH (m = {int(self.hnsw_m)}, ef_construction = {int(self.ef_construction)})"
+        )
+        conn.commit()
+
+    # ---- search -------------------------------------------------------------------------
+    def search(
+        self, query_vectors: np.ndarray, k: int, *, where: Mapping[str, Any] | None = None
+    ) -> list[list[RetrievedPassage]]:
+        """Top-k per query row; ``where`` keeps passages whose metadata contains those pairs."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InputError(f"k must be an int >= 1. Got {k!r} instead.")
+        n = len(self)
+        if n == 0:
+            raise InputError("the index is empty: add passages before searching.")
+        if k > n:
+            raise InputError(f"k ({k}) must be at most the number of passages in the index ({n}).")
+        q = np.ascontiguousarray(np.atleast_2d(query_vectors), dtype=np.float32)
+        if q.shape[1] != self._dim:
+            raise InputError(f"query vectors must have {self._dim} columns; got {q.shape[1]}.")
+        conn = self.connect()
+        filt = " WHERE metadata @> %s::jsonb" if where else ""
+        sql = (
+            f"SELECT id, title, text, metadata, embedding, -(embedding <#> %s) AS score "
+            f"FROM {self.table}{filt} ORDER BY embedding <#> %s LIMIT %s"
+        )
+        out: list[list[RetrievedPassage]] = []
+        with conn.transaction():
+            if self.exact:
+                conn.execute("SET LOCAL enable_indexscan = off")
+            else:
+                conn.execute(f"SET LOCAL hnsw.ef_search = {max(int(self.ef_search), k)}")
+            for row in q:
+                params: list[Any] = [row]
+                if where:
+                    params.append(json.dumps(dict(where)))
+                params += [row, k]
+                rows = conn.execute(sql, params).fetchall()
+                out.append(
+                    [
+                        RetrievedPassage(
+                            Passage(pid, text, title, meta),
+                            float(score),
+                            rank,
+                            _to_numpy(emb),
+                        )
+                        for rank, (pid, title, text, meta, emb, score) in enumerate(rows)
+                    ]
+                )
+        return out
+
+    # ---- pointer files ------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """Write a small index directory pointing at this table (data stays in PostgreSQL).
+
+        The URI is stored without its password; pass credentials via ``PGPASSWORD``.
+        """
+        from ragshield.store.persist import write_meta_dir
+
+        write_meta_dir(
+            path,
+            {
+                "format_version": 1,
+                "store": "pgvector",
+                "uri": _strip_password(self.uri),
+                "table": self.table,
+                "dim": self._dim,
+                "encoder_name": self.encoder_name,
+                "hnsw_m": self.hnsw_m,
+                "ef_search": self.ef_search,
+            },
+        )
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any], uri: str | None = None) -> PgVectorStore:
+        return cls(
+            uri or str(meta["uri"]),
+            int(meta["dim"]),
+            table=str(meta["table"]),
+            hnsw_m=int(meta.get("hnsw_m", 16)),
+            ef_search=int(meta.get("ef_search", 40)),
+            encoder_name=str(meta.get("encoder_name", "")),
+        )
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    """pgvector returns numpy arrays or ``Vector`` objects depending on the transfer format."""
+    to_numpy = getattr(value, "to_numpy", None)
+    return np.asarray(to_numpy() if to_numpy else value, dtype=np.float32)
+
+
+def _strip_password(uri: str) -> str:
+    return re.sub(r"(postgres(?:ql)?://[^:/@]+):[^@]*@", r"\1@", uri)
