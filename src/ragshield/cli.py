@@ -87,6 +87,11 @@ def index(
         typer.Option(help="postgresql://… to store vectors in pgvector instead of FAISS files."),
     ] = None,
     table: Annotated[str, typer.Option(help="pgvector table name.")] = "ragshield_passages",
+    ray: Annotated[
+        str | None,
+        typer.Option(help="Encode with Ray: 'local', 'auto' (joined cluster) or ray://HOST:PORT."),
+    ] = None,
+    ray_workers: Annotated[int, typer.Option(help="Encoder actors when --ray is set.")] = 2,
 ) -> None:
     """Encode a corpus and save an index directory (FAISS, or a pointer to a pgvector table)."""
     from ragshield.corpus import read_corpus
@@ -109,6 +114,8 @@ def index(
         store_uri=store,
         table=table,
         show_progress=_progress(),
+        ray_address=ray,
+        ray_workers=ray_workers,
     )
     where = f"pgvector table {table}" if store else "FAISS"
     out.print(

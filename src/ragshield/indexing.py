@@ -26,6 +26,8 @@ def build_index(
     store_uri: str | None = None,
     table: str = "ragshield_passages",
     show_progress: bool = False,
+    ray_address: str | None = None,
+    ray_workers: int = 1,
 ) -> VectorStore:
     """Encode and save; the directory appears only when complete (temp dir + rename).
 
@@ -35,7 +37,15 @@ def build_index(
     if not passages:
         raise InputError("cannot index an empty corpus")
     encoder = encoder or SentenceTransformerEncoder()
-    vectors = encoder.encode([index_text(p) for p in passages], show_progress=show_progress)
+    texts = [index_text(p) for p in passages]
+    if ray_address:
+        from ragshield.distributed import ray_encode
+
+        vectors = ray_encode(
+            texts, model=str(encoder.path), address=ray_address, workers=ray_workers
+        )
+    else:
+        vectors = encoder.encode(texts, show_progress=show_progress)
     store: VectorStore
     if store_uri:
         from ragshield.store.pgvector_store import PgVectorStore
