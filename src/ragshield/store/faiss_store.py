@@ -14,6 +14,7 @@ leaves a half-written index where a good one was.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -114,7 +115,7 @@ class FaissStore:
                 f"{len(passages)} passages but {vectors.shape[0]} vectors: they must match."
             )
         new_ids = [p.id for p in passages]
-        dupes = (set(new_ids) & self._ids) | {i for i in new_ids if new_ids.count(i) > 1}
+        dupes = (set(new_ids) & self._ids) | {i for i, c in Counter(new_ids).items() if c > 1}
         if dupes:
             raise InputError(f"duplicate passage ids: {sorted(dupes)[:5]}")
         if len(passages) == 0:

@@ -200,11 +200,6 @@ class PgVectorStore:
         """Top-k per query row; ``where`` keeps passages whose metadata contains those pairs."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InputError(f"k must be an int >= 1. Got {k!r} instead.")
-        n = len(self)
-        if n == 0:
-            raise InputError("the index is empty: add passages before searching.")
-        if k > n:
-            raise InputError(f"k ({k}) must be at most the number of passages in the index ({n}).")
         q = np.ascontiguousarray(np.atleast_2d(query_vectors), dtype=np.float32)
         if q.shape[1] != self._dim:
             raise InputError(f"query vectors must have {self._dim} columns; got {q.shape[1]}.")
@@ -226,6 +221,8 @@ class PgVectorStore:
                     params.append(json.dumps(dict(where)))
                 params += [row, k]
                 rows = conn.execute(sql, params).fetchall()
+                if len(rows) < k and not where:  # count only when the index is too small
+                    self._check_k(conn, k)
                 out.append(
                     [
                         RetrievedPassage(
@@ -238,6 +235,13 @@ class PgVectorStore:
                     ]
                 )
         return out
+
+    def _check_k(self, conn: Any, k: int) -> None:
+        n = int(conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
+        if n == 0:
+            raise InputError("the index is empty: add passages before searching.")
+        if k > n:
+            raise InputError(f"k ({k}) must be at most the number of passages in the index ({n}).")
 
     # ---- pointer files ------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
