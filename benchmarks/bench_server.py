@@ -1,0 +1,228 @@
+"""Load benchmark of ``ragshield serve``: a real uvicorn process on loopback.
+
+Builds an index of the shipped demo corpus (or ``--corpus``), writes a server config,
+creates one API key, starts ``python -m ragshield.server`` on a free 127.0.0.1 port and
+drives ``POST /v1/ask`` with a bounded async client (httpx) at each concurrency level for
+a fixed number of requests, with the extractive generator. Prints throughput, p50 / p95 /
+p99 latency, the error count (must be 0) and whether the audit log gained exactly one
+row per request. Per-key budgets are off for the run; the extraction throttle is on
+(ordinary questions never trigger it, which the audit outcomes confirm).
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_server.py --requests 200 --concurrency 1,8,32
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+QUESTIONS = [
+    "Who designed the Eiffel Tower?",
+    "What is the capital of Australia?",
+    "When did Parliament move to Canberra?",
+    "Which city has the Opera House?",
+    "Who painted the Mona Lisa?",
+    "How long is the Great Wall of China?",
+    "Who invented the World Wide Web?",
+    "What is the population of Sydney?",
+]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_config(work: Path, index: Path, concurrency: int) -> Path:
+    cfg = work / "server.toml"
+    cfg.write_text(
+        f'index = "{index}"\n'
+        'generator = "extractive"\n'
+        "[limits]\n"
+        "requests_per_minute = 0\n"  # budgets off: the benchmark measures the service
+        "requests_per_day = 0\n"
+        f"concurrency = {concurrency}\n"
+        "[storage]\n"
+        f'sqlite_path = "{work / "bench.db"}"\n',
+        encoding="utf-8",
+    )
+    return cfg
+
+
+def start_server(cfg: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "OMP_WAIT_POLICY": "PASSIVE",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "RAGSHIELD_NO_PROGRESS": "1",
+    }
+    with open(log, "wb") as fh:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ragshield.server",
+                "--config",
+                str(cfg),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
+def wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> float:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{base}/v1/health", timeout=2).status_code == 200:
+                return time.perf_counter() - t0
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    raise SystemExit(f"server not ready after {timeout} s:\n{log.read_text()}")
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+async def drive(
+    base: str, token: str, n: int, concurrency: int, offset: int = 0
+) -> tuple[list[float], int, float]:
+    """``n`` requests through ``concurrency`` workers; (latencies s, errors, wall s).
+
+    Every question text is unique (a request number is appended), so the server's
+    encoder cache never answers the query embedding: each request pays a real encode.
+    """
+    latencies: list[float] = []
+    errors = 0
+    counter = iter(range(offset, offset + n))
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal errors
+        for i in counter:
+            body = {"question": f"{QUESTIONS[i % len(QUESTIONS)]} (request {i})"}
+            t = time.perf_counter()
+            try:
+                r = await client.post("/v1/ask", json=body, headers=headers)
+                ok = r.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            latencies.append(time.perf_counter() - t)
+            errors += not ok
+
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as client:
+        t0 = time.perf_counter()
+        await asyncio.gather(*[worker(client) for _ in range(concurrency)])
+        wall = time.perf_counter() - t0
+    return latencies, errors, wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=200, help="requests per concurrency level")
+    ap.add_argument("--concurrency", default="1,8,32")
+    ap.add_argument("--corpus", type=Path, default=None, help="default: the shipped demo corpus")
+    ap.add_argument("--text-field", default=None, help="e.g. input,output for ChatDoctor")
+    ap.add_argument("--pipeline-concurrency", type=int, default=2, help="limits.concurrency")
+    ap.add_argument("--warmup", type=int, default=8)
+    args = ap.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+
+    from ragshield.corpus import read_corpus
+    from ragshield.demo import demo_files
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.indexing import build_index
+    from ragshield.server.auth import KeyManager
+    from ragshield.server.config import load_config
+    from ragshield.server.db import Database
+
+    corpus = args.corpus or demo_files()[0]
+    fields = args.text_field.split(",") if args.text_field else None
+    with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
+        work = Path(tmp)
+        passages = read_corpus(corpus, text_fields=fields)
+        build_index(passages, work / "index", encoder=SentenceTransformerEncoder())
+        cfg_path = write_config(work, work / "index", args.pipeline_concurrency)
+        cfg = load_config(cfg_path)
+        db = Database(cfg.storage.resolved_url())
+        db.migrate()
+        _, token = KeyManager(db, cfg.auth).create("bench", scopes="ask")
+
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        log = work / "server.log"
+        proc = start_server(cfg_path, port, log)
+        try:
+            ready = wait_ready(base, proc, log, timeout=300)
+            asyncio.run(drive(base, token, args.warmup, 1, offset=10**6))
+            print(
+                f"# bench_server — {platform.machine()}, {os.cpu_count()} cores, "
+                f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}; uvicorn on "
+                f"127.0.0.1 (1 process, pipeline concurrency {args.pipeline_concurrency}); "
+                f"index: {len(passages)} passages of {Path(corpus).name}; extractive "
+                f"generator, no defense, throttle on, budgets off; k=5; unique questions; server ready in "
+                f"{ready:.1f} s; {args.warmup} warm-up requests not counted; load average "
+                f"before the run {os.getloadavg()[0]:.1f} (the CPU is shared)"
+            )
+            print()
+            print(
+                "| concurrency | requests | errors | throughput (req/s) | p50 ms | p95 ms "
+                "| p99 ms | audit rows added | audit == requests |"
+            )
+            print("|---|---|---|---|---|---|---|---|---|")
+            all_ok = True
+            for level, c in enumerate(levels):
+                before = db.count_audit()
+                lat, errors, wall = asyncio.run(
+                    drive(base, token, args.requests, c, offset=level * args.requests)
+                )
+                added = db.count_audit() - before
+                ms = np.percentile(np.array(lat) * 1000, [50, 95, 99])
+                ok = added == args.requests and errors == 0
+                all_ok &= ok
+                print(
+                    f"| {c} | {args.requests} | {errors} | {args.requests / wall:.1f} | "
+                    f"{ms[0]:.1f} | {ms[1]:.1f} | {ms[2]:.1f} | {added} | "
+                    f"{'yes' if added == args.requests else 'NO'} |"
+                )
+            outcomes = {r["outcome"] for r in db.audit_rows()}
+            print()
+            print(f"audit outcomes seen: {sorted(outcomes)}")
+        finally:
+            stop_server(proc)
+            db.close()
+    if not all_ok:
+        raise SystemExit("errors or missing audit rows: see the table")
+
+
+if __name__ == "__main__":
+    main()

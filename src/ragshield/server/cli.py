@@ -1,0 +1,170 @@
+"""``ragshield serve`` and ``ragshield keys``: thin calls into :mod:`ragshield.server`.
+
+Mounted by the main CLI as::
+
+    app.command("serve")(serve)
+    app.add_typer(keys_app, name="keys")
+
+User mistakes raise :class:`~ragshield.errors.InputError` (the main CLI prints one line
+and exits 2).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ragshield.errors import InputError
+from ragshield.server.config import AuthConfig, load_config
+
+if TYPE_CHECKING:
+    from ragshield.server.auth import KeyManager
+
+keys_app = typer.Typer(help="Create, list and revoke the service's API keys.", no_args_is_help=True)
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Server config file (TOML/YAML); its storage is used."),
+]
+DbOpt = Annotated[
+    str | None,
+    typer.Option("--db", help="SQLite file or SQLAlchemy URL (instead of --config)."),
+]
+
+
+def serve(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Server config file.")],
+    host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+) -> None:
+    """Serve the defended pipeline over HTTP (see examples/server.toml)."""
+    import logging
+
+    import uvicorn
+
+    from ragshield.server.app import create_app
+    from ragshield.server.service import Service
+
+    if not 0 < port < 65536:
+        raise InputError(f"--port must be in 1..65535. Got {port}.")
+    cfg = load_config(config)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    service = Service.from_config(cfg)
+    typer.echo(
+        f"serving {len(service.store)} passages from {cfg.index} with defenses "
+        f"[{', '.join(cfg.defenses.chain) or 'none'}] on http://{host}:{port} "
+        f"(storage: {service.db.engine.url.render_as_string(hide_password=True)})",
+        err=True,
+    )
+    try:
+        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+    finally:
+        service.close()
+
+
+def _keys(config: Path | None, db: str | None) -> KeyManager:
+    from ragshield.server.auth import KeyManager
+    from ragshield.server.db import Database
+
+    if (config is None) == (db is None):
+        raise InputError("pass exactly one of --config FILE or --db PATH_OR_URL.")
+    if config is not None:
+        cfg = load_config(config)
+        url, auth = cfg.storage.resolved_url(), cfg.auth
+    else:
+        assert db is not None
+        url = db if "://" in db else f"sqlite:///{Path(db).expanduser()}"
+        auth = AuthConfig()
+    database = Database(url)
+    database.migrate()
+    return KeyManager(database, auth)
+
+
+@keys_app.command("create")
+def create(
+    name: Annotated[str, typer.Argument(help="Who or what uses the key.")],
+    scopes: Annotated[
+        str, typer.Option(help="Comma-separated: ask, filter, admin.")
+    ] = "ask,filter",
+    rpm: Annotated[
+        int | None, typer.Option(help="Requests per minute (default: the config's).")
+    ] = None,
+    rpd: Annotated[
+        int | None, typer.Option(help="Requests per day (default: the config's).")
+    ] = None,
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Create a key and print it once (only its argon2 hash is stored)."""
+    mgr = _keys(config, db)
+    key_id, token = mgr.create(name, scopes, rpm=rpm, rpd=rpd)
+    typer.echo(token)
+    typer.echo(
+        f"created key {key_id} ({name}; scopes {scopes}). Store it now: it is not shown again.",
+        err=True,
+    )
+
+
+@keys_app.command("list")
+def list_(
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """List keys (ids, names, scopes, limits, state) — never secrets."""
+    mgr = _keys(config, db)
+    rows: list[dict[str, Any]] = [
+        {
+            "id": r.id,
+            "name": r.name,
+            "scopes": list(r.scopes),
+            "rpm": r.rpm,
+            "rpd": r.rpd,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.created_at)),
+            "revoked": r.revoked_at is not None,
+        }
+        for r in mgr.list_keys()
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo("no keys; create one with 'ragshield keys create NAME'.")
+        return
+    for r in rows:
+        typer.echo(
+            f"{r['id']}  {r['name']:<20}  {','.join(r['scopes']):<17}  "
+            f"rpm={r['rpm'] or '-'} rpd={r['rpd'] or '-'}  {r['created']}"
+            + ("  REVOKED" if r["revoked"] else "")
+        )
+
+
+@keys_app.command("revoke")
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (see 'keys list').")],
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Revoke a key: every later request with it gets 401."""
+    _keys(config, db).revoke(key_id)
+    typer.echo(f"revoked key {key_id}")
+
+
+@keys_app.command("unblock")
+def unblock(
+    key_id: Annotated[str, typer.Argument(help="The key's id.")],
+    config: ConfigOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Lift an extraction-throttle block from a key."""
+    mgr = _keys(config, db)
+    if mgr.db.get_key(key_id) is None:
+        raise InputError(f"no API key with id {key_id!r}; see 'ragshield keys list'.")
+    done = mgr.db.unblock(key_id)
+    typer.echo(f"unblocked key {key_id}" if done else f"key {key_id} was not blocked")

@@ -1,0 +1,241 @@
+"""The service's one configuration file (TOML or YAML), validated by pydantic.
+
+Every value can be overridden by an environment variable ``RAGSHIELD_SERVE_<SECTION>__<FIELD>``
+(e.g. ``RAGSHIELD_SERVE_LIMITS__REQUESTS_PER_MINUTE=30``; lists and tables as JSON), so a
+container can change a limit without editing the file. Relative paths in the file are
+relative to the file's own folder, so a config and its index can move together.
+
+Example (see ``examples/server.toml`` for every field)::
+
+    from ragshield.server.config import load_config
+    cfg = load_config("examples/server.toml")
+    print(cfg.limits.requests_per_minute, cfg.storage.resolved_url())
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ragshield.errors import InputError
+
+ENV_PREFIX = "RAGSHIELD_SERVE_"
+SCOPES = ("ask", "filter", "admin")
+
+# Extraction signatures: requests to repeat / print / continue the retrieved context, the
+# commands RAG-Thief (Jiang et al. 2024 §4) and the RAG worm (Cohen et al. 2024 §3) rely on,
+# and the "repeat all the context" family of Zeng et al. 2024a. Case-insensitive regexes.
+DEFAULT_SIGNATURES: dict[str, str] = {
+    "repeat-context": (
+        r"\b(?:repeat|print|output|copy|reproduce|recite|dump|echo|reveal|write|show|"
+        r"display)\b[^.?!\n]{0,60}?\b(?:contexts?|documents?|passages?|chunks?|"
+        r"knowledge[- ]base|retrieved (?:text|data)|system prompt|text (?:above|below)|"
+        r"(?:text|everything) you (?:were|are|have been) given)\b"
+    ),
+    "verbatim": (
+        r"\b(?:word[- ]for[- ]word|verbatim|character[- ]for[- ]character|"
+        r"exactly as (?:it is |they are )?written|without summari[sz]ing)\b"
+    ),
+    "ignore-instructions": (
+        r"\bignore (?:the|all|any|your|previous|prior|above)\b[^.?!\n]{0,30}?"
+        r"\b(?:question|instructions?|prompt)\b"
+    ),
+    "continue-context": (
+        r"\b(?:continue|complete|extend)\b[^.?!\n]{0,40}?\b(?:context|passage|document|chunk)\b"
+    ),
+    "self-replicating": r"<\s*(?:START|END)\s*>|\bself[- ]replicat",
+}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RetrievalConfig(_Section):
+    """How much is retrieved and how much reaches the generator."""
+
+    k: int = Field(default=5, ge=1)  # RAGDefender §6.1 / RAGFort §5.1: top-5 retrieval
+    max_k: int = Field(default=20, ge=1)
+    context_k: int | None = Field(
+        default=5, ge=1
+    )  # RAGDefender §6.1: top-5 survivors reach the LLM
+
+
+class DefensesConfig(_Section):
+    """The defense chain, by registry name (``ragshield.defenses.registry``)."""
+
+    chain: list[str] = Field(default_factory=list)
+    # names a request may pick with "defenses": [...]; empty = the chain's own names
+    allowed: list[str] = Field(default_factory=list)
+    # may a request ask for no defense at all ("defenses": [])?
+    allow_none: bool = False
+    # constructor parameters per defense name, e.g. {ecosaferag = {eps = 0.6}}
+    params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def allowed_names(self) -> list[str]:
+        return list(dict.fromkeys([*self.chain, *self.allowed]))
+
+
+class LimitsConfig(_Section):
+    """Per-key budgets (0 or ``None`` = unlimited) and input limits."""
+
+    requests_per_minute: int | None = Field(default=60, ge=0)
+    requests_per_day: int | None = Field(default=10_000, ge=0)
+    max_body_bytes: int = Field(default=65_536, ge=256)
+    max_question_chars: int = Field(default=2_000, ge=1)
+    max_filter_passages: int = Field(default=100, ge=1)
+    max_passage_chars: int = Field(default=20_000, ge=1)
+    # pipeline runs at once (encode / search / filter / generate are CPU-bound)
+    concurrency: int = Field(default=2, ge=1)
+
+
+class ThrottleConfig(_Section):
+    """Extraction-aware throttling (see :mod:`ragshield.server.throttle`)."""
+
+    enabled: bool = True
+    signatures: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_SIGNATURES))
+    # what a signature match does: refuse the request and block the key, slow it, only log
+    signature_action: Literal["refuse", "slow", "log"] = "refuse"
+    # distinct chunks one key may receive inside the window, as a share of the index ...
+    coverage_limit: float = Field(default=0.05, gt=0.0, le=1.0)
+    # ... but never fewer than this many (small indexes)
+    coverage_min_chunks: int = Field(default=50, ge=1)
+    coverage_window_seconds: float = Field(default=86_400.0, gt=0.0)
+    # mean share of never-seen-before chunks over the key's last `novelty_window` answers
+    novelty_limit: float = Field(default=0.9, gt=0.0, le=1.0)
+    novelty_window: int = Field(default=20, ge=1)
+    slow_seconds: float = Field(default=2.0, ge=0.0)
+    cooldown_seconds: float = Field(default=900.0, gt=0.0)
+
+    @field_validator("signatures")
+    @classmethod
+    def _compile(cls, value: dict[str, str]) -> dict[str, str]:
+        import re
+
+        for name, pattern in value.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"signature {name!r} is not a valid regex: {exc}") from None
+        return value
+
+
+class AuthConfig(_Section):
+    """argon2id cost of *new* key hashes (a stored hash carries its own parameters)."""
+
+    # argon2-cffi defaults = RFC 9106 §4 second recommended option (t=3, 64 MiB, p=4)
+    argon2_time_cost: int = Field(default=3, ge=1)
+    argon2_memory_kib: int = Field(default=65_536, ge=8)
+    argon2_parallelism: int = Field(default=4, ge=1)
+    # concurrent argon2 verifications (each holds `argon2_memory_kib` of RAM)
+    verify_concurrency: int = Field(default=2, ge=1)
+    # protect /metrics with an admin-scoped key
+    metrics_require_key: bool = False
+
+
+class StorageConfig(_Section):
+    """Keys, budgets, served-chunk ledger and audit log: SQLite file or any SQLAlchemy URL."""
+
+    url: str | None = None  # e.g. postgresql+psycopg://user@host/db ; None = sqlite_path
+    sqlite_path: Path = Path("ragshield-server.db")
+
+    def resolved_url(self) -> str:
+        if self.url:
+            return self.url
+        return f"sqlite:///{self.sqlite_path}"
+
+
+class AuditConfig(_Section):
+    # key for HMAC-SHA256 of questions (set it via RAGSHIELD_SERVE_AUDIT__HASH_KEY); empty
+    # = plain SHA-256. With a key, short questions cannot be recovered by guessing.
+    hash_key: str = ""
+
+
+class ServerConfig(BaseSettings):
+    """The whole service: index, encoder, defenses, generator, limits, storage."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=False
+    )
+
+    index: Path
+    encoder: str | None = None  # None = the encoder the index was built with
+    generator: str = "extractive"
+    generator_options: dict[str, Any] = Field(default_factory=dict)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    defenses: DefensesConfig = Field(default_factory=DefensesConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    throttle: ThrottleConfig = Field(default_factory=ThrottleConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # environment first: it overrides the file (the file arrives as init kwargs)
+        return (env_settings, init_settings)
+
+    def resolve_paths(self, base: Path) -> ServerConfig:
+        """Make relative paths relative to ``base`` (the config file's folder)."""
+        if not self.index.is_absolute():
+            self.index = base / self.index
+        if not self.storage.sqlite_path.is_absolute():
+            self.storage.sqlite_path = base / self.storage.sqlite_path
+        return self
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read the server config {path}: {exc.strerror}") from None
+    try:
+        if path.suffix.lower() == ".toml":
+            data: Any = tomllib.loads(raw)
+        elif path.suffix.lower() in (".yaml", ".yml"):
+            data = yaml.safe_load(raw) or {}
+        else:
+            raise InputError(f"{path}: the server config must be a .toml, .yaml or .yml file.")
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise InputError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: the config must be a table/mapping at the top level.")
+    return data
+
+
+def format_validation_error(exc: ValidationError, where: str) -> str:
+    """One line per problem: ``limits.requests_per_minute: Input should be ...``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        parts.append(f"{loc}: {err['msg']}")
+    return f"{where}: " + "; ".join(parts)
+
+
+def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) -> ServerConfig:
+    """Read, merge environment overrides, validate; ``overrides`` win over the file."""
+    data: dict[str, Any] = {}
+    base = Path.cwd()
+    if path is not None:
+        p = Path(path).expanduser()
+        data = _read(p)
+        base = p.resolve().parent
+    data.update(overrides)
+    try:
+        cfg = ServerConfig(**data)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(exc, str(path or "server config"))) from None
+    return cfg.resolve_paths(base)

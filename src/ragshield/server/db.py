@@ -1,0 +1,569 @@
+"""Keys, budgets, the served-chunk ledger and the audit log, in one SQL database.
+
+SQLite (embedded, WAL mode) is the default; any SQLAlchemy URL works through the same code
+(PostgreSQL: ``postgresql+psycopg://...``). The schema is versioned DDL: ``schema_version``
+records what was applied and :func:`migrate` applies the rest in order, so a newer server
+upgrades an older database in place.
+
+Every write that belongs together (an audit record and the chunks it served; a budget
+check and its increment) happens in one transaction, so a crash never leaves half a
+record. On SQLite, write transactions start with ``BEGIN IMMEDIATE``: two writers then
+queue on the busy timeout instead of failing with "database is locked" on lock upgrade.
+
+Example::
+
+    db = Database("sqlite:///server.db")
+    db.migrate()
+    print(db.count_audit())
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.exc import SQLAlchemyError
+
+from ragshield.errors import InputError, RagshieldError
+
+metadata = MetaData()
+
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("applied_at", Float, nullable=False),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("secret_hash", String(255), nullable=False),
+    Column("scopes", String(100), nullable=False),
+    Column("rpm", Integer, nullable=True),
+    Column("rpd", Integer, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("revoked_at", Float, nullable=True),
+)
+
+# one row per (key, window kind): the current fixed window and its count
+rate_windows = Table(
+    "rate_windows",
+    metadata,
+    Column("key_id", String(32), primary_key=True),
+    Column("window", String(10), primary_key=True),
+    Column("start", Float, nullable=False),
+    Column("count", Integer, nullable=False),
+)
+
+served_chunks = Table(
+    "served_chunks",
+    metadata,
+    Column("key_id", String(32), primary_key=True),
+    Column("chunk_id", String(255), primary_key=True),
+    Column("first_at", Float, nullable=False),
+    Column("last_at", Float, nullable=False),
+    Index("ix_served_chunks_key_last", "key_id", "last_at"),
+)
+
+key_state = Table(
+    "key_state",
+    metadata,
+    Column("key_id", String(32), primary_key=True),
+    Column("blocked_until", Float, nullable=True),
+    Column("block_reason", Text, nullable=True),
+    Column("strikes", Integer, nullable=False, default=0),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("request_id", String(32), nullable=False),
+    Column("key_id", String(32), nullable=False),
+    Column("ts", Float, nullable=False),
+    Column("endpoint", String(20), nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("outcome", String(20), nullable=False),  # ok | slowed | refused | rate_limited
+    Column("question_hash", String(64), nullable=False),
+    Column("k", Integer, nullable=True),
+    Column("defenses", Text, nullable=False),  # JSON list of names
+    Column("chunk_ids", Text, nullable=False),  # JSON list: what reached the generator
+    Column("decisions", Text, nullable=False),  # JSON list of removals (no passage text)
+    Column("novelty", Float, nullable=True),
+    Column("coverage", Integer, nullable=True),
+    Column("reason", Text, nullable=True),
+    Column("latency_ms", Float, nullable=False),
+    Index("ix_audit_key_id", "key_id", "id"),
+)
+
+
+def _v1(conn: Connection) -> None:
+    metadata.create_all(
+        conn,
+        tables=[api_keys, rate_windows, served_chunks, key_state, audit_log],
+    )
+
+
+# Versioned DDL: append (version, step); never edit an applied step.
+MIGRATIONS: tuple[tuple[int, Callable[[Connection], None]], ...] = ((1, _v1),)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+class StorageError(RagshieldError):
+    """The database is unreachable or refused a statement; the message says which."""
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    id: str
+    name: str
+    secret_hash: str
+    scopes: tuple[str, ...]
+    rpm: int | None
+    rpd: int | None
+    created_at: float
+    revoked_at: float | None
+
+
+@dataclass(frozen=True)
+class WindowCheck:
+    """Outcome of one budget check: ``allowed`` or how long until the window resets."""
+
+    allowed: bool
+    window: str = ""
+    limit: int = 0
+    retry_after: float = 0.0
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    request_id: str
+    key_id: str
+    ts: float
+    endpoint: str
+    status: int
+    outcome: str
+    question_hash: str
+    k: int | None
+    defenses: Sequence[str]
+    chunk_ids: Sequence[str]
+    decisions: Sequence[dict[str, Any]]
+    novelty: float | None
+    coverage: int | None
+    reason: str | None
+    latency_ms: float
+
+
+def make_engine(url: str) -> Engine:
+    """An engine with SQLite tuned for a threaded server (WAL, busy timeout, IMMEDIATE)."""
+    try:
+        engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"))
+    except (SQLAlchemyError, ImportError, ValueError) as exc:
+        raise InputError(f"storage url {url!r} is not usable: {exc}") from None
+    if engine.dialect.name == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # SQLAlchemy's "begin" hook issues BEGIN
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA busy_timeout = 30000")
+            cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute("PRAGMA synchronous = NORMAL")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            mode = conn.get_execution_options().get("sqlite_begin", "IMMEDIATE")
+            conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+def _insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """INSERT that skips rows whose primary key exists (concurrent first writes race)."""
+    name = conn.dialect.name
+    if name == "sqlite":
+        from sqlalchemy.dialects import sqlite
+
+        conn.execute(sqlite.insert(table).on_conflict_do_nothing(), rows)
+        return
+    if name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        conn.execute(postgresql.insert(table).on_conflict_do_nothing(), rows)
+        return
+    # other backends: plain insert of the rows not present (no upsert syntax)
+    pk = [c.name for c in table.primary_key.columns]
+    for row in rows:  # pragma: no cover
+        cond = [table.c[c] == row[c] for c in pk]
+        if conn.execute(select(table).where(*cond)).first() is None:
+            conn.execute(insert(table).values(**row))
+
+
+class Database:
+    """All of the service's SQL in one place (SQLAlchemy Core, no ORM session state)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+
+    # ---- plumbing -----------------------------------------------------------------------
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise StorageError(f"database write failed ({self._where()}): {exc}") from exc
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(sqlite_begin="DEFERRED")
+                with conn.begin():
+                    yield conn
+        except SQLAlchemyError as exc:
+            raise StorageError(f"database read failed ({self._where()}): {exc}") from exc
+
+    def _where(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def migrate(self) -> int:
+        """Apply pending schema steps; return the version now in force."""
+        with self.write() as conn:
+            metadata.create_all(conn, tables=[schema_version])
+            current = conn.execute(select(func.max(schema_version.c.version))).scalar() or 0
+            for version, step in MIGRATIONS:
+                if version > current:
+                    step(conn)
+                    conn.execute(
+                        insert(schema_version).values(version=version, applied_at=time.time())
+                    )
+                    current = version
+        if current > SCHEMA_VERSION:  # pragma: no cover - a newer server wrote this DB
+            raise StorageError(
+                f"the database schema is version {current}, newer than this ragshield "
+                f"({SCHEMA_VERSION}): upgrade ragshield."
+            )
+        return int(current)
+
+    def schema_version(self) -> int:
+        with self.read() as conn:
+            return int(conn.execute(select(func.max(schema_version.c.version))).scalar() or 0)
+
+    def ping(self) -> bool:
+        try:
+            with self.read() as conn:
+                conn.execute(select(1))
+            return True
+        except StorageError:
+            return False
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ---- keys ---------------------------------------------------------------------------
+    def insert_key(self, row: KeyRow) -> None:
+        with self.write() as conn:
+            conn.execute(
+                insert(api_keys).values(
+                    id=row.id,
+                    name=row.name,
+                    secret_hash=row.secret_hash,
+                    scopes=",".join(row.scopes),
+                    rpm=row.rpm,
+                    rpd=row.rpd,
+                    created_at=row.created_at,
+                    revoked_at=row.revoked_at,
+                )
+            )
+
+    @staticmethod
+    def _key(r: Any) -> KeyRow:
+        return KeyRow(
+            id=r.id,
+            name=r.name,
+            secret_hash=r.secret_hash,
+            scopes=tuple(s for s in r.scopes.split(",") if s),
+            rpm=r.rpm,
+            rpd=r.rpd,
+            created_at=r.created_at,
+            revoked_at=r.revoked_at,
+        )
+
+    def get_key(self, key_id: str) -> KeyRow | None:
+        with self.read() as conn:
+            r = conn.execute(select(api_keys).where(api_keys.c.id == key_id)).first()
+        return self._key(r) if r is not None else None
+
+    def list_keys(self) -> list[KeyRow]:
+        with self.read() as conn:
+            rows = conn.execute(select(api_keys).order_by(api_keys.c.created_at)).all()
+        return [self._key(r) for r in rows]
+
+    def revoke_key(self, key_id: str, now: float) -> bool:
+        with self.write() as conn:
+            res = conn.execute(
+                update(api_keys)
+                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                .values(revoked_at=now)
+            )
+        return bool(res.rowcount)
+
+    # ---- budgets ------------------------------------------------------------------------
+    def consume(
+        self, key_id: str, limits: Sequence[tuple[str, float, int | None]], now: float
+    ) -> WindowCheck:
+        """Count one request in every fixed window, or none if any window is full.
+
+        ``limits`` holds ``(window name, window seconds, limit or None)``. Check and
+        increment happen in one transaction, so concurrent requests cannot overspend.
+        """
+        active = [(w, s, n) for w, s, n in limits if n is not None]
+        if not active:
+            return WindowCheck(True)
+        with self.write() as conn:
+            _insert_ignore(
+                conn,
+                rate_windows,
+                [{"key_id": key_id, "window": w, "start": -1.0, "count": 0} for w, _, _ in active],
+            )
+            rows = {
+                r["window"]: r
+                for r in conn.execute(
+                    select(rate_windows).where(rate_windows.c.key_id == key_id).with_for_update()
+                ).mappings()
+            }
+            plan: list[tuple[str, float, int]] = []  # window, start, new count
+            for window, seconds, limit in active:
+                assert limit is not None
+                start = (now // seconds) * seconds
+                row = rows.get(window)
+                count = int(row["count"]) if row is not None and row["start"] == start else 0
+                if count >= limit:
+                    return WindowCheck(False, window, limit, max(0.0, start + seconds - now))
+                plan.append((window, start, count + 1))
+            for window, start, count in plan:
+                conn.execute(
+                    update(rate_windows)
+                    .where(rate_windows.c.key_id == key_id, rate_windows.c.window == window)
+                    .values(start=start, count=count)
+                )
+        return WindowCheck(True)
+
+    # ---- extraction state ---------------------------------------------------------------
+    def coverage(self, key_id: str, since: float) -> int:
+        """Distinct chunks served to the key at or after ``since``."""
+        with self.read() as conn:
+            n = conn.execute(
+                select(func.count())
+                .select_from(served_chunks)
+                .where(served_chunks.c.key_id == key_id, served_chunks.c.last_at >= since)
+            ).scalar()
+        return int(n or 0)
+
+    def recent_novelty(self, key_id: str, n: int, since: float) -> list[float]:
+        """Novelty of the key's last ``n`` answered questions (newest first)."""
+        with self.read() as conn:
+            rows = conn.execute(
+                select(audit_log.c.novelty)
+                .where(
+                    audit_log.c.key_id == key_id,
+                    audit_log.c.endpoint == "ask",
+                    audit_log.c.novelty.is_not(None),
+                    audit_log.c.ts >= since,
+                )
+                .order_by(audit_log.c.id.desc())
+                .limit(n)
+            ).all()
+        return [float(r.novelty) for r in rows]
+
+    def block_state(self, key_id: str) -> tuple[float | None, str | None]:
+        with self.read() as conn:
+            r = conn.execute(select(key_state).where(key_state.c.key_id == key_id)).first()
+        return (r.blocked_until, r.block_reason) if r is not None else (None, None)
+
+    def block(self, key_id: str, until: float, reason: str) -> None:
+        with self.write() as conn:
+            _insert_ignore(
+                conn,
+                key_state,
+                [{"key_id": key_id, "blocked_until": None, "block_reason": None, "strikes": 0}],
+            )
+            r = conn.execute(
+                select(key_state).where(key_state.c.key_id == key_id).with_for_update()
+            ).one()
+            conn.execute(
+                update(key_state)
+                .where(key_state.c.key_id == key_id)
+                .values(
+                    blocked_until=max(until, r.blocked_until or 0.0),
+                    block_reason=reason,
+                    strikes=r.strikes + 1,
+                )
+            )
+
+    def unblock(self, key_id: str) -> bool:
+        with self.write() as conn:
+            res = conn.execute(
+                update(key_state)
+                .where(key_state.c.key_id == key_id)
+                .values(blocked_until=None, block_reason=None)
+            )
+        return bool(res.rowcount)
+
+    def blocked_keys(self, now: float) -> int:
+        with self.read() as conn:
+            n = conn.execute(
+                select(func.count()).select_from(key_state).where(key_state.c.blocked_until > now)
+            ).scalar()
+        return int(n or 0)
+
+    def key_usage(self, key_id: str, since: float) -> dict[str, Any]:
+        with self.read() as conn:
+            n_req = conn.execute(
+                select(func.count())
+                .select_from(audit_log)
+                .where(audit_log.c.key_id == key_id, audit_log.c.ts >= since)
+            ).scalar()
+            n_refused = conn.execute(
+                select(func.count())
+                .select_from(audit_log)
+                .where(
+                    audit_log.c.key_id == key_id,
+                    audit_log.c.ts >= since,
+                    audit_log.c.outcome.in_(("refused", "slowed")),
+                )
+            ).scalar()
+            state = conn.execute(select(key_state).where(key_state.c.key_id == key_id)).first()
+        return {
+            "requests": int(n_req or 0),
+            "throttled": int(n_refused or 0),
+            "blocked_until": state.blocked_until if state is not None else None,
+            "block_reason": state.block_reason if state is not None else None,
+            "strikes": state.strikes if state is not None else 0,
+        }
+
+    # ---- audit --------------------------------------------------------------------------
+    def record(self, rec: AuditRecord, *, served: Sequence[str] = ()) -> float | None:
+        """Write one audit record and, for answers, update the key's served-chunk ledger.
+
+        Both in one transaction. Returns the novelty of ``served`` (share of ids never
+        served to this key before) when ``served`` is given, which is stored in the record.
+        """
+        novelty = rec.novelty
+        with self.write() as conn:
+            if served:
+                ids = list(dict.fromkeys(served))
+                seen = {
+                    r.chunk_id
+                    for r in conn.execute(
+                        select(served_chunks.c.chunk_id).where(
+                            served_chunks.c.key_id == rec.key_id,
+                            served_chunks.c.chunk_id.in_(ids),
+                        )
+                    ).all()
+                }
+                fresh = [c for c in ids if c not in seen]
+                if seen:
+                    conn.execute(
+                        update(served_chunks)
+                        .where(
+                            served_chunks.c.key_id == rec.key_id,
+                            served_chunks.c.chunk_id.in_(list(seen)),
+                        )
+                        .values(last_at=rec.ts)
+                    )
+                if fresh:
+                    _insert_ignore(
+                        conn,
+                        served_chunks,
+                        [
+                            {
+                                "key_id": rec.key_id,
+                                "chunk_id": c,
+                                "first_at": rec.ts,
+                                "last_at": rec.ts,
+                            }
+                            for c in fresh
+                        ],
+                    )
+                novelty = len(fresh) / len(ids)
+            conn.execute(
+                insert(audit_log).values(
+                    request_id=rec.request_id,
+                    key_id=rec.key_id,
+                    ts=rec.ts,
+                    endpoint=rec.endpoint,
+                    status=rec.status,
+                    outcome=rec.outcome,
+                    question_hash=rec.question_hash,
+                    k=rec.k,
+                    defenses=json.dumps(list(rec.defenses)),
+                    chunk_ids=json.dumps(list(rec.chunk_ids)),
+                    decisions=json.dumps(list(rec.decisions), allow_nan=False),
+                    novelty=novelty,
+                    coverage=rec.coverage,
+                    reason=rec.reason,
+                    latency_ms=rec.latency_ms,
+                )
+            )
+        return novelty
+
+    def count_audit(self, key_id: str | None = None) -> int:
+        q = select(func.count()).select_from(audit_log)
+        if key_id is not None:
+            q = q.where(audit_log.c.key_id == key_id)
+        with self.read() as conn:
+            return int(conn.execute(q).scalar() or 0)
+
+    def audit_rows(
+        self, key_id: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        q = select(audit_log).order_by(audit_log.c.id)
+        if key_id is not None:
+            q = q.where(audit_log.c.key_id == key_id)
+        if limit is not None:
+            q = q.limit(limit)
+        with self.read() as conn:
+            rows = conn.execute(q).mappings().all()
+        out = []
+        for r in rows:
+            d = dict(r)
+            for col in ("defenses", "chunk_ids", "decisions"):
+                d[col] = json.loads(d[col])
+            out.append(d)
+        return out
+
+    def served_chunk_ids(self, key_id: str) -> list[str]:
+        with self.read() as conn:
+            rows = conn.execute(
+                select(served_chunks.c.chunk_id).where(served_chunks.c.key_id == key_id)
+            ).all()
+        return [r.chunk_id for r in rows]

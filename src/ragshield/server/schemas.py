@@ -1,0 +1,132 @@
+"""Request and response bodies of the HTTP API (they are also its OpenAPI schema)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+
+
+def _text(value: str, what: str) -> str:
+    if not value.strip():
+        raise ValueError(f"the {what} is empty: pass a non-blank {what}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"the {what} is not valid Unicode (it holds a lone surrogate)") from None
+    return value
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AskRequest(_Body):
+    question: str = Field(description="The user's question.")
+    k: StrictInt | None = Field(
+        default=None, ge=1, description="Passages to retrieve (server default)."
+    )
+    defenses: list[str] | None = Field(
+        default=None, description="Defense names to run, from the server's allowed list."
+    )
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, v: str) -> str:
+        return _text(v, "question")
+
+
+class PassageIn(_Body):
+    id: str = Field(min_length=1, max_length=255)
+    text: str
+    title: str = ""
+    score: float | None = Field(
+        default=None, description="Retriever score; default: cosine similarity to the query."
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _passage_text(cls, v: str) -> str:
+        return _text(v, "passage text")
+
+
+class FilterRequest(_Body):
+    query: str
+    passages: list[PassageIn]
+    defenses: list[str] | None = None
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, v: str) -> str:
+        return _text(v, "query")
+
+
+class Removal(BaseModel):
+    """One passage (or sentence) a defense removed, and why."""
+
+    index: int
+    id: str
+    unit: str
+    reason: str
+    scores: dict[str, float | None]
+
+
+class StageReport(BaseModel):
+    defense: str
+    kept_ids: list[str]
+    removed: list[Removal]
+    seconds: float
+
+
+class ThrottleReport(BaseModel):
+    action: str
+    kind: str
+    reason: str
+    delay_ms: float
+
+
+class AskResponse(BaseModel):
+    request_id: str
+    answer: str
+    passage_ids: list[str] = Field(description="Passages that reached the generator.")
+    retrieved_ids: list[str]
+    defenses: list[StageReport]
+    throttle: ThrottleReport | None = None
+    timings_ms: dict[str, float]
+
+
+class PassageOut(BaseModel):
+    id: str
+    text: str
+
+
+class FilterResponse(BaseModel):
+    request_id: str
+    kept: list[PassageOut]
+    removed_ids: list[str]
+    defenses: list[StageReport]
+    timings_ms: dict[str, float]
+
+
+class ErrorResponse(BaseModel):
+    detail: str
+
+
+class KeyUsage(BaseModel):
+    id: str
+    name: str
+    scopes: list[str]
+    revoked: bool
+    requests: int
+    throttled: int
+    coverage: int
+    blocked_until: float | None
+    block_reason: str | None
+
+
+class HealthResponse(BaseModel):
+    status: str
+    version: str
+    schema_version: int
+    passages: int
+    encoder: str
+    defenses: list[str]
+    generator: str

@@ -1,0 +1,165 @@
+"""Extraction-aware throttling: notice a key that is copying the knowledge base, then stop it.
+
+Extraction attacks (RAG-Thief, the RAG worm) have three tells that ordinary users lack:
+
+* **signatures** — their queries ask the system to repeat, print or continue its context
+  (regexes in :data:`ragshield.server.config.DEFAULT_SIGNATURES`);
+* **coverage** — one key receives a large share of the distinct chunks in the index;
+* **novelty** — almost every answer brings chunks the key has never received before,
+  query after query (an agent steering toward unexplored regions; a person re-asking
+  related questions keeps landing on chunks already seen).
+
+A signature match refuses the request and blocks the key for ``cooldown_seconds``
+(``signature_action`` can make it slow-only or log-only); crossing the coverage limit
+blocks the key; a novelty rate above the limit slows every answer by ``slow_seconds``.
+Each verdict carries a one-line reason that goes to the response, the audit log and the
+``ragshield.server`` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ragshield.server.config import ThrottleConfig
+from ragshield.server.db import Database
+
+log = logging.getLogger("ragshield.server")
+
+Action = Literal["allow", "slow", "refuse"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to do with one request, and why.
+
+    ``kind`` names the rule that fired: ``""`` (none), ``blocked``, ``signature``,
+    ``coverage`` or ``novelty``. ``coverage`` is the key's distinct chunks in the window
+    when it was computed.
+    """
+
+    action: Action = "allow"
+    kind: str = ""
+    reason: str = ""
+    delay: float = 0.0
+    retry_after: float = 0.0
+    coverage: int | None = None
+
+
+ALLOW = Verdict()
+
+
+def compile_signatures(patterns: Mapping[str, str]) -> dict[str, re.Pattern[str]]:
+    return {name: re.compile(p, re.IGNORECASE) for name, p in patterns.items()}
+
+
+def match_signatures(question: str, signatures: Mapping[str, re.Pattern[str]]) -> list[str]:
+    """Names of the signatures the question matches (empty for an ordinary question)."""
+    return [name for name, rx in signatures.items() if rx.search(question)]
+
+
+def novelty_rate(recent: Sequence[float], window: int) -> float | None:
+    """Mean novelty of the last ``window`` answers, ``None`` until there are that many."""
+    if len(recent) < window:
+        return None
+    return float(sum(recent[:window]) / window)
+
+
+def coverage_cap(limit: float, min_chunks: int, n_chunks: int) -> int:
+    """Distinct chunks a key may receive per window: a share of the index, with a floor."""
+    return max(min_chunks, math.ceil(limit * n_chunks))
+
+
+class ExtractionThrottle:
+    """Per-key extraction checks against the served-chunk ledger in the database."""
+
+    def __init__(
+        self,
+        config: ThrottleConfig,
+        db: Database,
+        n_chunks: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.db = db
+        self.n_chunks = n_chunks
+        self.clock = clock
+        self.signatures = compile_signatures(config.signatures)
+
+    @property
+    def cap(self) -> int:
+        c = self.config
+        return coverage_cap(c.coverage_limit, c.coverage_min_chunks, self.n_chunks)
+
+    def _block(self, key_id: str, kind: str, reason: str, now: float) -> Verdict:
+        until = now + self.config.cooldown_seconds
+        self.db.block(key_id, until, reason)
+        log.warning(
+            "throttle: key %s blocked for %.0f s (%s): %s",
+            key_id,
+            self.config.cooldown_seconds,
+            kind,
+            reason,
+        )
+        return Verdict("refuse", kind, reason, retry_after=self.config.cooldown_seconds)
+
+    def check(self, key_id: str, question: str) -> Verdict:
+        """The verdict for ``key_id`` asking ``question`` now (before anything is served)."""
+        c = self.config
+        if not c.enabled:
+            return ALLOW
+        now = self.clock()
+        blocked_until, why = self.db.block_state(key_id)
+        if blocked_until is not None and blocked_until > now:
+            return Verdict(
+                "refuse",
+                "blocked",
+                f"key blocked for extraction-like use: {why}",
+                retry_after=blocked_until - now,
+            )
+
+        hits = match_signatures(question, self.signatures)
+        slow_reason = ""
+        if hits:
+            reason = (
+                f"the question matches extraction signature(s) {', '.join(hits)} "
+                "(asks to repeat, print or continue the retrieved context)"
+            )
+            if c.signature_action == "refuse":
+                return self._block(key_id, "signature", reason, now)
+            log.warning("throttle: key %s (%s): %s", key_id, c.signature_action, reason)
+            if c.signature_action == "slow":
+                slow_reason = reason
+
+        since = now - c.coverage_window_seconds
+        coverage = self.db.coverage(key_id, since)
+        if coverage >= self.cap:
+            reason = (
+                f"the key has received {coverage} distinct chunks in "
+                f"{c.coverage_window_seconds:.0f} s, the limit is {self.cap} "
+                f"({c.coverage_limit:.1%} of {self.n_chunks})"
+            )
+            return self._block(key_id, "coverage", reason, now)
+
+        rate = novelty_rate(
+            self.db.recent_novelty(key_id, c.novelty_window, since), c.novelty_window
+        )
+        if rate is not None and rate >= c.novelty_limit:
+            reason = (
+                f"{rate:.0%} of the chunks in the key's last {c.novelty_window} answers were "
+                f"new to it (limit {c.novelty_limit:.0%})"
+            )
+            log.warning(
+                "throttle: key %s slowed by %.1f s (novelty): %s", key_id, c.slow_seconds, reason
+            )
+            return Verdict("slow", "novelty", reason, delay=c.slow_seconds, coverage=coverage)
+        if slow_reason:
+            return Verdict(
+                "slow", "signature", slow_reason, delay=c.slow_seconds, coverage=coverage
+            )
+        return Verdict(coverage=coverage)
