@@ -128,3 +128,9 @@ def test_prompt_format() -> None:
     assert "Context:\n[1] c1\n[2] c2" in p and p.endswith("Question: Q?\n\nAnswer:")
     msgs = build_messages("Q?", ["c1"])
     assert [m["role"] for m in msgs] == ["system", "user"]
+
+
+def test_token_count_is_not_padded() -> None:
+    gen = ExtractiveGenerator()
+    assert gen.count_tokens("one two") < 10
+    assert gen.count_tokens("word " * 300) >= 300

@@ -80,7 +80,10 @@ class ExtractiveGenerator:
 
             from ragshield.embed.sentence_transformer import packaged_model_path
 
-            self._tokenizer = Tokenizer.from_file(str(packaged_model_path() / "tokenizer.json"))
+            tok = Tokenizer.from_file(str(packaged_model_path() / "tokenizer.json"))
+            tok.no_padding()  # the packaged tokenizer.json pads/truncates to 128 for the encoder
+            tok.no_truncation()
+            self._tokenizer = tok
         return self._tokenizer
 
     def count_tokens(self, text: str) -> int:

@@ -13,6 +13,7 @@ Every function that takes a model name also takes a local Hugging Face model fol
 from __future__ import annotations
 
 from ragshield.models.provision import (
+    ModelCacheError,
     ModelInfo,
     ModelIntegrityError,
     cache_path,
@@ -27,6 +28,7 @@ from ragshield.models.registry import MODELS, PackagedModel
 
 __all__ = [
     "MODELS",
+    "ModelCacheError",
     "ModelInfo",
     "ModelIntegrityError",
     "PackagedModel",

@@ -1,0 +1,161 @@
+"""Disk cache for generator answers, so a rerun of an evaluation costs nothing.
+
+Example::
+
+    from ragshield.generate.cache import CachedGenerator
+    from ragshield.generate.local_hf import LocalLLMGenerator
+    gen = CachedGenerator(LocalLLMGenerator("qwen2.5-0.5b"), "runs/gen-cache")
+    gen.generate("Who designed the tower?", ["Gustave Eiffel designed it."])  # computed
+    gen.generate("Who designed the tower?", ["Gustave Eiffel designed it."])  # read back
+
+Why: a local LLM answers at a few tokens per second on this CPU, and the evaluations ask
+the same (question, contexts) many times across defenses, ratios and reruns. The key is a
+sha256 over the generator's identity (model id and checksum, decoding parameters) and the
+exact chat messages, so changing the model, a decoding setting or the prompt template
+never returns a stale answer. Each answer is one JSON file written to a temporary name and
+renamed, so concurrent workers never read half a file and a crash loses at most the answer
+being computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragshield.errors import InputError, check_query
+from ragshield.generate.base import Generator
+from ragshield.generate.prompt import build_messages
+from ragshield.types import Generation
+
+_FORMAT = 1
+
+
+def generator_identity(generator: Generator) -> dict[str, Any]:
+    """What identifies a generator's behaviour: its ``cache_identity()`` if it has one.
+
+    Generators without one are identified by class and name only; give such a generator a
+    ``cache_identity`` method if its output depends on settings that are not in its name.
+    """
+    method = getattr(generator, "cache_identity", None)
+    if callable(method):
+        ident = method()
+        if isinstance(ident, Mapping):
+            return dict(ident)
+    cls = type(generator)
+    return {"class": f"{cls.__module__}.{cls.__qualname__}", "name": generator.name}
+
+
+class CachedGenerator:
+    """Wraps any :class:`Generator`; answers are read from ``cache_dir`` when present.
+
+    A hit returns the stored :class:`Generation` (its original token counts and timings,
+    so cost reports stay those of the real model) with ``details["cache"] == "hit"``.
+    ``hits`` and ``misses`` count this instance's lookups.
+    """
+
+    def __init__(self, inner: Generator, cache_dir: str | os.PathLike[str]) -> None:
+        self.inner = inner
+        self.cache_dir = cache_dir
+        self.name = inner.name
+        self.hits = 0
+        self.misses = 0
+
+    def warm_up(self) -> None:
+        method = getattr(self.inner, "warm_up", None)
+        if callable(method):
+            method()
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def cache_identity(self) -> dict[str, Any]:
+        return generator_identity(self.inner)
+
+    def key(self, question: str, contexts: Sequence[str]) -> str:
+        """The cache key of one call (hex sha256)."""
+        return hashlib.sha256(_canonical(self._payload(question, contexts))).hexdigest()
+
+    def _payload(self, question: str, contexts: Sequence[str]) -> dict[str, Any]:
+        return {
+            "format": _FORMAT,
+            "generator": generator_identity(self.inner),
+            "messages": build_messages(question, list(contexts)),
+        }
+
+    def _file(self, key: str) -> Path:
+        return Path(self.cache_dir).expanduser() / key[:2] / f"{key}.json"
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        check_query(question)
+        if isinstance(contexts, str) or not isinstance(contexts, Sequence):
+            raise InputError("contexts must be a list of passage texts, not a bare string.")
+        payload = self._payload(question, contexts)
+        key = hashlib.sha256(_canonical(payload)).hexdigest()
+        path = self._file(key)
+        stored = _read(path)
+        if stored is not None:
+            self.hits += 1
+            return _to_generation(stored["generation"], cache="hit")
+        self.misses += 1
+        gen = self.inner.generate(question, contexts)
+        record: dict[str, Any] = {
+            "key": key,
+            "request": payload,
+            "generation": _from_generation(gen),
+        }
+        _write_atomic(path, record)
+        return _to_generation(record["generation"], cache="miss")
+
+
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """A stored record, or ``None`` when absent or unreadable (then it is recomputed)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("generation"), dict):
+        return None
+    return data
+
+
+def _write_atomic(path: Path, record: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem[:16]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(record, fh, ensure_ascii=False, default=str)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _from_generation(gen: Generation) -> dict[str, Any]:
+    return {
+        "text": gen.text,
+        "prompt_tokens": gen.prompt_tokens,
+        "completion_tokens": gen.completion_tokens,
+        "timings": dict(gen.timings),
+        "details": json.loads(json.dumps(dict(gen.details), default=str)),
+    }
+
+
+def _to_generation(data: Mapping[str, Any], *, cache: str) -> Generation:
+    return Generation(
+        text=str(data.get("text", "")),
+        prompt_tokens=int(data.get("prompt_tokens", 0)),
+        completion_tokens=int(data.get("completion_tokens", 0)),
+        timings={str(k): float(v) for k, v in dict(data.get("timings", {})).items()},
+        details={**dict(data.get("details", {})), "cache": cache},
+    )

@@ -1,0 +1,121 @@
+"""Build a generator from one string, the form the CLI, config files and the server use.
+
+Accepted specs::
+
+    None, "", "extractive"          -> ExtractiveGenerator(encoder)      (no LLM)
+    "qwen2.5-0.5b" (any packaged)    -> LocalLLMGenerator("qwen2.5-0.5b")
+    "local:NAME_OR_FOLDER"           -> LocalLLMGenerator(NAME_OR_FOLDER)
+    "/path/to/hf-model-folder"       -> LocalLLMGenerator(folder)        (has config.json)
+    "openai:BASE_URL#MODEL"          -> OpenAICompatGenerator(BASE_URL, MODEL)
+        e.g. "openai:http://127.0.0.1:8080/v1#qwen2.5-7b-instruct"; the key comes from
+        OPENAI_API_KEY.
+
+Example::
+
+    gen = make_generator("qwen2.5-0.5b", cache_dir="runs/gen-cache", max_new_tokens=32)
+
+Nothing heavy happens here: models load on first use (``warm_up``), so building a
+pipeline from a config stays instant.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ragshield.embed.base import Encoder
+from ragshield.errors import InputError
+from ragshield.generate.base import Generator
+
+SPEC_HELP = (
+    "'extractive', a packaged model name ({names}), 'local:<name or folder>', a local "
+    "Hugging Face model folder, or 'openai:<base_url>#<model>'"
+)
+
+
+def _names() -> str:
+    from ragshield.models import MODELS
+
+    return ", ".join(sorted(MODELS))
+
+
+def make_generator(
+    spec: str | os.PathLike[str] | None,
+    encoder: Encoder | None = None,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> Generator:
+    """The generator ``spec`` names (see the module docstring for the forms).
+
+    ``encoder`` is used by the extractive generator only. ``cache_dir`` wraps the result
+    in :class:`~ragshield.generate.cache.CachedGenerator`. ``options`` go to the
+    generator's constructor (e.g. ``max_new_tokens``, ``temperature``, ``threads``);
+    ``max_new_tokens`` is also accepted for OpenAI endpoints (sent as ``max_tokens``).
+    """
+    gen = _build(spec, encoder, options)
+    if cache_dir is not None:
+        from ragshield.generate.cache import CachedGenerator
+
+        return CachedGenerator(gen, cache_dir)
+    return gen
+
+
+def _build(
+    spec: str | os.PathLike[str] | None, encoder: Encoder | None, options: dict[str, Any]
+) -> Generator:
+    from ragshield.models import MODELS
+    from ragshield.models.provision import is_local_model_dir
+
+    if spec is not None and not isinstance(spec, (str, os.PathLike)):
+        raise InputError(
+            f"generator spec must be a string. Got {type(spec).__name__} instead; pass "
+            + SPEC_HELP.format(names=_names())
+            + "."
+        )
+    text = "" if spec is None else os.fspath(spec).strip()
+
+    if text in ("", "extractive"):
+        from ragshield.generate.extractive import ExtractiveGenerator
+
+        if options:
+            raise InputError(f"the extractive generator takes no options; got {sorted(options)}.")
+        return ExtractiveGenerator(encoder)
+
+    if text.startswith("openai:"):
+        rest = text[len("openai:") :]
+        base_url, sep, model = rest.rpartition("#")
+        if not sep or not base_url or not model:
+            raise InputError(
+                f"generator spec {text!r} must look like 'openai:<base_url>#<model>', e.g. "
+                "'openai:http://127.0.0.1:8080/v1#qwen2.5-7b-instruct'."
+            )
+        from ragshield.generate.openai_compat import OpenAICompatGenerator
+
+        # One option name across generators: the local ``max_new_tokens`` is the API's
+        # ``max_tokens``.
+        if "max_new_tokens" in options and "max_tokens" not in options:
+            options = {**options, "max_tokens": options["max_new_tokens"]}
+            del options["max_new_tokens"]
+        return OpenAICompatGenerator(base_url, model, **options)
+
+    target: str | Path | None = None
+    if text.startswith("local:"):
+        target = text[len("local:") :].strip()
+        if target not in MODELS and not is_local_model_dir(target):
+            raise InputError(
+                f"{text!r}: {target!r} is neither a packaged model ({_names()}) nor a local "
+                "Hugging Face model folder (a directory with config.json)."
+            )
+    elif text in MODELS:
+        target = text
+    elif is_local_model_dir(text):
+        target = Path(text).expanduser()
+    if target is None:
+        raise InputError(
+            f"unknown generator {text!r}: pass " + SPEC_HELP.format(names=_names()) + "."
+        )
+    from ragshield.generate.local_hf import LocalLLMGenerator
+
+    return LocalLLMGenerator(target, **options)

