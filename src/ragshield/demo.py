@@ -14,6 +14,7 @@ from rich.table import Table
 from ragshield.corpus import read_corpus
 from ragshield.defenses.registry import build_chain
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+from ragshield.errors import InputError
 from ragshield.indexing import build_index
 from ragshield.pipeline import RAGPipeline
 from ragshield.text import contains_answer
@@ -54,7 +55,7 @@ def run_demo(out_dir: Path, console: Console | None = None, k: int = 10) -> dict
     for spec in DEMO_CHAINS:
         try:
             chain = build_chain(spec, enc)
-        except (ImportError, AttributeError) as exc:  # a defense module not installed
+        except InputError as exc:  # a defense that cannot be loaded here
             table.add_row(spec, f"(unavailable: {exc})", "", "", "")
             continue
         rag = RAGPipeline(enc, store, chain.filters, context_k=5)

@@ -37,7 +37,10 @@ def _resolve(name: str) -> Callable[..., PassageFilter]:
             f"unknown defense {name!r}; available: {', '.join(available()) or '(none)'}"
         ) from None
     module, _, attr = target.partition(":")
-    cls: Callable[..., PassageFilter] = getattr(importlib.import_module(module), attr)
+    try:
+        cls: Callable[..., PassageFilter] = getattr(importlib.import_module(module), attr)
+    except (ModuleNotFoundError, AttributeError) as exc:
+        raise InputError(f"defense {name!r} is registered but cannot be loaded: {exc}") from exc
     return cls
 
 
