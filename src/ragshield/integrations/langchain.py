@@ -1,0 +1,273 @@
+"""LangChain adapter (``pip install "ragshield[langchain]"``, needs ``langchain-core``).
+
+Example::
+
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+    from ragshield.integrations.langchain import RagshieldCompressor
+
+    safe = ContextualCompressionRetriever(
+        base_compressor=RagshieldCompressor("ragdefender"), base_retriever=retriever
+    )
+
+or, in an LCEL chain, after a step that yields ``{"question": ..., "context": [docs]}``::
+
+    chain = {"context": retriever, "question": RunnablePassthrough()} | RagshieldRunnable() | ...
+
+Both return copies of the kept :class:`~langchain_core.documents.Document` objects (same
+class, id and metadata) with ragshield's verdict under ``metadata["ragshield"]``; removed
+documents are reported through a ``ragshield_filter`` custom callback event, which LangSmith
+and any callback handler record. LangChain documents carry no vectors, so texts are encoded by
+the ragshield encoder (cached per text) unless ``embedding_key`` names a metadata field that
+holds the vector and ``embeddings_model_name`` names the encoder's model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from ragshield.errors import InputError
+from ragshield.integrations._core import (
+    DEFAULT_DEFENSE,
+    DEFAULT_METADATA_KEY,
+    DefenseSpec,
+    EncoderSpec,
+    Shield,
+    _build_encoder,
+    audit_event,
+    missing_extra,
+)
+
+try:
+    from langchain_core.callbacks import AsyncCallbackManager, CallbackManager, Callbacks
+    from langchain_core.callbacks.manager import (
+        AsyncCallbackManagerForChainRun,
+        CallbackManagerForChainRun,
+        adispatch_custom_event,
+        dispatch_custom_event,
+    )
+    from langchain_core.documents import BaseDocumentCompressor, Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.runnables import RunnableConfig, RunnableSerializable
+    from pydantic import BaseModel, ConfigDict, PrivateAttr
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise missing_extra("langchain-core", extra="langchain", framework="LangChain") from exc
+
+EVENT_NAME = "ragshield_filter"
+
+__all__ = ["EVENT_NAME", "RagshieldCompressor", "RagshieldEmbeddings", "RagshieldRunnable"]
+
+
+class _ShieldFields(BaseModel):
+    """Parameters shared by the compressor and the runnable (see :class:`Shield`).
+
+    ``embedding_key``: metadata field holding a document's vector, reused under the rule of
+    :mod:`ragshield.integrations._core` (``None`` = always encode with the ragshield encoder).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    defense: Any = DEFAULT_DEFENSE
+    encoder: Any = None
+    embeddings_model_name: str | None = None
+    metadata_key: str = DEFAULT_METADATA_KEY
+    embedding_key: str | None = None
+
+    _shield: Shield | None = PrivateAttr(default=None)
+
+    @property
+    def shield(self) -> Shield:
+        """The framework-neutral core, built on first use from the fields above."""
+        if self._shield is None:
+            self._shield = Shield(
+                self.defense,
+                encoder=self.encoder,
+                embeddings_model_name=self.embeddings_model_name,
+                metadata_key=self.metadata_key,
+            )
+        return self._shield
+
+    def warm_up(self) -> None:
+        """Build the defense and load the encoder now instead of on the first query."""
+        self.shield.warm_up()
+        warm = getattr(self.shield.encoder_, "warm_up", None)
+        if callable(warm):
+            warm()
+
+    def _filter(
+        self, query: str, documents: Sequence[Document]
+    ) -> tuple[list[Document], dict[str, Any]]:
+        """Kept document copies (in input order) and the audit event of the call."""
+        docs = _check_documents(documents, type(self).__name__)
+        key = self.embedding_key
+        vectors = [d.metadata.get(key) for d in docs] if key else None
+        out = self.shield.run(query, [d.page_content for d in docs], vectors)
+        kept: list[Document] = []
+        for v in out.kept:
+            doc = docs[v.index]
+            meta = {**doc.metadata, self.shield.metadata_key: v.to_metadata()}
+            if v.rewritten and key:
+                meta.pop(key, None)  # the vector described the original text
+            kept.append(doc.model_copy(update={"page_content": v.text, "metadata": meta}))
+        return kept, audit_event(out, [d.id for d in docs])
+
+
+class RagshieldCompressor(_ShieldFields, BaseDocumentCompressor):
+    """A :class:`BaseDocumentCompressor` that removes (or trims) adversarial documents.
+
+    Use it as ``base_compressor`` of ``ContextualCompressionRetriever`` or inside a
+    ``DocumentCompressorPipeline``. Parameters: see :class:`ragshield.integrations.Shield`.
+    """
+
+    def __init__(self, defense: DefenseSpec = DEFAULT_DEFENSE, **kwargs: Any) -> None:
+        super().__init__(defense=defense, **kwargs)
+
+    def compress_documents(
+        self,
+        documents: Sequence[Document],
+        query: str,
+        callbacks: Callbacks | None = None,
+    ) -> Sequence[Document]:
+        kept, event = self._filter(query, documents)
+        if callbacks is not None:
+            manager = CallbackManager.configure(inheritable_callbacks=callbacks)
+            if manager.handlers and manager.parent_run_id is not None:
+                manager.on_custom_event(EVENT_NAME, event, run_id=manager.parent_run_id)
+        return kept
+
+    async def acompress_documents(
+        self,
+        documents: Sequence[Document],
+        query: str,
+        callbacks: Callbacks | None = None,
+    ) -> Sequence[Document]:
+        """The filter is CPU-bound numpy/torch work: run it in a thread, off the event loop."""
+        kept, event = await asyncio.to_thread(self._filter, query, documents)
+        if callbacks is not None:
+            manager = AsyncCallbackManager.configure(inheritable_callbacks=callbacks)
+            if manager.handlers and manager.parent_run_id is not None:
+                await manager.on_custom_event(EVENT_NAME, event, run_id=manager.parent_run_id)
+        return kept
+
+    def as_runnable(
+        self, *, query_key: str = "question", documents_key: str = "context"
+    ) -> RagshieldRunnable:
+        """The same defense as an LCEL step (see :class:`RagshieldRunnable`)."""
+        runnable = RagshieldRunnable(
+            self.defense,
+            encoder=self.encoder,
+            embeddings_model_name=self.embeddings_model_name,
+            metadata_key=self.metadata_key,
+            embedding_key=self.embedding_key,
+            query_key=query_key,
+            documents_key=documents_key,
+        )
+        runnable._shield = self.shield  # share the defense and the loaded encoder
+        return runnable
+
+
+class RagshieldRunnable(_ShieldFields, RunnableSerializable[dict[str, Any], dict[str, Any]]):
+    """An LCEL step: ``{query_key: str, documents_key: [Document]}`` in, the same dict out
+    with the documents filtered (every other key passes through untouched).
+
+    It sits where a chain has both the question and the retrieved documents, typically right
+    after ``{"context": retriever, "question": RunnablePassthrough()}``.
+    """
+
+    query_key: str = "question"
+    documents_key: str = "context"
+
+    def __init__(self, defense: DefenseSpec = DEFAULT_DEFENSE, **kwargs: Any) -> None:
+        super().__init__(defense=defense, **kwargs)
+
+    def _split(self, value: Any) -> tuple[str, Sequence[Document]]:
+        if (
+            not isinstance(value, dict)
+            or self.query_key not in value
+            or (self.documents_key not in value)
+        ):
+            got = sorted(value) if isinstance(value, dict) else type(value).__name__
+            raise InputError(
+                f"RagshieldRunnable expects a dict with the keys {self.query_key!r} and "
+                f"{self.documents_key!r} (set query_key/documents_key to match your chain). "
+                f"Got {got} instead."
+            )
+        return value[self.query_key], value[self.documents_key]
+
+    def _run(
+        self,
+        value: dict[str, Any],
+        run_manager: CallbackManagerForChainRun,
+        config: RunnableConfig,
+    ) -> dict[str, Any]:
+        query, docs = self._split(value)
+        kept, event = self._filter(query, docs)
+        dispatch_custom_event(EVENT_NAME, event, config=config)
+        return {**value, self.documents_key: kept}
+
+    async def _arun(
+        self,
+        value: dict[str, Any],
+        run_manager: AsyncCallbackManagerForChainRun,
+        config: RunnableConfig,
+    ) -> dict[str, Any]:
+        query, docs = self._split(value)
+        kept, event = await asyncio.to_thread(self._filter, query, docs)
+        await adispatch_custom_event(EVENT_NAME, event, config=config)
+        return {**value, self.documents_key: kept}
+
+    def invoke(
+        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        return self._call_with_config(self._run, input, config, run_type="chain")
+
+    async def ainvoke(
+        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        return await self._acall_with_config(self._arun, input, config, run_type="chain")
+
+
+class RagshieldEmbeddings(Embeddings):
+    """LangChain :class:`Embeddings` backed by a ragshield encoder (packaged MiniLM, offline).
+
+    Index with it and pass ``embeddings_model_name=embeddings.model_name`` to the compressor:
+    the names then match by construction. Vectors are L2-normalised (cosine == dot product).
+    """
+
+    def __init__(self, encoder: EncoderSpec = None) -> None:
+        self.encoder = encoder
+        self._encoder = _build_encoder(encoder)  # resolves the model path; loads lazily
+
+    @property
+    def model_name(self) -> str:
+        return self._encoder.name
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = self._encoder.encode(texts).tolist()
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        vector: list[float] = self._encoder.encode([text])[0].tolist()
+        return vector
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return await asyncio.to_thread(self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return await asyncio.to_thread(self.embed_query, text)
+
+
+def _check_documents(documents: object, owner: str) -> list[Document]:
+    if isinstance(documents, (str, bytes)) or not isinstance(documents, Sequence):
+        raise InputError(
+            f"{owner} expects a list of LangChain Documents. Got {type(documents).__name__} "
+            "instead."
+        )
+    docs = list(documents)
+    for i, d in enumerate(docs):
+        if not isinstance(d, Document):
+            raise InputError(
+                f"{owner} expects LangChain Documents; item {i} is {type(d).__name__}."
+            )
+    return docs
