@@ -219,7 +219,7 @@ def main() -> None:
         print(f"\n## defense: {defense}")
         report(measure(defense, encoder, sets, args.repeats))
 
-    encoder._cache.clear()  # the cost LangChain pays on a query it has not seen
+    encoder.clear_cache()  # the cost LangChain pays on a query it has not seen
     t0 = time.perf_counter()
     for question, *_ in sets:
         encoder.encode([question])

@@ -18,6 +18,7 @@ _REGISTRY: dict[str, str] = {
     "ecosaferag": "ragshield.defenses.ecosaferag:EcoSafeRAG",
     "similarity-threshold": "ragshield.defenses.baselines:SimilarityThresholdFilter",
     "perplexity": "ragshield.defenses.baselines:PerplexityFilter",
+    "distance-threshold": "ragshield.defenses.extraction_baselines:DistanceThresholdFilter",
 }
 
 

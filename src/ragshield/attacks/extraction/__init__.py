@@ -1,0 +1,13 @@
+"""Black-box knowledge-base extraction attacks: RAG-Thief and the RAG worm.
+
+Both implement :class:`ragshield.attacks.base.QueryAttack` (``run(ask) -> outputs``), stop on
+a query / time / round budget and keep every (query, response) pair in ``log_``.
+"""
+
+from __future__ import annotations
+
+from ragshield.attacks.extraction.base import ChunkMemory, ExtractionAttack, parse_chunks
+from ragshield.attacks.extraction.rag_thief import RAGThief
+from ragshield.attacks.extraction.worm import WormAttack
+
+__all__ = ["ChunkMemory", "ExtractionAttack", "RAGThief", "WormAttack", "parse_chunks"]

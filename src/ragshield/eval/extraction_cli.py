@@ -1,0 +1,212 @@
+"""``ragshield eval extraction``: RAG-Thief and the worm against each defense → CRR table.
+
+A thin typer layer over :func:`ragshield.eval.extraction.run_extraction_eval`; errors are
+:class:`~ragshield.errors.RagshieldError` so the top-level handler prints one line (exit 2).
+
+Example::
+
+    ragshield eval extraction --kb chatdoctor --limit 1000 --max-queries 100 --out runs/extraction
+    ragshield eval extraction --generator qwen2.5-0.5b --max-new-tokens 192 --max-queries 8
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ragshield.embed.base import Encoder
+from ragshield.errors import InputError
+from ragshield.generate.base import Generator
+from ragshield.store.base import VectorStore
+
+app = typer.Typer(
+    help="Knowledge-base extraction evaluation: Chunk Recovery Rate, utility and cost per "
+    "defense × attack.",
+    no_args_is_help=False,
+)
+
+out = Console()
+err = Console(stderr=True)
+
+DEFENSES = (
+    "none",
+    "distance-threshold",
+    "summarization",
+    "ragfort-inter",
+    "ragfort-intra",
+    "ragfort",
+)
+ATTACKS = ("rag-thief", "worm")
+
+
+def _names(spec: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [n for n in names if n not in allowed]
+    if bad or not names:
+        raise InputError(f"unknown {what} {bad or spec!r}; choose from {', '.join(allowed)}.")
+    return names
+
+
+@app.callback(invoke_without_command=True)
+def extraction(
+    kb: Annotated[
+        str, typer.Option(help="'chatdoctor', 'wikipedia' or a JSON file in the ChatDoctor schema.")
+    ] = "chatdoctor",
+    data_dir: Annotated[Path, typer.Option(help="The shared evaluation data folder.")] = Path(
+        "../shared/data"
+    ),
+    limit: Annotated[
+        int | None, typer.Option(help="Seeded subset of this many chunks (0 = all).")
+    ] = 1000,
+    defenses: Annotated[
+        str, typer.Option(help=f"Comma-separated, from: {', '.join(DEFENSES)}.")
+    ] = "none,distance-threshold,summarization",
+    attacks: Annotated[str, typer.Option(help="Comma-separated: rag-thief, worm.")] = (
+        "rag-thief,worm"
+    ),
+    max_queries: Annotated[int, typer.Option(help="Query budget per attack run.")] = 100,
+    max_seconds: Annotated[
+        float | None, typer.Option(help="Wall-clock budget per attack run.")
+    ] = None,
+    questions: Annotated[int, typer.Option(help="Legitimate questions for accuracy.")] = 100,
+    generator: Annotated[
+        str,
+        typer.Option(help="'extractive' (no LLM) or a generator spec, e.g. 'qwen2.5-0.5b'."),
+    ] = "extractive",
+    max_new_tokens: Annotated[
+        int, typer.Option(help="LLM answer length (a leaked context needs room).")
+    ] = 192,
+    threshold: Annotated[
+        float, typer.Option(help="Distance-threshold baseline: minimum query cosine.")
+    ] = 0.5,
+    summary_sentences: Annotated[
+        int, typer.Option(help="Summarisation baseline: sentences kept per chunk.")
+    ] = 2,
+    worm_iterations: Annotated[
+        int, typer.Option(help="Worm collision-search iterations per round.")
+    ] = 10,
+    ragfort_index: Annotated[
+        Path | None,
+        typer.Option(
+            help="A RAGFort re-indexed store folder (for the ragfort-inter/ragfort rows)."
+        ),
+    ] = None,
+    cascade_draft: Annotated[
+        str | None, typer.Option(help="Cascade draft model (ragfort-intra/ragfort rows).")
+    ] = None,
+    cascade_reference: Annotated[str | None, typer.Option(help="Cascade reference model.")] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Reuse knowledge-base vectors across runs.")
+    ] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Report folder.")] = Path(
+        "runs/extraction"
+    ),
+    seed: Annotated[int, typer.Option(help="Subset, question sample and attack RNG seed.")] = 0,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan and exit.")] = False,
+) -> None:
+    """Run the extraction attacks against each defense and write extraction.{md,json} + plot."""
+    from ragshield.eval import extraction as ex
+
+    wanted = _names(defenses, DEFENSES, "defense")
+    attack_names = _names(attacks, ATTACKS, "attack")
+    if ("ragfort-inter" in wanted or "ragfort" in wanted) and ragfort_index is None:
+        raise InputError("the ragfort-inter/ragfort rows need --ragfort-index DIR.")
+    if ("ragfort-intra" in wanted or "ragfort" in wanted) and not (
+        cascade_draft and cascade_reference
+    ):
+        raise InputError(
+            "the ragfort-intra/ragfort rows need --cascade-draft and --cascade-reference."
+        )
+    plan = (
+        f"kb={kb} limit={limit or 'all'} defenses={','.join(wanted)} attacks={','.join(attack_names)} "
+        f"max_queries={max_queries} max_seconds={max_seconds} questions={questions} "
+        f"generator={generator} seed={seed} out={out_dir}"
+    )
+    if dry_run:
+        out.print(f"dry run: {plan}", highlight=False)
+        return
+
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.generate.factory import make_generator
+
+    encoder = SentenceTransformerEncoder()
+    knowledge = ex.load_knowledge_base(kb, data_dir=data_dir, limit=limit or None, seed=seed)
+    options: dict[str, Any] = (
+        {}
+        if generator == "extractive"
+        else {
+            "max_new_tokens": max_new_tokens,
+            "stop_at_newline": False,
+        }
+    )
+    gen = make_generator(generator, encoder, **options)
+    vectors = ex.encode_cached(knowledge.texts, encoder, cache_dir)
+    rows = ex.standard_defenses(
+        knowledge,
+        encoder,
+        gen,
+        vectors=vectors,
+        threshold=threshold,
+        summary_sentences=summary_sentences,
+    )
+    configs = [r for r in rows if r.name in wanted]
+    if any(n.startswith("ragfort") for n in wanted):
+        reindexed = _load_reindexed(ragfort_index) if ragfort_index else None
+        configs += ex.ragfort_defenses(
+            rows[0],
+            reindexed_store=reindexed[0] if reindexed else None,
+            query_encoder=reindexed[1] if reindexed else None,
+            cascade=_cascade(cascade_draft, cascade_reference, max_new_tokens)
+            if cascade_draft and cascade_reference
+            else None,
+        )
+        configs = [c for c in configs if c.name in wanted]
+    worm_params: dict[str, Any] = {"iterations": worm_iterations}
+    factories = {
+        a: ex.attack_factory(
+            a,
+            encoder=encoder,
+            max_queries=max_queries,
+            max_seconds=max_seconds,
+            seed=seed,
+            **worm_params if a == "worm" else {},
+        )
+        for a in attack_names
+    }
+    out.print(plan, highlight=False)
+    report = ex.run_extraction_eval(
+        knowledge,
+        configs,
+        factories,
+        encoder,
+        max_queries=max_queries,
+        max_seconds=max_seconds,
+        n_questions=questions,
+        kb_vectors=vectors,
+        log_dir=out_dir / "logs",
+        seed=seed,
+        progress=lambda msg: err.print(msg, highlight=False),
+    )
+    paths = report.save(out_dir)
+    out.print(report.to_markdown(), highlight=False)
+    out.print(f"wrote {', '.join(str(p) for p in paths.values())}", highlight=False)
+
+
+def _load_reindexed(path: Path) -> tuple[VectorStore, Encoder]:
+    from ragshield.reindex import load_reindexed
+
+    store, query_encoder = load_reindexed(path)
+    return store, query_encoder
+
+
+def _cascade(draft: str, reference: str, max_new_tokens: int) -> Generator:
+    from ragshield.generate.cascade import CascadeGenerator
+    from ragshield.generate.factory import make_generator
+
+    cascade: Generator = CascadeGenerator(
+        make_generator(draft), make_generator(reference), max_new_tokens=max_new_tokens
+    )
+    return cascade
