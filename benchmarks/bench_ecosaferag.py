@@ -1,0 +1,448 @@
+"""EcoSafeRAG benchmark: dev-split sweeps, test-split ASR table, token saving, latency.
+
+    python benchmarks/bench_ecosaferag.py [--data ../shared/data/poisoning/nq] [--seed 0]
+        [--limit N] [--plot ecosaferag_sweep.png] [--json out.json]
+        [--optimize-suffix 3] [--generator smollm2-135m --e2e-limit 20]
+
+What it measures, on what (every figure printed is measured in this run):
+
+1. Dev split (even question positions, :func:`ragshield.eval.datasets.split_cases`): the
+   retrieved sets of :mod:`ragshield.eval.injection` for clean, PoisonedRAG (M=1, 5),
+   injection (M=1, 5), injection into PoisonedRAG passages (M=1), hijacked golden passage
+   and published GCG suffixes (M=1). Sweeps eps 0.1–1.0 and tau 0.1–0.9 (the paper's
+   open detail), then variance_threshold and context_weight; one coordinate-descent pass
+   picks each value by ``mean(1 − filter ASR over attacks) + mean(gold answer kept) +
+   mean(prompt tokens saved)`` (security, clean-set accuracy proxy and cost weighted
+   equally; up to two passes).
+   The eps and tau sweeps are plotted (``--plot``).
+2. Test split (odd positions; never used for tuning): filter ASR per attack and M for no
+   defense, EcoSafeRAG (the dev-selected configuration), RAGDefender, and RAGDefender →
+   EcoSafeRAG chained; gold answer kept; prompt tokens saved versus the undefended top-5
+   context (MiniLM WordPiece tokenizer, the papers' prompt). ``injection-published`` (the
+   PromptInject strings) is never used on dev: it checks the baits on wording they were
+   not written next to.
+3. Latency of the filter call alone, p50/p95, with a fresh encoder whose cache is off (so
+   every sentence and bait is really encoded): k=5 (golden + 4 benign) and k=10 (golden +
+   4 benign + 5 PoisonedRAG).
+4. Ablations on dev at the selected configuration (no baits, query-independent baits, no
+   query projection, a ±1 context window, passage-scope bait flags, no clause split).
+5. Optional: ``--optimize-suffix N`` runs :class:`GCGSuffixOptimizer` (greedy coordinate
+   gradient) against the packaged SmolLM2-135M on N dev questions and evaluates the
+   resulting suffixes as the ``suffix-optimized`` setting on test; ``--generator`` adds
+   end-to-end ASR/accuracy on the first ``--e2e-limit`` test questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
+
+import numpy as np
+
+from ragshield.defenses.compose import FilterChain
+from ragshield.defenses.ecosaferag import EcoSafeRAG
+from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+from ragshield.eval.datasets import load_poisoning, split_cases
+from ragshield.eval.injection import (
+    AttackSet,
+    build_attack_set,
+    run_injection_eval,
+    score_sets,
+    to_dict,
+)
+from ragshield.eval.poisoning import VectorBank, benign_passages
+from ragshield.generate.extractive import ExtractiveGenerator
+
+DEV_SETTINGS: list[tuple[str, int]] = [
+    ("clean", 0),
+    ("poisonedrag", 1),
+    ("poisonedrag", 5),
+    ("injection", 1),
+    ("injection", 5),
+    ("injection-poisonedrag", 1),
+    ("injection-hijack", 0),
+    ("suffix", 1),
+]
+SWEEPS: dict[str, list[Any]] = {
+    "eps": [round(0.1 * i, 1) for i in range(1, 11)],
+    "tau": [round(0.1 * i, 1) for i in range(1, 10)],
+    "variance_threshold": [0.2, 0.25, 0.3, 0.35, 0.4, 0.5],
+    "context_weight": [0.0, 0.1, 0.2, 0.3, 0.5],
+}
+START = {"eps": 0.6, "tau": 0.5, "variance_threshold": 0.35, "context_weight": 0.3}
+
+
+def ragdefender(encoder: Any) -> tuple[str, Any]:
+    """The improved RAGDefender when it exists in this tree, else the paper's version."""
+    from ragshield.defenses import ragdefender as rd
+
+    if hasattr(rd, "RAGDefender"):
+        return "ragdefender", rd.RAGDefender(encoder=encoder)
+    return "ragdefender-paper", rd.PaperRAGDefender(encoder=encoder)
+
+
+def evaluate(
+    sets: dict[tuple[str, int], list[AttackSet]], flt: Any, count_tokens: Any
+) -> dict[str, Any]:
+    cells = {}
+    for key, ss in sets.items():
+        r = score_sets(ss, flt, count_tokens=count_tokens)
+        cells[f"{key[0]}@{key[1]}"] = {
+            "asr": float(np.nanmean(r["asr_filter"])),
+            "gold": float(np.nanmean(r["gold_answer_kept"])),
+            "saving": float(np.nanmean(r["token_saving"])),
+        }
+    attacks = [v["asr"] for k, v in cells.items() if not k.startswith("clean")]
+    golds = [v["gold"] for v in cells.values()]
+    summary = {
+        "asr": float(np.mean(attacks)),
+        "gold": float(np.mean(golds)),
+        "saving": float(np.mean([v["saving"] for v in cells.values()])),
+    }
+    # the three things the issue asks to report, weighted equally
+    summary["objective"] = (1.0 - summary["asr"]) + summary["gold"] + summary["saving"]
+    return {"summary": summary, "cells": cells}
+
+
+def sweep(
+    sets: dict[tuple[str, int], list[AttackSet]], enc: Any, count_tokens: Any, passes: int = 2
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """Coordinate descent over SWEEPS from START (at most ``passes`` passes, stopping when a
+    pass changes nothing); then the eps and tau curves again with every other parameter at
+    its selected value (those are plotted)."""
+    config = dict(START)
+    curves: dict[str, list[dict[str, Any]]] = {}
+    for p in range(passes):
+        before = dict(config)
+        for param, values in SWEEPS.items():
+            rows = []
+            for v in values:
+                res = evaluate(sets, EcoSafeRAG(encoder=enc, **{**config, param: v}), count_tokens)
+                rows.append({"value": v, **res["summary"]})
+                s = res["summary"]
+                print(
+                    f"  pass {p + 1} {param}={v:<5} ASR {s['asr']:.3f}  gold kept {s['gold']:.3f}  "
+                    f"tokens saved {s['saving']:.3f}  objective {s['objective']:.3f}",
+                    flush=True,
+                )
+            best = max(
+                rows, key=lambda r: (round(r["objective"], 6), -abs(r["value"] - START[param]))
+            )
+            config[param] = best["value"]
+            curves[param] = rows
+            print(f"-> {param} = {best['value']}  (config so far: {config})", flush=True)
+        if config == before:
+            break
+    for param in ("eps", "tau"):
+        curves[param] = []
+        for v in SWEEPS[param]:
+            res = evaluate(sets, EcoSafeRAG(encoder=enc, **{**config, param: v}), count_tokens)
+            curves[param].append({"value": v, **res["summary"]})
+    return config, curves
+
+
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "selected configuration": {},
+    "no baits (baits=[])": {"baits": []},
+    "query-independent baits": {"bait_query": False},
+    "no query projection": {"remove_query": False},
+    "context window ±1, context_weight 0.2": {"context_window": 1, "context_weight": 0.2},
+    "bait flag removes the passage": {"scope": "passage"},
+    "no clause split at colons": {"split_clauses": False},
+}
+
+
+def ablate(
+    sets: dict[tuple[str, int], list[AttackSet]],
+    enc: Any,
+    count_tokens: Any,
+    config: dict[str, Any],
+) -> dict[str, dict[str, Any]]:
+    out = {}
+    for label, change in ABLATIONS.items():
+        res = evaluate(sets, EcoSafeRAG(encoder=enc, **{**config, **change}), count_tokens)
+        s = res["summary"]
+        out[label] = res
+        print(
+            f"  {label:<40} ASR {s['asr']:.3f}  gold kept {s['gold']:.3f}  "
+            f"tokens saved {s['saving']:.3f}",
+            flush=True,
+        )
+    return out
+
+
+def plot(
+    curves: dict[str, list[dict[str, Any]]], selected: dict[str, Any], path: Path, note: str
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, param in zip(axes, ("eps", "tau"), strict=True):
+        rows = curves[param]
+        x = [r["value"] for r in rows]
+        ax.plot(x, [r["asr"] for r in rows], "o-", label="filter ASR (mean over attacks)")
+        ax.plot(x, [r["gold"] for r in rows], "s-", label="gold answer kept")
+        ax.plot(x, [r["saving"] for r in rows], "^-", label="prompt tokens saved")
+        ax.axvline(selected[param], color="grey", linestyle=":", label="selected on dev")
+        ax.set_xlabel(param)
+        low = min(r[k] for r in rows for k in ("asr", "gold", "saving"))
+        ax.set_ylim(min(-0.02, low - 0.05), 1.02)
+        ax.grid(alpha=0.3)
+        ax.set_title(f"EcoSafeRAG {param} sweep (dev split)")
+    axes[0].legend(loc="best", fontsize=8)
+    fig.suptitle(note, fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def latency(
+    cases: list[Any], benign: dict[str, Any], bank: Any, filters: dict[str, Any], seed: int
+) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for label, setting, m in (("k=5", "clean", 0), ("k=10", "poisonedrag", 5)):
+        sets = [
+            build_attack_set(c, benign[c.id], setting, m, seed, bank, case_index=i)
+            for i, c in enumerate(cases)
+        ]
+        for name, flt in filters.items():
+            times = []
+            stages: dict[str, list[float]] = {}
+            for s in sets:
+                t0 = time.perf_counter()
+                res = flt.filter(s.case.question, s.passages)
+                times.append((time.perf_counter() - t0) * 1000.0)
+                for stage, sec in res.details.get("timings", {}).items():
+                    stages.setdefault(stage, []).append(sec * 1000.0)
+            out[f"{name} {label}"] = {
+                "p50_ms": float(np.percentile(times, 50)),
+                "p95_ms": float(np.percentile(times, 95)),
+                "n": len(times),
+                "k": float(np.mean([len(s.passages) for s in sets])),
+                **{f"{st}_ms_mean": float(np.mean(v)) for st, v in stages.items()},
+            }
+    return out
+
+
+def optimize_suffixes(cases: list[Any], n: int, seed: int) -> list[str]:
+    """GCG against SmolLM2-135M: contexts = [PoisonedRAG passage, golden passage]."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ragshield.attacks.suffix import GCGSuffixOptimizer
+    from ragshield.models import model_path
+
+    torch.set_num_threads(1)
+    folder = model_path("smollm2-135m")
+    tok = AutoTokenizer.from_pretrained(folder)
+    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    out = []
+    for c in cases[:n]:
+        opt = GCGSuffixOptimizer(lm, tok, n_tokens=10, steps=8, batch_size=16, topk=64, seed=seed)
+        ctx = [c.adversarial["poisonedrag"][0], c.golden]
+        res = opt.optimize(c.question, ctx, 0, c.incorrect_answer)
+        print(
+            f"  GCG {c.id}: loss {res.initial_loss:.3f} -> {res.best_loss:.3f} "
+            f"(re-tokenised {res.retokenized_loss:.3f}) in {res.seconds:.0f}s: {res.suffix!r}",
+            flush=True,
+        )
+        out.append(res.suffix.strip())
+    return out
+
+
+def md_table(res: Any, defenses: list[str]) -> str:
+    head = "| attack | M | " + " | ".join(defenses) + " |"
+    lines = [head, "|" + "---|" * (len(defenses) + 2)]
+    seen = []
+    for r in res.rows:
+        if (r.setting, r.m) not in seen:
+            seen.append((r.setting, r.m))
+    for setting, m in seen:
+        cells = []
+        for d in defenses:
+            row = res.get(d, setting, m)
+            asr = row.metrics["asr_filter"]
+            gold = row.metrics["gold_answer_kept"]
+            txt = f"{asr:.2f} / {gold:.2f}" if setting != "clean" else f"– / {gold:.2f}"
+            if "asr" in row.metrics:
+                txt += f" (e2e {row.metrics['asr']:.2f}/{row.metrics['accuracy']:.2f})"
+            cells.append(txt)
+        lines.append(f"| {setting} | {m or '-'} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/poisoning/nq")
+    )
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--limit", type=int, default=None, help="questions per split")
+    ap.add_argument("--plot", default="ecosaferag_sweep.png", help="where to save the sweep plot")
+    ap.add_argument("--json", default=None, help="write all measurements here")
+    ap.add_argument("--optimize-suffix", type=int, default=0, help="dev questions for GCG")
+    ap.add_argument("--generator", default=None, help="packaged LLM name for end-to-end ASR")
+    ap.add_argument("--e2e-limit", type=int, default=20)
+    ap.add_argument(
+        "--config", default=None, help="skip the dev sweeps and use this JSON configuration"
+    )
+    args = ap.parse_args()
+
+    t_start = time.perf_counter()
+    enc = SentenceTransformerEncoder()
+    enc.warm_up()
+    count_tokens = ExtractiveGenerator().count_tokens
+    all_cases = load_poisoning(args.data)
+    dev = split_cases(all_cases, "dev")[: args.limit]
+    test = split_cases(all_cases, "test")[: args.limit]
+    print(
+        f"# EcoSafeRAG benchmark — data {args.data} ({len(dev)} dev / {len(test)} test "
+        f"questions), seed {args.seed}, encoder {enc.name}, {platform.processor() or platform.machine()}"
+    )
+
+    # 1. dev sweeps
+    bank = VectorBank(enc)
+    benign = benign_passages(dev, bank, 4)
+    dev_sets = {
+        (s, m): [
+            build_attack_set(c, benign[c.id], s, m, args.seed, bank, case_index=i)
+            for i, c in enumerate(dev)
+        ]
+        for s, m in DEV_SETTINGS
+    }
+    curves: dict[str, list[dict[str, Any]]] = {}
+    if args.config:
+        config = json.loads(args.config)
+        print(f"\n## Dev sweeps skipped: configuration given on the command line: {config}")
+    else:
+        print(f"\n## Dev sweeps ({', '.join(f'{s}@{m}' for s, m in DEV_SETTINGS)})")
+        config, curves = sweep(dev_sets, enc, count_tokens)
+        print(f"\nSelected on dev: {config}")
+        plot(
+            curves,
+            config,
+            Path(args.plot),
+            f"{Path(args.data).name} dev split ({len(dev)} questions), seed {args.seed}; other "
+            f"parameters at the selected values {config}",
+        )
+        print(f"plot: {args.plot}")
+
+    print("\n## Ablations on dev (selected configuration, one change each)")
+    ablations = ablate(dev_sets, enc, count_tokens, config)
+
+    optimized: list[str] = []
+    if args.optimize_suffix:
+        print(
+            f"\n## GCG suffix optimisation on {args.optimize_suffix} dev questions (SmolLM2-135M)"
+        )
+        optimized = optimize_suffixes(dev, args.optimize_suffix, args.seed)
+
+    # 2. test table
+    eco = EcoSafeRAG(encoder=enc, **config)
+    rd_name, rd = ragdefender(enc)
+    defenses = {
+        "none": None,
+        "ecosaferag": eco,
+        rd_name: rd,
+        f"{rd_name}+ecosaferag": FilterChain([rd, EcoSafeRAG(encoder=enc, **config)]),
+    }
+    settings = [
+        "clean",
+        "poisonedrag",
+        "injection",
+        "injection-poisonedrag",
+        "injection-hijack",
+        "injection-published",
+        "suffix",
+    ]
+    if optimized:
+        settings.append("suffix-optimized")
+    res = run_injection_eval(
+        args.data, defenses, settings=settings, m_values=[1, 5], seeds=[args.seed],
+        encoder=enc, split="test", limit=args.limit, count_tokens=count_tokens,
+        optimized_suffixes=optimized,
+    )  # fmt: skip
+    print(f"\n## Test split ({res.n_questions} questions): filter ASR / gold answer kept")
+    print(md_table(res, list(defenses)))
+    print("\nPrompt tokens (mean) and saving versus the undefended top-5 context:")
+    for d in defenses:
+        rows = [r for r in res.rows if r.defense == d]
+        tok = np.mean([r.metrics["prompt_tokens"] for r in rows])
+        sav = [r.metrics["token_saving"] for r in rows]
+        clean = res.get(d, "clean").metrics["token_saving"]
+        print(
+            f"  {d:<28} tokens {tok:7.1f}   saved: clean {clean:.1%}, "
+            f"range over settings {min(sav):.1%}–{max(sav):.1%}"
+        )
+    for note in res.notes:
+        print(f"  note: {note}")
+
+    e2e = None
+    if args.generator:
+        from ragshield.generate.local_hf import LocalLLMGenerator
+
+        gen = LocalLLMGenerator(args.generator)
+        e2e_defs = {"none": None, "ecosaferag": eco}  # an LLM call per set: keep it small
+        e2e = run_injection_eval(
+            args.data, e2e_defs,
+            settings=["clean", "poisonedrag", "injection", "injection-hijack", "suffix"],
+            m_values=[1], seeds=[args.seed], encoder=enc, generator=gen, split="test",
+            limit=args.e2e_limit, count_tokens=count_tokens,
+        )  # fmt: skip
+        print(
+            f"\n## End to end with {args.generator} ({e2e.n_questions} test questions): "
+            "filter ASR / gold kept (e2e ASR / accuracy)"
+        )
+        print(md_table(e2e, list(e2e_defs)))
+
+    # 3. latency with a cold (cache-off) encoder
+    cold = SentenceTransformerEncoder(cache_size=0)
+    cold.warm_up()
+    lbank = VectorBank(enc)
+    lbenign = benign_passages(test, lbank, 4)
+    rd_name2, rd2 = ragdefender(cold)
+    lat = latency(
+        test, lbenign, lbank,
+        {"ecosaferag": EcoSafeRAG(encoder=cold, **config), rd_name2: rd2}, args.seed,
+    )  # fmt: skip
+    print("\n## Filter latency (encoder cache off; retriever vectors given)")
+    for k, v in lat.items():
+        split = ", ".join(
+            f"{key[:-8]} {val:.1f}" for key, val in v.items() if key.endswith("_ms_mean")
+        )
+        print(
+            f"  {k:<28} p50 {v['p50_ms']:7.1f} ms   p95 {v['p95_ms']:7.1f} ms   "
+            f"(n={v['n']}, k={v['k']:.0f}{'; mean ms per stage: ' + split if split else ''})"
+        )
+    print(f"\ntotal {time.perf_counter() - t_start:.0f}s")
+
+    if args.json:
+        out = {
+            "data": args.data,
+            "seed": args.seed,
+            "selected_config": config,
+            "sweeps": curves,
+            "ablations_dev": {k: v["summary"] for k, v in ablations.items()},
+            "test": to_dict(res),
+            "end_to_end": to_dict(e2e) if e2e is not None else None,
+            "latency": lat,
+            "optimized_suffixes": optimized,
+        }
+        Path(args.json).write_text(json.dumps(out, indent=2))
+        print(f"json: {args.json}")
+
+
+if __name__ == "__main__":
+    main()
