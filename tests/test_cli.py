@@ -74,3 +74,20 @@ def test_bad_input_exit_2(
 def test_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["ask"]) == 2
     assert run(["--help"]) == 0
+
+
+def test_eval_poisoning_command(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "eval",
+        "poisoning",
+        str(shared_data / "poisoning" / "nq"),
+        "--defenses",
+        "none,ragdefender",
+    ]
+    argv += ["--attacks", "poisonedrag", "--ratios", "1", "--seeds", "1", "--limit", "4"]
+    assert run([*argv, "--out", str(tmp_path)]) == 0
+    assert "| poisonedrag | 1× |" in capsys.readouterr().out
+    assert {p.name for p in tmp_path.iterdir()} == {"results.md", "results.json", "asr.png"}
+    assert run([*argv[:3], "--ratios", "one"]) == 2

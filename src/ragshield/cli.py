@@ -268,7 +268,6 @@ def _mount_optional() -> None:
     subs: tuple[tuple[str, str, typer.Typer], ...] = (
         ("ragshield.models.cli", "models", app),
         ("ragshield.reindex.cli", "reindex", app),
-        ("ragshield.eval.poisoning_cli", "poisoning", eval_app),
         ("ragshield.eval.extraction_cli", "extraction", eval_app),
     )
     for module, name, parent in subs:
@@ -279,6 +278,9 @@ def _mount_optional() -> None:
                 raise
             continue
         parent.add_typer(sub, name=name)
+    from ragshield.eval.poisoning_cli import poisoning
+
+    eval_app.command("poisoning")(poisoning)
     try:
         server_cli = importlib.import_module("ragshield.server.cli")
     except ImportError:  # the [server] extra is not installed

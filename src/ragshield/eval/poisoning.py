@@ -1,0 +1,584 @@
+"""The knowledge-corruption (poisoning) evaluation of RAGDefender §6, on the shared data.
+
+Example::
+
+    from pathlib import Path
+    from ragshield.defenses.ragdefender import PaperRAGDefender, RAGDefender
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.poisoning import run_poisoning_eval
+    from ragshield.eval.report import markdown_table
+
+    enc = SentenceTransformerEncoder()
+    res = run_poisoning_eval(
+        Path("../shared/data/poisoning/nq"),
+        {"paper": PaperRAGDefender(enc), "ours": RAGDefender(enc)},
+        attacks=["poisonedrag", "mixed"], ratios=[1, 4], seeds=range(3), encoder=enc,
+    )
+    print(markdown_table(res))
+
+How a retrieval set is assembled (``../shared/data/README.md``): the golden passage, the
+``n_benign`` golden passages of *other* questions nearest the question (benign but
+irrelevant), and ``M = round(base_size × ratio)`` adversarial passages, shuffled. No passage
+is ever duplicated to reach M: a single attack contributes at most the passages it has
+(the M actually used is reported), ``"mixed"`` interleaves PoisonedRAG, blind and GARAG to
+reach high ratios. Passage ids and metadata carry no label, so a defense cannot peek.
+
+After the filter, the ``context_k`` survivors nearest the question form the context a
+generator would read; metrics: see :mod:`ragshield.eval.metrics` and
+:data:`METRIC_LABELS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragshield.attacks.base import CorpusAttack
+from ragshield.defenses.base import PassageFilter
+from ragshield.embed.base import Encoder, l2_normalize
+from ragshield.errors import InputError, check_int
+from ragshield.eval import metrics as M
+from ragshield.eval.datasets import ATTACK_SOURCES, PoisoningCase, load_poisoning, split_cases
+from ragshield.generate.base import Generator
+from ragshield.types import Passage, RetrievedPassage
+
+CLEAN = "clean"
+MIXED = "mixed"
+
+#: Metric key -> label used in tables (every key is a per-seed mean over questions).
+METRIC_LABELS: dict[str, str] = {
+    "recall": "adv recall",
+    "precision": "adv precision",
+    "golden_retention": "gold retained",
+    "clean_removed": "clean removed",
+    "n_adv_error": "|N_adv−M|",
+    "filter_asr": "filter ASR",
+    "adv_majority": "adv-majority",
+    "gold_in_context": "gold kept",
+    "asr": "ASR",
+    "accuracy": "ACC",
+    "filter_ms": "ms/query",
+}
+
+# name -> factory for CorpusAttack objects ("module:Class" strings are imported on use),
+# so attacks written elsewhere plug in by name: register_attack("injection", "...:Class").
+_ATTACKS: dict[str, str | Callable[[], CorpusAttack]] = {
+    "injection": "ragshield.attacks.injection:PromptInjectionAttack",
+    "suffix": "ragshield.attacks.suffix:AdversarialSuffixAttack",
+}
+
+
+def register_attack(name: str, factory: str | Callable[[], CorpusAttack]) -> None:
+    """Make a :class:`CorpusAttack` available to :func:`run_poisoning_eval` by name."""
+    if name in (*ATTACK_SOURCES, MIXED, CLEAN):
+        raise InputError(f"attack name {name!r} is reserved for the data-backed attacks.")
+    _ATTACKS[name] = factory
+
+
+def available_attacks() -> list[str]:
+    return [*ATTACK_SOURCES, MIXED, *sorted(_ATTACKS)]
+
+
+def resolve_attack(attack: str | CorpusAttack) -> str | CorpusAttack:
+    """A data-backed attack name stays a name; anything else becomes a CorpusAttack."""
+    if isinstance(attack, str):
+        if attack in ATTACK_SOURCES or attack == MIXED:
+            return attack
+        factory = _ATTACKS.get(attack, attack if ":" in attack else None)
+        if factory is None:
+            raise InputError(
+                f"unknown attack {attack!r}; available: {', '.join(available_attacks())} "
+                "(or 'package.module:Class' of a CorpusAttack)."
+            )
+        if isinstance(factory, str):
+            module, _, attr = factory.partition(":")
+            try:
+                obj = getattr(importlib.import_module(module), attr)()
+            except (ImportError, AttributeError) as exc:
+                raise InputError(f"cannot load attack {attack!r} from {factory!r}: {exc}") from exc
+        else:
+            obj = factory()
+        attack = obj
+    if not isinstance(attack, CorpusAttack):
+        raise InputError(
+            f"attacks must be names or CorpusAttack objects; got {type(attack).__name__}."
+        )
+    return attack
+
+
+def attack_name(attack: str | CorpusAttack) -> str:
+    return (
+        attack if isinstance(attack, str) else str(getattr(attack, "name", type(attack).__name__))
+    )
+
+
+# --------------------------------------------------------------------------- retrieval sets
+
+
+@dataclass(frozen=True)
+class RetrievalSet:
+    """One shuffled retrieved set with its ground truth (kept out of the passages)."""
+
+    case: PoisoningCase
+    attack: str
+    ratio: float
+    seed: int
+    m_requested: int
+    passages: tuple[RetrievedPassage, ...]
+    sources: tuple[str, ...]  # per passage: "golden", "benign" or the attack source
+
+    @property
+    def adversarial_mask(self) -> np.ndarray:
+        return np.array([s not in ("golden", "benign") for s in self.sources], dtype=bool)
+
+    @property
+    def golden_mask(self) -> np.ndarray:
+        return np.array([s == "golden" for s in self.sources], dtype=bool)
+
+    @property
+    def m_used(self) -> int:
+        return int(self.adversarial_mask.sum())
+
+
+class VectorBank:
+    """Text -> unit vector, filled by one batched encode call per new batch of texts."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+        self._vec: dict[str, np.ndarray] = {}
+
+    def add(self, texts: Iterable[str], show_progress: bool = False) -> None:
+        todo = list(dict.fromkeys(t for t in texts if t not in self._vec))
+        if todo:
+            vecs = l2_normalize(self.encoder.encode(todo, show_progress=show_progress))
+            self._vec.update(zip(todo, vecs, strict=True))
+
+    def get(self, texts: Sequence[str]) -> np.ndarray:
+        self.add(texts)
+        return np.vstack([self._vec[t] for t in texts]) if texts else np.zeros((0, 1), np.float32)
+
+
+def benign_passages(
+    cases: Sequence[PoisoningCase], bank: VectorBank, n_benign: int
+) -> dict[str, tuple[str, ...]]:
+    """Per question, the ``n_benign`` golden passages of *other* questions nearest to it
+    (the data README's stand-in for the BEIR corpus's benign-but-irrelevant passages)."""
+    pool = list(dict.fromkeys(c.golden for c in cases))
+    pool_vecs = bank.get(pool)
+    q_vecs = bank.get([c.question for c in cases])
+    sims = q_vecs @ pool_vecs.T
+    out: dict[str, tuple[str, ...]] = {}
+    for qi, c in enumerate(cases):
+        own = {c.golden, *c.supporting}
+        order = np.argsort(-sims[qi], kind="stable")
+        out[c.id] = tuple([pool[j] for j in order if pool[j] not in own][:n_benign])
+    return out
+
+
+def _rng(seed: int, case_index: int, salt: int) -> np.random.Generator:
+    return np.random.default_rng([seed, case_index, salt])
+
+
+def adversarial_texts(
+    case: PoisoningCase,
+    attack: str | CorpusAttack,
+    m: int,
+    seed: int,
+    case_index: int = 0,
+) -> list[tuple[str, str]]:
+    """``(source, text)`` of up to ``m`` distinct adversarial passages for one question.
+
+    A single data-backed attack yields a random subset of its passages (all of them when
+    it has fewer than ``m``); ``"mixed"`` shuffles each source and takes them round-robin;
+    a :class:`CorpusAttack` is asked to craft ``m`` texts for the question's incorrect
+    answer. Duplicates are dropped, never added.
+    """
+    if m <= 0:
+        return []
+    rng = _rng(seed, case_index, 1)
+    if isinstance(attack, str):
+        names = ATTACK_SOURCES if attack == MIXED else (attack,)
+        queues: list[list[tuple[str, str]]] = []
+        for name in names:
+            texts = list(case.adversarial.get(name, ()))
+            perm = rng.permutation(len(texts))
+            queues.append([(name, texts[i]) for i in perm])
+        picked: list[tuple[str, str]] = []
+        depth = max((len(q) for q in queues), default=0)
+        for level in range(depth):
+            for q in queues:
+                if level < len(q) and len(picked) < m:
+                    picked.append(q[level])
+        out = picked
+    else:
+        crafted = attack.craft(case.question, case.incorrect_answer, m, seed=seed)
+        if isinstance(crafted, str):
+            raise InputError(f"attack {attack_name(attack)!r} returned a bare string, not a list.")
+        out = [(attack_name(attack), str(t)) for t in crafted][:m]
+    protected = {case.golden, *case.supporting}
+    seen: set[str] = set()
+    unique = []
+    for src, t in out:
+        if t.strip() and t not in seen and t not in protected:
+            seen.add(t)
+            unique.append((src, t))
+    return unique
+
+
+def build_retrieval_set(
+    case: PoisoningCase,
+    benign: Sequence[str],
+    attack: str | CorpusAttack | None,
+    ratio: float,
+    seed: int,
+    bank: VectorBank,
+    *,
+    case_index: int = 0,
+    base_size: int = 5,
+    n_golden: int = 1,
+) -> RetrievalSet:
+    """Golden (+ ``n_golden − 1`` supporting golden) + benign + M adversarial, shuffled.
+
+    ``ratio`` 0 (or ``attack`` None) is the clean setting. Scores are cosine similarities to
+    the question; ``rank`` is the position after shuffling (the defense must not rely on
+    adversarial passages coming first, as they do in the authors' evaluation).
+    """
+    goldens = [case.golden, *case.supporting][: max(n_golden, 1)]
+    items: list[tuple[str, str]] = [("golden", g) for g in goldens]
+    items += [("benign", b) for b in benign if b not in goldens]
+    m_req = 0 if attack is None or ratio <= 0 else round(base_size * ratio)
+    if m_req:
+        assert attack is not None
+        taken = {t for _, t in items}
+        items += [
+            (s, t)
+            for s, t in adversarial_texts(case, attack, m_req, seed, case_index)
+            if t not in taken
+        ]
+    perm = _rng(seed, case_index, 2).permutation(len(items))
+    items = [items[i] for i in perm]
+    texts = [t for _, t in items]
+    vecs = bank.get(texts)
+    q = bank.get([case.question])[0]
+    scores = vecs @ q
+    passages = tuple(
+        RetrievedPassage(
+            passage=Passage(id=f"{case.id}#{i}", text=t),
+            score=float(scores[i]),
+            rank=i,
+            embedding=vecs[i],
+        )
+        for i, t in enumerate(texts)
+    )
+    return RetrievalSet(
+        case=case,
+        attack=CLEAN if m_req == 0 else attack_name(attack),  # type: ignore[arg-type]
+        ratio=float(ratio) if m_req else 0.0,
+        seed=seed,
+        m_requested=m_req,
+        passages=passages,
+        sources=tuple(s for s, _ in items),
+    )
+
+
+def build_retrieval_sets(
+    cases: Sequence[PoisoningCase],
+    attack: str | CorpusAttack | None,
+    ratio: float,
+    seed: int,
+    encoder: Encoder | VectorBank,
+    *,
+    n_benign: int = 4,
+    base_size: int = 5,
+    n_golden: int = 1,
+    benign: Mapping[str, Sequence[str]] | None = None,
+) -> list[RetrievalSet]:
+    """One retrieval set per case for one (attack, ratio, seed) setting."""
+    bank = encoder if isinstance(encoder, VectorBank) else VectorBank(encoder)
+    resolved = None if attack is None else resolve_attack(attack)
+    if benign is None:
+        benign = benign_passages(cases, bank, n_benign)
+    return [
+        build_retrieval_set(
+            c,
+            benign[c.id],
+            resolved,
+            ratio,
+            seed,
+            bank,
+            case_index=i,
+            base_size=base_size,
+            n_golden=n_golden,
+        )
+        for i, c in enumerate(cases)
+    ]
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+@dataclass
+class SettingResult:
+    """All metrics of one (defense, attack, ratio) cell: per seed and mean ± std."""
+
+    defense: str
+    attack: str
+    ratio: float
+    m_requested: int
+    m_used: float
+    n_questions: int
+    per_seed: dict[str, list[float]] = field(default_factory=dict)
+
+    def mean_std(self, key: str) -> tuple[float, float]:
+        return M.mean_std(self.per_seed.get(key, []))
+
+
+@dataclass
+class PoisoningResults:
+    """Everything one evaluation run measured, and on what."""
+
+    dataset: str
+    split: str
+    n_questions: int
+    seeds: list[int]
+    context_k: int
+    encoder: str
+    generator: str | None
+    settings: list[SettingResult]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for s_out, s in zip(out["settings"], self.settings, strict=True):
+            s_out["mean"] = {k: _finite(s.mean_std(k)[0]) for k in s.per_seed}
+            s_out["std"] = {k: _finite(s.mean_std(k)[1]) for k in s.per_seed}
+            s_out["per_seed"] = {k: [_finite(v) for v in vs] for k, vs in s.per_seed.items()}
+        return out
+
+    def get(self, defense: str, attack: str, ratio: float) -> SettingResult:
+        for s in self.settings:
+            if s.defense == defense and s.attack == attack and math.isclose(s.ratio, ratio):
+                return s
+        raise KeyError((defense, attack, ratio))
+
+
+def _finite(v: float) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def score_filter(
+    rs: RetrievalSet,
+    removed: np.ndarray,
+    context_k: int,
+) -> dict[str, float]:
+    """Detection and filter-level metrics of one filter decision on one set (raw counts and
+    0/1 outcomes, summed by the caller)."""
+    adv = rs.adversarial_mask
+    gold = rs.golden_mask
+    tp, fp, fn = M.detection_counts(removed, adv)
+    ctx = M.context_indices([p.score for p in rs.passages], removed, context_k)
+    texts = [rs.passages[i].text for i in ctx]
+    return {
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "n_clean": int((~adv).sum()),
+        "gold_total": int(gold.sum()),
+        "gold_kept": int((gold & ~removed).sum()),
+        "n_adv_error": M.n_adv_error(removed, int(adv.sum())),
+        "filter_asr": float(
+            M.filter_attack_success(texts, rs.case.incorrect_answer, rs.case.correct_answer)
+        ),
+        "adv_majority": float(M.adversarial_majority(adv[ctx])),
+        "gold_in_context": float(bool(gold[ctx].any())),
+    }
+
+
+def _aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
+    s = {k: float(sum(r[k] for r in rows)) for k in rows[0]}
+    n = len(rows)
+    out = {
+        "recall": M.detection_recall(int(s["tp"]), int(s["fn"])),
+        "precision": M.detection_precision(int(s["tp"]), int(s["fp"])),
+        "golden_retention": M.ratio(s["gold_kept"], s["gold_total"]),
+        "clean_removed": M.ratio(s["fp"], s["n_clean"]),
+        "n_adv_error": s["n_adv_error"] / n,
+        "filter_asr": s["filter_asr"] / n,
+        "adv_majority": s["adv_majority"] / n,
+        "gold_in_context": s["gold_in_context"] / n,
+        "filter_ms": s["filter_ms"] / n,
+    }
+    if "asr" in s:
+        out["asr"] = s["asr"] / n
+        out["accuracy"] = s["accuracy"] / n
+    return out
+
+
+def _removed_mask(rs: RetrievalSet, kept: Sequence[RetrievedPassage]) -> np.ndarray:
+    kept_ids = {id(p) for p in kept}
+    own = {id(q) for q in rs.passages}
+    if kept_ids <= own:
+        return np.array([id(p) not in kept_ids for p in rs.passages], dtype=bool)
+    # A filter that rebuilt the passages (e.g. trimmed sentences): match by id.
+    ids = {p.id for p in kept}
+    return np.array([p.id not in ids for p in rs.passages], dtype=bool)
+
+
+def run_poisoning_eval(
+    dataset_dir: Path | str,
+    defenses: Mapping[str, PassageFilter | None],
+    attacks: Sequence[str | CorpusAttack] = (*ATTACK_SOURCES, MIXED),
+    ratios: Sequence[float] = (1, 2, 4, 6),
+    seeds: Iterable[int] = range(10),
+    encoder: Encoder | None = None,
+    generator: Generator | None = None,
+    limit: int | None = None,
+    *,
+    split: str = "all",
+    include_clean: bool = True,
+    context_k: int = 5,
+    n_benign: int = 4,
+    base_size: int = 5,
+    n_golden: int = 1,
+    show_progress: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> PoisoningResults:
+    """Run every defense on every (attack, ratio, seed) retrieval set of one dataset.
+
+    Parameters
+    ----------
+    dataset_dir: a ``poisoning/<dataset>/`` folder (see :func:`load_poisoning`).
+    defenses: display name -> filter; ``None`` is the no-defense row.
+    attacks: data-backed names (``poisonedrag``, ``blind``, ``garag``, ``mixed``), names
+        registered with :func:`register_attack`, ``"module:Class"`` strings or
+        :class:`CorpusAttack` objects.
+    ratios: adversarial passages per clean passage (M = round(base_size × ratio)).
+    seeds: each seed re-draws the adversarial subset and the shuffle.
+    encoder: embeds questions and passages (default: the packaged MiniLM).
+    generator: when given, the context is also answered and end-to-end ASR / accuracy are
+        measured (substring rule); without one only filter-level metrics exist and the
+        results' ``notes`` say so.
+    limit: evaluate only the first ``limit`` questions of the split.
+    split: ``"all"``, ``"dev"`` (even positions) or ``"test"`` (odd positions).
+    include_clean: also run the clean setting (M = 0), once per seed.
+    context_k: survivors (nearest the question) that reach the generator.
+    n_benign, base_size, n_golden: set assembly (defaults: the data README's setting).
+    """
+    seeds = list(seeds)
+    if not seeds:
+        raise InputError("seeds is empty: pass at least one seed, e.g. range(10).")
+    check_int(context_k, "context_k", "run_poisoning_eval", low=1)
+    check_int(n_benign, "n_benign", "run_poisoning_eval", low=0)
+    if limit is not None:
+        check_int(limit, "limit", "run_poisoning_eval", low=1)
+    for r in ratios:
+        if not isinstance(r, (int, float)) or r <= 0:
+            raise InputError(f"ratios must be positive numbers. Got {r!r}.")
+    if not defenses:
+        raise InputError("defenses is empty: pass e.g. {'none': None, 'ragdefender': f}.")
+    resolved = [resolve_attack(a) for a in attacks]
+    say = log or (lambda _msg: None)
+
+    if encoder is None:
+        from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+
+        encoder = SentenceTransformerEncoder()
+    cases = split_cases(load_poisoning(dataset_dir), split)
+    if limit is not None:
+        cases = cases[:limit]
+    bank = VectorBank(encoder)
+    texts = [c.question for c in cases]
+    for c in cases:
+        texts += [c.golden, *c.supporting, *(t for v in c.adversarial.values() for t in v)]
+    bank.add(texts, show_progress=show_progress)
+    benign = benign_passages(cases, bank, n_benign)
+
+    grid: list[tuple[str | CorpusAttack | None, float]] = [(None, 0.0)] if include_clean else []
+    grid += [(a, float(r)) for a in resolved for r in ratios]
+
+    gen_cache: dict[tuple[str, tuple[str, ...]], str] = {}
+    settings: list[SettingResult] = []
+    for attack, ratio in grid:
+        name = CLEAN if attack is None else attack_name(attack)
+        per_def: dict[str, list[dict[str, float]]] = {d: [] for d in defenses}
+        m_used: list[int] = []
+        m_req = 0
+        t_setting = time.perf_counter()
+        for seed in seeds:
+            sets = build_retrieval_sets(
+                cases, attack, ratio, seed, bank,
+                base_size=base_size, n_golden=n_golden, benign=benign,
+            )  # fmt: skip
+            m_used += [rs.m_used for rs in sets]
+            m_req = sets[0].m_requested if sets else 0
+            for dname, flt in defenses.items():
+                rows = []
+                for rs in sets:
+                    t0 = time.perf_counter()
+                    if flt is None:
+                        removed = np.zeros(len(rs.passages), dtype=bool)
+                    else:
+                        res = flt.filter(rs.case.question, rs.passages)
+                        removed = _removed_mask(rs, res.kept)
+                    ms = (time.perf_counter() - t0) * 1000.0
+                    row = score_filter(rs, removed, context_k)
+                    row["filter_ms"] = ms
+                    if generator is not None:
+                        ctx = M.context_indices([p.score for p in rs.passages], removed, context_k)
+                        ctx_texts = tuple(rs.passages[i].text for i in ctx)
+                        key = (rs.case.question, ctx_texts)
+                        if key not in gen_cache:
+                            gen_cache[key] = generator.generate(rs.case.question, ctx_texts).text
+                        answer = gen_cache[key]
+                        row["asr"] = float(
+                            M.response_attack_success(answer, rs.case.incorrect_answer)
+                        )
+                        row["accuracy"] = float(M.response_correct(answer, rs.case.correct_answer))
+                    rows.append(row)
+                per_def[dname].append(_aggregate(rows))
+        for dname, seed_rows in per_def.items():
+            keys = seed_rows[0].keys()
+            settings.append(
+                SettingResult(
+                    defense=dname,
+                    attack=name,
+                    ratio=ratio,
+                    m_requested=m_req,
+                    m_used=float(np.mean(m_used)) if m_used else 0.0,
+                    n_questions=len(cases),
+                    per_seed={k: [r[k] for r in seed_rows] for k in keys},
+                )
+            )
+        say(f"{name} {ratio:g}x: {time.perf_counter() - t_setting:.1f}s")
+
+    notes = [
+        f"retrieved set = {n_golden} golden + {n_benign} benign (nearest golden passages of "
+        f"other questions of the same dataset) + M adversarial, shuffled; the {context_k} "
+        "survivors nearest the question form the context",
+        "M = round(5 × ratio) requested; a single attack never repeats a passage, so it "
+        "contributes at most the passages it has ('M used' is the mean actually used); "
+        "'mixed' interleaves PoisonedRAG, blind and GARAG",
+        "filter ASR = context holds more passages containing the incorrect answer than "
+        "passages containing the correct one; adv-majority = more than half of the context "
+        "is adversarial; gold kept = the golden passage is in the context",
+    ]
+    if generator is None:
+        notes.append("no generator was passed: end-to-end ASR/accuracy were not measured")
+    return PoisoningResults(
+        dataset=Path(dataset_dir).name,
+        split=split,
+        n_questions=len(cases),
+        seeds=seeds,
+        context_k=context_k,
+        encoder=str(getattr(encoder, "name", type(encoder).__name__)),
+        generator=None if generator is None else str(getattr(generator, "name", "generator")),
+        settings=settings,
+        notes=notes,
+    )
