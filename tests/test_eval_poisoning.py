@@ -28,7 +28,7 @@ from ragshield.eval.poisoning import (
     run_poisoning_eval,
 )
 from ragshield.eval.report import markdown_table, plot_asr, write_json
-from ragshield.types import FilterResult, Generation, RetrievedPassage
+from ragshield.types import FilterResult, Generation, Passage, RetrievedPassage
 
 TOPICS = ["volcano", "violin", "glacier", "satellite", "orchid", "cathedral", "tractor"]
 
@@ -321,3 +321,21 @@ def test_real_data_slice(shared_data: Path, encoder) -> None:
     assert ours.mean_std("recall")[0] >= 0.9
     assert ours.mean_std("golden_retention")[0] >= 0.8
     assert ours.mean_std("adv_majority")[0] == 0.0
+
+
+def test_sentence_level_rewrite_reaches_the_context() -> None:
+    """A filter that trims a passage must be scored on the trimmed text, not the original."""
+    from types import SimpleNamespace
+
+    from ragshield.eval.poisoning import _kept_text, context_texts
+
+    rs = SimpleNamespace(
+        passages=[
+            RetrievedPassage(Passage("a", "Keep this. Drop that."), 0.9, 0),
+            RetrievedPassage(Passage("b", "Other."), 0.5, 1),
+        ]
+    )
+    trimmed = [RetrievedPassage(Passage("a", "Keep this."), 0.9, 0), rs.passages[1]]
+    kept = _kept_text(rs, trimmed)  # type: ignore[arg-type]
+    assert kept == {0: "Keep this."}
+    assert context_texts(rs, [0, 1], kept) == ["Keep this.", "Other."]  # type: ignore[arg-type]

@@ -377,14 +377,19 @@ def score_filter(
     rs: RetrievalSet,
     removed: np.ndarray,
     context_k: int,
+    kept_text: Mapping[int, str] | None = None,
 ) -> dict[str, float]:
     """Detection and filter-level metrics of one filter decision on one set (raw counts and
-    0/1 outcomes, summed by the caller)."""
+    0/1 outcomes, summed by the caller).
+
+    ``kept_text`` maps a passage's position to the text a sentence-level filter (EcoSafeRAG)
+    left of it, so the context is scored as the generator would read it.
+    """
     adv = rs.adversarial_mask
     gold = rs.golden_mask
     tp, fp, fn = M.detection_counts(removed, adv)
     ctx = M.context_indices([p.score for p in rs.passages], removed, context_k)
-    texts = [rs.passages[i].text for i in ctx]
+    texts = context_texts(rs, ctx, kept_text)
     return {
         "tp": tp,
         "fp": fp,
@@ -419,6 +424,20 @@ def _aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
         out["asr"] = s["asr"] / n
         out["accuracy"] = s["accuracy"] / n
     return out
+
+
+def context_texts(
+    rs: RetrievalSet, ctx: Iterable[int], kept_text: Mapping[int, str] | None
+) -> list[str]:
+    return [(kept_text or {}).get(int(i), rs.passages[int(i)].text) for i in ctx]
+
+
+def _kept_text(rs: RetrievalSet, kept: Sequence[RetrievedPassage]) -> dict[int, str]:
+    """Positions whose passage a filter rewrote (kept under the same id, other text)."""
+    by_id = {p.id: p.text for p in kept}
+    return {
+        i: by_id[p.id] for i, p in enumerate(rs.passages) if p.id in by_id and by_id[p.id] != p.text
+    }
 
 
 def _removed_mask(rs: RetrievalSet, kept: Sequence[RetrievedPassage]) -> np.ndarray:
@@ -522,17 +541,19 @@ def run_poisoning_eval(
                 rows = []
                 for rs in sets:
                     t0 = time.perf_counter()
+                    kept_text: dict[int, str] = {}
                     if flt is None:
                         removed = np.zeros(len(rs.passages), dtype=bool)
                     else:
                         res = flt.filter(rs.case.question, rs.passages)
                         removed = _removed_mask(rs, res.kept)
+                        kept_text = _kept_text(rs, res.kept)
                     ms = (time.perf_counter() - t0) * 1000.0
-                    row = score_filter(rs, removed, context_k)
+                    row = score_filter(rs, removed, context_k, kept_text)
                     row["filter_ms"] = ms
                     if generator is not None:
                         ctx = M.context_indices([p.score for p in rs.passages], removed, context_k)
-                        ctx_texts = tuple(rs.passages[i].text for i in ctx)
+                        ctx_texts = tuple(context_texts(rs, ctx, kept_text))
                         key = (rs.case.question, ctx_texts)
                         if key not in gen_cache:
                             gen_cache[key] = generator.generate(rs.case.question, ctx_texts).text

@@ -15,7 +15,7 @@ import numpy as np
 
 from ragshield.embed.base import Encoder
 from ragshield.generate.prompt import build_prompt
-from ragshield.text import split_sentences, words
+from ragshield.text import normalize_answer, split_sentences, words
 from ragshield.types import Generation
 
 _STOP = frozenset(
@@ -93,7 +93,14 @@ class ExtractiveGenerator:
     def generate(self, question: str, contexts: Sequence[str]) -> Generation:
         t0 = time.perf_counter()
         # A question is never an answer: PoisonedRAG passages open with the question itself.
-        sentences = [s for c in contexts for s in split_sentences(c) if not s.endswith("?")]
+        # PoisonedRAG passages open with the question itself (``question + "."``).
+        q_norm = normalize_answer(question)
+        sentences = [
+            s
+            for c in contexts
+            for s in split_sentences(c)
+            if not s.endswith("?") and normalize_answer(s) != q_norm
+        ]
         prompt_tokens = self.count_tokens(build_prompt(question, contexts))
         if not sentences:
             text = "I don't know"
