@@ -23,6 +23,7 @@ import faiss
 import numpy as np
 
 from ragshield.errors import DataFormatError, InputError
+from ragshield.store.base import check_batch, check_k, check_queries
 from ragshield.store.persist import atomic_dir, read_meta
 from ragshield.types import Passage, RetrievedPassage
 
@@ -105,15 +106,7 @@ class FaissStore:
         return self._vectors
 
     def add(self, passages: Sequence[Passage], vectors: np.ndarray) -> None:
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self._dim:
-            raise InputError(
-                f"vectors must have shape (n, {self._dim}); got {tuple(vectors.shape)}."
-            )
-        if len(passages) != vectors.shape[0]:
-            raise InputError(
-                f"{len(passages)} passages but {vectors.shape[0]} vectors: they must match."
-            )
+        vectors = check_batch(passages, vectors, self._dim)
         new_ids = [p.id for p in passages]
         dupes = (set(new_ids) & self._ids) | {i for i, c in Counter(new_ids).items() if c > 1}
         if dupes:
@@ -133,17 +126,8 @@ class FaissStore:
         self._vectors = np.vstack([self._vectors, vectors]) if len(self._vectors) else vectors
 
     def search(self, query_vectors: np.ndarray, k: int) -> list[list[RetrievedPassage]]:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InputError(f"k must be an int >= 1. Got {k!r} instead.")
-        if len(self) == 0:
-            raise InputError("the index is empty: add passages before searching.")
-        if k > len(self):
-            raise InputError(
-                f"k ({k}) must be at most the number of passages in the index ({len(self)})."
-            )
-        q = np.ascontiguousarray(np.atleast_2d(query_vectors), dtype=np.float32)
-        if q.shape[1] != self._dim:
-            raise InputError(f"query vectors must have {self._dim} columns; got {q.shape[1]}.")
+        check_k(k, len(self))
+        q = check_queries(query_vectors, self._dim)
         scores, idx = self._index.search(q, k)
         out: list[list[RetrievedPassage]] = []
         for row_s, row_i in zip(scores, idx, strict=True):

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ragshield.errors import InputError, RagshieldError
+from ragshield.store.base import check_batch, check_k, check_queries
 from ragshield.types import Passage, RetrievedPassage
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -139,15 +140,7 @@ class PgVectorStore:
 
     # ---- ingest -------------------------------------------------------------------------
     def add(self, passages: Sequence[Passage], vectors: np.ndarray) -> None:
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self._dim:
-            raise InputError(
-                f"vectors must have shape (n, {self._dim}); got {tuple(vectors.shape)}."
-            )
-        if len(passages) != vectors.shape[0]:
-            raise InputError(
-                f"{len(passages)} passages but {vectors.shape[0]} vectors: they must match."
-            )
+        vectors = check_batch(passages, vectors, self._dim)
         ids = [p.id for p in passages]
         if len(set(ids)) != len(ids):
             raise InputError("duplicate passage ids within one batch")
@@ -198,11 +191,8 @@ class PgVectorStore:
         self, query_vectors: np.ndarray, k: int, *, where: Mapping[str, Any] | None = None
     ) -> list[list[RetrievedPassage]]:
         """Top-k per query row; ``where`` keeps passages whose metadata contains those pairs."""
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InputError(f"k must be an int >= 1. Got {k!r} instead.")
-        q = np.ascontiguousarray(np.atleast_2d(query_vectors), dtype=np.float32)
-        if q.shape[1] != self._dim:
-            raise InputError(f"query vectors must have {self._dim} columns; got {q.shape[1]}.")
+        check_k(k)
+        q = check_queries(query_vectors, self._dim)
         conn = self.connect()
         filt = " WHERE metadata @> %s::jsonb" if where else ""
         sql = (
@@ -237,11 +227,7 @@ class PgVectorStore:
         return out
 
     def _check_k(self, conn: Any, k: int) -> None:
-        n = int(conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
-        if n == 0:
-            raise InputError("the index is empty: add passages before searching.")
-        if k > n:
-            raise InputError(f"k ({k}) must be at most the number of passages in the index ({n}).")
+        check_k(k, int(conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0]))
 
     # ---- pointer files ------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
