@@ -85,11 +85,11 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int
 from ragshield.eval.datasets import PoisoningCase, load_poisoning, split_cases
 from ragshield.eval.metrics import mean_std
-from ragshield.eval.poisoning import VectorBank, benign_passages
+from ragshield.eval.poisoning import VectorBank, as_retrieved, benign_passages
 from ragshield.generate.base import Generator
 from ragshield.generate.prompt import build_prompt
 from ragshield.text import contains_answer
-from ragshield.types import Passage, RetrievedPassage
+from ragshield.types import RetrievedPassage
 
 SETTINGS: tuple[str, ...] = (
     "clean",
@@ -213,17 +213,7 @@ def build_attack_set(
     perm = _rng(seed, case_index, 2).permutation(len(items))
     items = [items[i] for i in perm]
     texts = [t for _, t in items]
-    vecs = bank.get(texts)
-    scores = vecs @ bank.get([case.question])[0]
-    passages = tuple(
-        RetrievedPassage(
-            passage=Passage(id=f"{case.id}#{i}", text=t),
-            score=float(scores[i]),
-            rank=i,
-            embedding=vecs[i],
-        )
-        for i, t in enumerate(texts)
-    )
+    passages = as_retrieved(case, texts, bank)
     return AttackSet(
         case=case,
         setting=setting,

@@ -232,6 +232,19 @@ def adversarial_texts(
     return unique
 
 
+def as_retrieved(
+    case: PoisoningCase, texts: Sequence[str], bank: VectorBank
+) -> tuple[RetrievedPassage, ...]:
+    """Texts in their shuffled order as a retrieval result: unlabelled ids, cached vectors,
+    query similarity as the score."""
+    vecs = bank.get(texts)
+    scores = vecs @ bank.get([case.question])[0]
+    return tuple(
+        RetrievedPassage(Passage(f"{case.id}#{i}", t), float(scores[i]), i, vecs[i])
+        for i, t in enumerate(texts)
+    )
+
+
 def build_retrieval_set(
     case: PoisoningCase,
     benign: Sequence[str],
@@ -265,18 +278,7 @@ def build_retrieval_set(
     perm = _rng(seed, case_index, 2).permutation(len(items))
     items = [items[i] for i in perm]
     texts = [t for _, t in items]
-    vecs = bank.get(texts)
-    q = bank.get([case.question])[0]
-    scores = vecs @ q
-    passages = tuple(
-        RetrievedPassage(
-            passage=Passage(id=f"{case.id}#{i}", text=t),
-            score=float(scores[i]),
-            rank=i,
-            embedding=vecs[i],
-        )
-        for i, t in enumerate(texts)
-    )
+    passages = as_retrieved(case, texts, bank)
     return RetrievalSet(
         case=case,
         attack=CLEAN if m_req == 0 else attack_name(attack),  # type: ignore[arg-type]
