@@ -66,6 +66,9 @@ def main() -> None:
     ap.add_argument("--ratios", type=float, nargs="+", default=[1, 4])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--dtype", default="auto", help="float32 | bfloat16 | auto (bf16 iff the CPU has AMX)"
+    )
     ap.add_argument("--cache", type=Path, default=Path("runs/e2e-cache"))
     ap.add_argument("--out", type=Path, default=None, help="write the markdown tables here")
     args = ap.parse_args()
@@ -74,13 +77,14 @@ def main() -> None:
 
     enc = SentenceTransformerEncoder()
     t0 = time.perf_counter()
-    llm = LocalLLMGenerator(args.model, max_new_tokens=32, threads=args.threads)
+    llm = LocalLLMGenerator(args.model, max_new_tokens=32, threads=args.threads, dtype=args.dtype)
     llm.warm_up()
     load_s = time.perf_counter() - t0
     gen = Metered(CachedGenerator(llm, args.cache))
     defenses = {d: (None if d == "none" else build_chain(d, enc)) for d in DEFENSES}
     print(
-        f"# bench_e2e — generator {args.model} (loaded in {load_s:.1f} s, {args.threads} thread(s)), "
+        f"# bench_e2e — generator {args.model} ({llm.dtype_}, loaded in {load_s:.1f} s, "
+        f"{args.threads} thread(s)), "
         f"encoder {enc.name}, seed {args.seed}, test split, first {args.questions} questions\n"
     )
     report = []

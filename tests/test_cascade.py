@@ -338,6 +338,20 @@ class TestCascadeOnCallables:
         assert d["accepted"] == d["drafted"]  # alpha huge: never defers, never rejects
         assert d["flops"] is None  # callables carry no parameter count
 
+    def test_prompt_style_and_cache_identity(self, tokenizer):
+        q, p, _ = self._two_dists(tokenizer)
+        plain = CascadeGenerator(_fixed(q), _fixed(p), tokenizer, use_chat_template=False)
+        bare = CascadeGenerator(
+            _fixed(q), _fixed(p), tokenizer, use_chat_template=False, prompt_style="ragfort"
+        )
+        assert tokenizer.decode(bare._prompt_ids("What?", ["ctx"])).startswith("Context:")
+        assert "helpful assistant" in tokenizer.decode(plain._prompt_ids("What?", ["ctx"]))
+        assert plain.cache_identity() != bare.cache_identity()
+        other = CascadeGenerator(_fixed(q), _fixed(p), tokenizer, gamma=2)
+        assert other.cache_identity()["gamma"] == 2
+        with pytest.raises(InputError, match="unknown prompt style"):
+            CascadeGenerator(_fixed(q), _fixed(p), tokenizer, prompt_style="x").warm_up()
+
     def test_gamma_zero_is_reference_only(self, tokenizer):
         q, p, _toks = self._two_dists(tokenizer)
         gen = CascadeGenerator(

@@ -112,8 +112,9 @@ class TestInit:
             ({"temperature": -1.0}, "The 'temperature' parameter of LocalLLMGenerator"),
             ({"threads": 0}, "The 'threads' parameter of LocalLLMGenerator must be an int"),
             ({"stop_at_newline": "yes"}, "'stop_at_newline' parameter of LocalLLMGenerator"),
+            ({"dtype": "float16"}, "'dtype' parameter of LocalLLMGenerator must be one of"),
         ],
-        ids=["max_new_tokens", "temperature", "threads", "stop_at_newline"],
+        ids=["max_new_tokens", "temperature", "threads", "stop_at_newline", "dtype"],
     )
     def test_validation_on_first_use(self, tiny, kwargs, message):
         gen = LocalLLMGenerator(tiny, **kwargs)
@@ -140,6 +141,37 @@ class TestPrompt:
         folder = _build_tiny(tmp_path, chat_template=False)
         gen = LocalLLMGenerator(folder)
         assert gen.render(build_messages(QUESTION, CONTEXTS)) == build_prompt(QUESTION, CONTEXTS)
+
+    def test_ragfort_style_has_no_system_instruction(self, tiny):
+        gen = LocalLLMGenerator(tiny, prompt_style="ragfort")
+        text = gen.tokenizer_.decode(gen.prompt_ids(QUESTION, CONTEXTS))
+        assert text.startswith("<|im_start|>user\nContext:\n[1] ")
+        assert SYSTEM_PROMPT not in text
+        assert build_prompt(QUESTION, CONTEXTS, "ragfort").startswith("Context:\n")
+
+    def test_prompt_style_changes_the_cache_identity_only_when_set(self, tiny):
+        default = LocalLLMGenerator(tiny).cache_identity()
+        assert "prompt_style" not in default  # keys of answers cached before stay valid
+        assert LocalLLMGenerator(tiny, prompt_style="ragfort").cache_identity() == {
+            **default,
+            "prompt_style": "ragfort",
+        }
+
+    def test_bfloat16_weights_and_identity(self, tiny):
+        gen = LocalLLMGenerator(tiny, dtype="bfloat16", max_new_tokens=4, stop_at_newline=False)
+        assert gen.model_.dtype == torch.bfloat16
+        assert gen.cache_identity()["dtype"] == "bfloat16"
+        assert LocalLLMGenerator(tiny).cache_identity()["dtype"] == "float32"
+        out = gen.generate(QUESTION, CONTEXTS)  # logits are cast back to float32 for sampling
+        assert out.completion_tokens >= 1
+        auto = LocalLLMGenerator(tiny, dtype="auto")
+        assert auto.dtype_ in ("float32", "bfloat16")
+
+    def test_unknown_prompt_style_is_refused(self, tiny):
+        with pytest.raises(InputError, match="unknown prompt style 'chatty'"):
+            LocalLLMGenerator(tiny, prompt_style="chatty").warm_up()
+        with pytest.raises(InputError, match="poisonedrag, ragfort"):
+            build_messages(QUESTION, CONTEXTS, "chatty")
 
     def test_count_tokens(self, tiny_gen):
         assert tiny_gen.count_tokens("abc") == 3  # byte-level, no merges

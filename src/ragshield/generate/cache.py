@@ -47,7 +47,10 @@ def generator_identity(generator: Generator) -> dict[str, Any]:
         if isinstance(ident, Mapping):
             return dict(ident)
     cls = type(generator)
-    return {"class": f"{cls.__module__}.{cls.__qualname__}", "name": generator.name}
+    return {
+        "class": f"{cls.__module__}.{cls.__qualname__}",
+        "name": getattr(generator, "name", None),
+    }
 
 
 class CachedGenerator:
@@ -84,7 +87,9 @@ class CachedGenerator:
         return {
             "format": _FORMAT,
             "generator": generator_identity(self.inner),
-            "messages": build_messages(question, list(contexts)),
+            "messages": build_messages(
+                question, list(contexts), getattr(self.inner, "prompt_style", "poisonedrag")
+            ),
         }
 
     def _file(self, key: str) -> Path:

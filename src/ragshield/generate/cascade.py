@@ -52,7 +52,7 @@ import numpy as np
 
 from ragshield.errors import InputError, check_float, check_int, check_query
 from ragshield.generate import cascade_math as cm
-from ragshield.generate.prompt import build_messages, build_prompt
+from ragshield.generate.prompt import build_messages, build_prompt, system_prompt
 from ragshield.types import Generation
 
 LogitsFn = Callable[[list[list[int]]], np.ndarray]
@@ -250,6 +250,7 @@ class CascadeGenerator:
     seed: seeds a fresh ``numpy`` generator per call, so one question gives one answer.
     use_chat_template: wrap the papers' prompt in the tokenizer's chat template if it has
         one (instruct models ramble on a raw ``Answer:`` prompt), else the plain prompt.
+    prompt_style: ``"poisonedrag"`` or ``"ragfort"`` (see :mod:`ragshield.generate.prompt`).
     draft_params, reference_params: parameter counts for the FLOPs estimate when the models
         are callables (taken from the model otherwise).
     trace: keep a per-token record (source model, r̂, copy mass) in ``details["trace"]``.
@@ -273,6 +274,7 @@ class CascadeGenerator:
         stop: Sequence[str] = (),
         seed: int = 0,
         use_chat_template: bool = True,
+        prompt_style: str = "poisonedrag",
         draft_params: int | None = None,
         reference_params: int | None = None,
         trace: bool = False,
@@ -290,6 +292,7 @@ class CascadeGenerator:
         self.stop = stop
         self.seed = seed
         self.use_chat_template = use_chat_template
+        self.prompt_style = prompt_style
         self.draft_params = draft_params
         self.reference_params = reference_params
         self.trace = trace
@@ -311,12 +314,30 @@ class CascadeGenerator:
                 f"Got {self.stop!r} instead."
             )
         check_int(self.seed, "seed", _OWNER, low=0)
+        system_prompt(self.prompt_style)
         for flag in ("do_sample", "use_chat_template", "trace"):
             if not isinstance(getattr(self, flag), bool):
                 raise InputError(
                     f"The '{flag}' parameter of {_OWNER} must be a bool. "
                     f"Got {getattr(self, flag)!r} instead."
                 )
+
+    def cache_identity(self) -> dict[str, Any]:
+        """Everything that changes the output for a given prompt (used by CachedGenerator)."""
+        from ragshield.generate.cache import generator_identity
+
+        settings = ("gamma", "alpha", "eta", "span", "do_sample", "temperature")
+        return {
+            "kind": "ragfort-cascade",
+            "draft": generator_identity(self.draft),
+            "reference": generator_identity(self.reference),
+            **{k: getattr(self, k) for k in settings},
+            "max_new_tokens": self.max_new_tokens,
+            "stop": list(self.stop),
+            "seed": self.seed,
+            "use_chat_template": self.use_chat_template,
+            "prompt_style": self.prompt_style,
+        }
 
     def warm_up(self) -> None:
         """Validate parameters and wrap the models once; safe to call repeatedly."""
@@ -354,10 +375,12 @@ class CascadeGenerator:
         tok = self.tokenizer_
         if self.use_chat_template and getattr(tok, "chat_template", None):
             text = tok.apply_chat_template(
-                build_messages(question, contexts), add_generation_prompt=True, tokenize=False
+                build_messages(question, contexts, self.prompt_style),
+                add_generation_prompt=True,
+                tokenize=False,
             )
             return self._encode(str(text))
-        return self._encode(build_prompt(question, contexts))
+        return self._encode(build_prompt(question, contexts, self.prompt_style))
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()

@@ -17,7 +17,11 @@ Why it is written this way:
   ``logits_to_keep=1``) so prefill and decode time are measured separately, and so the
   same loaded model can hand raw next-token distributions to RAGFort's draft/reference
   cascade (:meth:`next_token_logits`, :meth:`continuation_logits`).
-* float32 only: this class of CPU has no bf16 instructions (bf16 prefill measured 3× slower).
+* float32 by default (the reference numerics). ``dtype="bfloat16"`` pays off only on CPUs
+  with bf16 matrix units (AMX / AVX512-BF16): measured on such a Xeon, prefill of 800
+  tokens 4× faster and decode ~1.3× faster than float32, while on CPUs without them bf16
+  prefill measured 3× slower. ``dtype="auto"`` picks bf16 only when /proc/cpuinfo lists
+  ``amx_bf16`` or ``avx512_bf16``.
 * ``OMP_WAIT_POLICY=PASSIVE`` is set (unless already set) before torch is imported: on a
   shared CPU, spinning OpenMP workers collapsed decode from ~4.6 to 0.5 tok/s.
 """
@@ -35,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ragshield.errors import InputError, ModelNotFoundError, check_float, check_int, check_query
-from ragshield.generate.prompt import build_messages
+from ragshield.generate.prompt import build_messages, system_prompt
 from ragshield.types import Generation
 
 _OWNER = "LocalLLMGenerator"
@@ -101,6 +105,22 @@ def _end_token_ids(model: Any, tok: Any) -> frozenset[int]:
     return frozenset(ids)
 
 
+_DTYPES = ("float32", "bfloat16", "auto")
+
+
+def cpu_has_bf16() -> bool:
+    """True when the CPU has bf16 matrix instructions (Linux /proc/cpuinfo flags)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+    except OSError:
+        pass
+    return False
+
+
 class LocalLLMGenerator:
     """Greedy (or seeded sampling) generation with a local causal LM.
 
@@ -117,6 +137,8 @@ class LocalLLMGenerator:
     stop_at_newline: stop at the first newline after the answer has started and return
         that first line (the papers' prompt asks for a short answer).
     threads: torch intra-op threads (process-wide); ``None`` leaves torch's setting alone.
+    dtype: ``"float32"`` (default), ``"bfloat16"`` or ``"auto"`` (see the module docstring).
+    prompt_style: ``"poisonedrag"`` or ``"ragfort"`` (see :mod:`ragshield.generate.prompt`).
     cache_dir: where converted packaged models live (see ``ragshield.models.models_dir``).
     show_progress: bars during a first-use conversion; ``None`` follows the environment.
     """
@@ -134,6 +156,8 @@ class LocalLLMGenerator:
         seed: int = 0,
         stop_at_newline: bool = True,
         threads: int | None = 1,
+        dtype: str = "float32",
+        prompt_style: str = "poisonedrag",
         cache_dir: str | os.PathLike[str] | None = None,
         show_progress: bool | None = None,
     ) -> None:
@@ -145,6 +169,8 @@ class LocalLLMGenerator:
         self.seed = seed
         self.stop_at_newline = stop_at_newline
         self.threads = threads
+        self.dtype = dtype
+        self.prompt_style = prompt_style
         self.cache_dir = cache_dir
         self.show_progress = show_progress
         self.name = f"local:{model}"
@@ -169,6 +195,12 @@ class LocalLLMGenerator:
             )
         if self.threads is not None:
             check_int(self.threads, "threads", _OWNER, low=1)
+        system_prompt(self.prompt_style)
+        if self.dtype not in _DTYPES:
+            raise InputError(
+                f"The 'dtype' parameter of {_OWNER} must be one of {', '.join(_DTYPES)}. "
+                f"Got {self.dtype!r} instead."
+            )
 
     @property
     def path_(self) -> Path:
@@ -201,7 +233,7 @@ class LocalLLMGenerator:
 
     @property
     def model_(self) -> Any:
-        """The loaded ``transformers`` model (float32, eval mode)."""
+        """The loaded ``transformers`` model (:attr:`dtype_`, eval mode)."""
         self.warm_up()
         return self._model
 
@@ -225,12 +257,21 @@ class LocalLLMGenerator:
         path = self.path_
         try:
             with _quiet_transformers(not progress_enabled(self.show_progress)):
-                model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+                model = AutoModelForCausalLM.from_pretrained(
+                    str(path), dtype=getattr(torch, self.dtype_)
+                )
         except (OSError, ValueError) as exc:
             raise ModelNotFoundError(f"cannot load the model from {path}: {exc}") from exc
         model.eval()
         self._eos = _end_token_ids(model, tok)
         self._model = model
+
+    @property
+    def dtype_(self) -> str:
+        """The torch dtype name the weights load in (``"auto"`` resolved)."""
+        if self.dtype == "auto":
+            return "bfloat16" if cpu_has_bf16() else "float32"
+        return self.dtype
 
     def _set_threads(self) -> None:
         if self.threads is None:
@@ -268,7 +309,9 @@ class LocalLLMGenerator:
     def prompt_ids(self, question: str, contexts: Sequence[str]) -> list[int]:
         """Token ids of the papers' RAG prompt for this model."""
         check_query(question)
-        return self.encode_messages(build_messages(question, _check_contexts(contexts)))
+        return self.encode_messages(
+            build_messages(question, _check_contexts(contexts), self.prompt_style)
+        )
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under this model's tokenizer (no special tokens)."""
@@ -292,13 +335,15 @@ class LocalLLMGenerator:
         return {
             "kind": "local-hf",
             **model_id,
-            "dtype": "float32",
+            "dtype": self.dtype_,
             "max_new_tokens": self.max_new_tokens,
             "min_new_tokens": self.min_new_tokens,
             "temperature": self.temperature,
             "top_p": self.top_p,
             "seed": self.seed if self.temperature > 0 else None,
             "stop_at_newline": self.stop_at_newline,
+            # only when not the default, so answers cached before the option existed stay valid
+            **({} if self.prompt_style == "poisonedrag" else {"prompt_style": self.prompt_style}),
         }
 
     # -- generation ------------------------------------------------------------------------
@@ -306,7 +351,7 @@ class LocalLLMGenerator:
     def generate(self, question: str, contexts: Sequence[str]) -> Generation:
         """Answer ``question`` from ``contexts`` with the papers' prompt."""
         check_query(question)
-        return self.complete(build_messages(question, _check_contexts(contexts)))
+        return self.complete(build_messages(question, _check_contexts(contexts), self.prompt_style))
 
     def complete(self, messages: Sequence[Mapping[str, str]]) -> Generation:
         """Generate the assistant reply to arbitrary chat ``messages``."""
