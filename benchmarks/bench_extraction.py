@@ -89,6 +89,19 @@ def main() -> None:
     ap.add_argument("--ragfort-index", type=Path, default=None)
     ap.add_argument("--cascade-draft", default=None)
     ap.add_argument("--cascade-reference", default=None)
+    ap.add_argument(
+        "--prompt-style",
+        default="ragfort",
+        help="LLM prompt: ragfort (RAGFort §5 plain Context/Question/Answer, default) or "
+        "poisonedrag (adds the 'say I don't know' system instruction)",
+    )
+    ap.add_argument("--dtype", default="auto", help="LLM weights: float32 | bfloat16 | auto")
+    ap.add_argument(
+        "--skip-tuning",
+        type=float,
+        default=None,
+        help="use this distance threshold instead of tuning it on the dev half",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/ragshield/bench")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-extraction"))
@@ -105,25 +118,37 @@ def main() -> None:
     pick = np.random.default_rng(args.seed).permutation(len(pool))[: args.questions]
     chosen = [pool[int(i)] for i in pick]
     dev, test = chosen[: len(chosen) // 2], chosen[len(chosen) // 2 :]
-    threshold, recalls = tune_threshold(kb, encoder, vectors, dev)
+    if args.skip_tuning is None:
+        threshold, recalls = tune_threshold(kb, encoder, vectors, dev)
+    else:
+        threshold, recalls = args.skip_tuning, {}
 
     from ragshield.generate.factory import make_generator
 
-    options = (
-        {}
-        if args.generator == "extractive"
-        else {"max_new_tokens": args.max_new_tokens, "stop_at_newline": False}
-    )
+    llm_options = {
+        "max_new_tokens": args.max_new_tokens,
+        "stop_at_newline": False,
+        "prompt_style": args.prompt_style,
+        "dtype": args.dtype,
+    }
+    options = {} if args.generator == "extractive" else llm_options
     gen = make_generator(args.generator, encoder, **options)
     wanted = [s.strip() for s in args.defenses.split(",") if s.strip()]
     rows = ex.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
     configs = [r for r in rows if r.name in wanted]
     if args.ragfort_index or (args.cascade_draft and args.cascade_reference):
-        from ragshield.eval.extraction_cli import _cascade, _load_reindexed
+        from ragshield.generate.cascade import CascadeGenerator
+        from ragshield.reindex import load_reindexed
 
-        reindexed = _load_reindexed(args.ragfort_index) if args.ragfort_index else None
+        reindexed = load_reindexed(args.ragfort_index) if args.ragfort_index else None
         cascade = (
-            _cascade(args.cascade_draft, args.cascade_reference, args.max_new_tokens)
+            CascadeGenerator(
+                make_generator(args.cascade_draft, **llm_options),
+                make_generator(args.cascade_reference, **llm_options),
+                max_new_tokens=args.max_new_tokens,
+                prompt_style=args.prompt_style,
+                seed=args.seed,
+            )
             if args.cascade_draft and args.cascade_reference
             else None
         )
@@ -154,12 +179,20 @@ def main() -> None:
         f"knowledge base {kb.name}: {len(kb.passages)} chunks (seed {args.seed}), encoded in "
         f"{t_encode:.1f} s (cache {args.cache_dir}); generator {gen.name}"
     )
-    print(
-        f"distance threshold tuned on {len(dev)} dev questions: {threshold} "
-        f"(dev context recall: undefended {recalls[-1.0]:.3f}; "
-        + ", ".join(f"{t}: {recalls[t]:.3f}" for t in GRID)
-        + f"); table measured on the other {len(test)} questions"
-    )
+    if recalls:
+        print(
+            f"distance threshold tuned on {len(dev)} dev questions: {threshold} "
+            f"(dev context recall: undefended {recalls[-1.0]:.3f}; "
+            + ", ".join(f"{t}: {recalls[t]:.3f}" for t in GRID)
+            + f"); table measured on the other {len(test)} questions"
+        )
+    else:
+        print(
+            f"distance threshold {threshold} given (--skip-tuning, from an earlier dev-half "
+            f"tuning run); table measured on {len(test)} test questions"
+        )
+    if args.generator != "extractive":
+        print(f"LLM settings: {llm_options}")
     report = ex.run_extraction_eval(
         kb,
         configs,

@@ -76,11 +76,16 @@ def dir_mb(path: Path) -> float:
 
 
 def bench_faiss(
-    data: np.ndarray, queries: np.ndarray, truth: np.ndarray, kind: str, tmp: Path
+    data: np.ndarray,
+    queries: np.ndarray,
+    truth: np.ndarray,
+    kind: str,
+    tmp: Path,
+    hnsw: dict[str, int],
 ) -> dict:
     before = rss_mb()
     passages = [Passage(str(i), "") for i in range(len(data))]
-    store = FaissStore(data.shape[1], kind)  # type: ignore[arg-type]
+    store = FaissStore(data.shape[1], kind, **hnsw)  # type: ignore[arg-type]
     t0 = time.perf_counter()
     store.add(passages, data)
     build = time.perf_counter() - t0
@@ -105,18 +110,24 @@ def bench_faiss(
 
 
 def bench_pg(
-    uri: str, data: np.ndarray, queries: np.ndarray, truth: np.ndarray, table: str
+    uri: str,
+    data: np.ndarray,
+    queries: np.ndarray,
+    truth: np.ndarray,
+    table: str,
+    hnsw: dict[str, int],
+    work_mem: str,
 ) -> dict:
     from ragshield.store.pgvector_store import PgVectorStore
 
-    store = PgVectorStore(uri, data.shape[1], table=table, ef_search=100)
+    store = PgVectorStore(uri, data.shape[1], table=table, **hnsw)
     passages = [Passage(str(i), "") for i in range(len(data))]
     t0 = time.perf_counter()
     for s in range(0, len(data), 50_000):
         store.add(passages[s : s + 50_000], data[s : s + 50_000])
     ingest = time.perf_counter() - t0
     t1 = time.perf_counter()
-    store.build_index()
+    store.build_index(maintenance_work_mem=work_mem)
     build = time.perf_counter() - t1
     conn = store.connect()
     size = conn.execute(f"SELECT pg_total_relation_size('{table}')").fetchone()[0] / 2**20
@@ -186,7 +197,7 @@ def bench_real(limit: int, seed: int) -> None:
     q = local[rng.choice(len(local), 200, replace=False)]
     truth = exact_topk(local, q, 10)
     with tempfile.TemporaryDirectory() as tmp:
-        r = bench_faiss(local, q, truth, "hnsw", Path(tmp))
+        r = bench_faiss(local, q, truth, "hnsw", Path(tmp), {})
     print(
         f"\nFAISS HNSW on the real vectors: recall@10 {r['recall@10']:.3f}, p50 {r['p50_ms']:.2f} ms"
     )
@@ -201,13 +212,26 @@ def main() -> None:
     ap.add_argument("--no-pg", action="store_true")
     ap.add_argument("--real", type=int, default=10_000, help="real passages to encode (0 = skip)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--hnsw-m", type=int, default=16, help="HNSW degree (pgvector default)")
+    ap.add_argument("--ef-construction", type=int, default=64, help="(pgvector default)")
+    ap.add_argument("--ef-search", type=int, default=100)
+    ap.add_argument("--pg-work-mem", default="4GB", help="maintenance_work_mem for the build")
     args = ap.parse_args()
+    # one HNSW setting for both engines so their builds compare like for like
+    hnsw = {
+        "hnsw_m": args.hnsw_m,
+        "ef_construction": args.ef_construction,
+        "ef_search": args.ef_search,
+    }
 
     import faiss
 
     faiss.omp_set_num_threads(args.threads)
     print(
-        f"# bench_scale — {os.cpu_count()} cores, {args.threads} FAISS thread(s), seed {args.seed}, {args.dim}-d\n"
+        f"# bench_scale — {os.cpu_count()} cores, {args.threads} FAISS thread(s), seed {args.seed}, "
+        f"{args.dim}-d; HNSW m={args.hnsw_m} ef_construction={args.ef_construction} "
+        f"ef_search={args.ef_search} for FAISS and pgvector; pgvector maintenance_work_mem "
+        f"{args.pg_work_mem}\n"
     )
     rng = np.random.default_rng(args.seed)
     centres = l2_normalize(rng.normal(size=(2000, args.dim)))
@@ -229,13 +253,13 @@ def main() -> None:
             queries = mixture(200, args.dim, args.seed + 2, centres)
             truth = exact_topk(data, queries, 10)
             for kind in ("flat", "hnsw"):
-                r = bench_faiss(data, queries, truth, kind, Path(tmp))
+                r = bench_faiss(data, queries, truth, kind, Path(tmp), hnsw)
                 print(
                     f"| {n:,} | FAISS {kind} | {r['build_s']:.1f} | {r['disk_mb']:.0f} | {r['mem_mb']:.0f} | {r['recall@10']:.3f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} |",
                     flush=True,
                 )
             if pg_uri and not pg_stopped:
-                r = bench_pg(pg_uri, data, queries, truth, f"bench_{n}")
+                r = bench_pg(pg_uri, data, queries, truth, f"bench_{n}", hnsw, args.pg_work_mem)
                 print(
                     f"| {n:,} | pgvector HNSW (ingest {r['ingest_s']:.0f} s) | {r['build_s']:.1f} | {r['disk_mb']:.0f} | (server) | {r['recall@10']:.3f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} |",
                     flush=True,

@@ -153,7 +153,9 @@ def test_pg_interrupted_ingest_keeps_old_data(
 def test_pg_hnsw_and_metadata_filter(pg_store: Any) -> None:
     ps, vecs = _data(300)
     pg_store.add(ps, vecs)
-    pg_store.build_index()
+    with pytest.raises(InputError, match="maintenance_work_mem must look like"):
+        pg_store.build_index(maintenance_work_mem="1GB'; DROP TABLE x; --")
+    pg_store.build_index(maintenance_work_mem="256MB")
     hits = pg_store.search(vecs[:20], 10)
     exact = np.argsort(-(vecs[:20] @ vecs.T), axis=1)[:, :10]
     recall = np.mean(

@@ -24,6 +24,7 @@ from ragshield.errors import InputError, RagshieldError
 from ragshield.store.base import check_batch, check_k, check_queries
 from ragshield.types import Passage, RetrievedPassage
 
+_MEM = re.compile(r"^[0-9]+\s*(kB|MB|GB|TB)$")
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -176,9 +177,22 @@ class PgVectorStore:
     def on_ingest_batch(self) -> None:
         """Hook inside the ingest transaction (tests raise here to simulate a crash)."""
 
-    def build_index(self) -> None:
-        """(Re)build the HNSW index; cheaper once after bulk ingest than row by row."""
+    def build_index(self, maintenance_work_mem: str | None = None) -> None:
+        """(Re)build the HNSW index; cheaper once after bulk ingest than row by row.
+
+        ``maintenance_work_mem`` (e.g. ``"2GB"``) is set for this transaction only: pgvector
+        builds fast while the graph fits in it and slows sharply once it spills (its notice
+        "hnsw graph no longer fits into maintenance_work_mem"); the server default is 64MB,
+        about 40k 384-d vectors.
+        """
         conn = self.connect()
+        if maintenance_work_mem is not None:
+            if not _MEM.match(maintenance_work_mem):
+                raise InputError(
+                    "maintenance_work_mem must look like '512MB' or '2GB'. "
+                    f"Got {maintenance_work_mem!r} instead."
+                )
+            conn.execute(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'")
         conn.execute(f"DROP INDEX IF EXISTS {self.table}_hnsw")
         conn.execute(
             f"CREATE INDEX {self.table}_hnsw ON {self.table} USING hnsw (embedding vector_ip_ops) "
