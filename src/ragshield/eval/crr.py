@@ -138,27 +138,23 @@ def cluster_topics(
     here are small leaf clusters (46 topics on a 1k subset, 223 on the full 5.4k) and every
     noise point joins the topic with the nearest centroid (``assign_noise=False`` keeps -1).
     Vectors are unit length, so Euclidean distance is a monotone function of cosine.
+    The labelling is RAGFort re-indexing's own (:mod:`ragshield.reindex.labels`), so the
+    topics CRR reports per are the classes the re-index separates.
     """
-    from sklearn.cluster import HDBSCAN
+    from ragshield.reindex.labels import pseudo_labels, training_labels
 
     x = np.asarray(vectors, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] < 2:
         raise InputError(f"cluster_topics needs an (n >= 2, dim) array; got shape {x.shape}.")
-    size = max(2, min(min_cluster_size, x.shape[0]))
-    labels: np.ndarray = HDBSCAN(
-        min_cluster_size=size,
-        min_samples=min_samples if min_samples is None else min(min_samples, size),
-        cluster_selection_method=selection,
-        copy=True,
-    ).fit_predict(x)
-    noise = labels < 0
-    if assign_noise and noise.any() and not noise.all():
-        ids = np.unique(labels[~noise])
-        cents = np.vstack([x[labels == c].mean(axis=0) for c in ids])
-        labels = labels.copy()
-        sq = (cents**2).sum(axis=1) - 2.0 * (x[noise] @ cents.T)  # ||x-c||² minus ||x||²
-        labels[noise] = ids[np.argmin(sq, axis=1)]
-    return labels
+    labels = pseudo_labels(
+        x,
+        min_cluster_size=max(2, min_cluster_size),
+        min_samples=min_samples,
+        cluster_selection_method=selection,  # type: ignore[arg-type]
+    )
+    if not assign_noise or (labels < 0).all():
+        return labels
+    return training_labels(labels, x, noise="nearest")
 
 
 def output_windows(text: str, window_words: int) -> list[str]:
