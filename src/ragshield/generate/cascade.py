@@ -58,7 +58,6 @@ from ragshield.types import Generation
 LogitsFn = Callable[[list[list[int]]], np.ndarray]
 
 _OWNER = "CascadeGenerator"
-_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>")
 
 
 @dataclass
@@ -383,23 +382,10 @@ class CascadeGenerator:
         return self._encode(build_prompt(question, contexts, self.prompt_style))
 
     def _eos_ids(self) -> set[int]:
-        ids: set[int] = set()
-        tok = self.tokenizer_
-        tok_eos = getattr(tok, "eos_token_id", None)
-        if isinstance(tok_eos, int):
-            ids.add(tok_eos)
-        # A chat template's turn-end token is not always the configured EOS (Qwen names
-        # <|im_end|> while <|endoftext|> also ends a reply); same list as local_hf.py.
-        vocab = tok.get_vocab() if hasattr(tok, "get_vocab") else {}
-        ids.update(vocab[t] for t in _END_TOKENS if t in vocab)
-        for obj in (self.reference, self.draft):
-            cfg = getattr(_unwrap(obj), "generation_config", None)
-            eos = getattr(cfg, "eos_token_id", None)
-            if isinstance(eos, int):
-                ids.add(eos)
-            elif isinstance(eos, (list, tuple)):
-                ids.update(int(e) for e in eos)
-        return ids
+        from ragshield.generate.local_hf import end_token_ids
+
+        models = [_unwrap(obj) for obj in (self.reference, self.draft)]
+        return set(end_token_ids(self.tokenizer_, *models))
 
     # ---- the cascade ----------------------------------------------------------------------
     def generate(self, question: str, contexts: Sequence[str]) -> Generation:

@@ -93,14 +93,19 @@ def first_line(text: str) -> str:
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>")
 
 
-def _end_token_ids(model: Any, tok: Any) -> frozenset[int]:
+def end_token_ids(tok: Any, *models: Any) -> frozenset[int]:
+    """Every token id that ends a reply: the tokenizer's and each model's configured EOS plus
+    the chat-template turn-end markers above (shared with the RAGFort cascade)."""
+    sources: list[Any] = [getattr(tok, "eos_token_id", None)]
+    for model in models:
+        sources.append(getattr(getattr(model, "generation_config", None), "eos_token_id", None))
     ids: set[int] = set()
-    for source in (model.generation_config.eos_token_id, tok.eos_token_id):
+    for source in sources:
         if isinstance(source, int):
             ids.add(source)
         elif isinstance(source, (list, tuple)):
             ids.update(int(x) for x in source)
-    vocab = tok.get_vocab()
+    vocab = tok.get_vocab() if hasattr(tok, "get_vocab") else {}
     ids.update(vocab[t] for t in _END_TOKENS if t in vocab)
     return frozenset(ids)
 
@@ -263,7 +268,7 @@ class LocalLLMGenerator:
         except (OSError, ValueError) as exc:
             raise ModelNotFoundError(f"cannot load the model from {path}: {exc}") from exc
         model.eval()
-        self._eos = _end_token_ids(model, tok)
+        self._eos = end_token_ids(tok, model)
         self._model = model
 
     @property
