@@ -323,6 +323,13 @@ class TestFactory:
         with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
             make_generator(spec)
 
+    def test_option_a_generator_does_not_take_is_a_clear_error(self, tiny):
+        with pytest.raises(InputError, match="OpenAICompatGenerator does not take .*dtype"):
+            make_generator("openai:http://h/v1#m", dtype="bfloat16")
+        with pytest.raises(InputError, match="LocalLLMGenerator does not take .*colour"):
+            make_generator(str(tiny), colour="blue")
+        assert make_generator(str(tiny), dtype="bfloat16").dtype == "bfloat16"
+
     def test_cache_dir_wraps_in_cached_generator(self, tmp_path):
         from ragshield.generate.cache import CachedGenerator
 

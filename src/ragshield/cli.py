@@ -60,7 +60,7 @@ def _progress() -> bool:
     return not (os.environ.get("RAGSHIELD_NO_PROGRESS") or os.environ.get("CI"))
 
 
-def _make_generator(spec: str, encoder: Any) -> Any:
+def _make_generator(spec: str, encoder: Any, **llm_options: Any) -> Any:
     if spec in ("", "extractive"):
         from ragshield.generate.extractive import ExtractiveGenerator
 
@@ -69,7 +69,7 @@ def _make_generator(spec: str, encoder: Any) -> Any:
         from ragshield.generate.factory import make_generator
     except ImportError as exc:  # pragma: no cover - factory ships with the package
         raise InputError(f"generator {spec!r} is not available: {exc}") from exc
-    return make_generator(spec, encoder=encoder)
+    return make_generator(spec, encoder=encoder, **llm_options)
 
 
 @app.command()
@@ -151,6 +151,10 @@ def ask(
         int | None, typer.Option(help="Survivors (nearest first) passed to the generator.")
     ] = None,
     encoder: EncoderOpt = None,
+    dtype: Annotated[
+        str,
+        typer.Option(help="LLM weights: float32, bfloat16 or auto (bf16 on AMX/AVX512-BF16 CPUs)."),
+    ] = "float32",
     as_json: JsonOpt = False,
 ) -> None:
     """Answer a question from an index, through the chosen defenses."""
@@ -162,8 +166,9 @@ def ask(
     check_query(question)
     store, enc = open_index(index_dir, encoder)
     chain = build_chain(filter_, enc)
+    llm = {} if generator in ("", "extractive") or dtype == "float32" else {"dtype": dtype}
     rag = RAGPipeline(
-        enc, store, chain.filters, _make_generator(generator, enc), context_k=context_k
+        enc, store, chain.filters, _make_generator(generator, enc, **llm), context_k=context_k
     )
     ans = rag.answer(question, k=k)
     payload = _answer_payload(ans)

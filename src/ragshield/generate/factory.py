@@ -98,7 +98,7 @@ def _build(
         if "max_new_tokens" in options and "max_tokens" not in options:
             options = {**options, "max_tokens": options["max_new_tokens"]}
             del options["max_new_tokens"]
-        return OpenAICompatGenerator(base_url, model, **options)
+        return _construct(OpenAICompatGenerator, base_url, model, **options)
 
     target: str | Path | None = None
     if text.startswith("local:"):
@@ -118,4 +118,20 @@ def _build(
         )
     from ragshield.generate.local_hf import LocalLLMGenerator
 
-    return LocalLLMGenerator(target, **options)
+    return _construct(LocalLLMGenerator, target, **options)
+
+
+def _construct(cls: Any, *args: Any, **options: Any) -> Generator:
+    """``cls(*args, **options)``, with an option the class does not take reported as a
+    user error (e.g. ``dtype`` given for an OpenAI endpoint) instead of a TypeError."""
+    import inspect
+
+    accepted = inspect.signature(cls).parameters
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise InputError(
+            f"{cls.__name__} does not take the option(s) {', '.join(unknown)}; it takes "
+            f"{', '.join(p for p in accepted if p not in ('self',))}."
+        )
+    gen: Generator = cls(*args, **options)
+    return gen
