@@ -110,7 +110,7 @@ def bearer(token: str) -> dict[str, str]:
 def test_health_and_openapi(make: Callable[..., Any]) -> None:
     _, client, _ = make()
     h = client.get("/v1/health").json()
-    assert h["status"] == "ok" and h["passages"] == 30 and h["schema_version"] == 1
+    assert h["status"] == "ok" and h["passages"] == 30 and h["schema_version"] == 2
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/ask", "/v1/filter", "/v1/health", "/metrics"} <= set(paths)
 

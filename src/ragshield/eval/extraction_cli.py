@@ -7,12 +7,19 @@ Example::
 
     ragshield eval extraction --kb chatdoctor --limit 1000 --max-queries 100 --out runs/extraction
     ragshield eval extraction --generator qwen2.5-0.5b --max-new-tokens 192 --max-queries 8
+    ragshield eval extraction --ray local --ray-workers 2    # defense × attack cells on Ray
+
+With ``--ray`` the independent (defense × attack) cells run on Ray workers
+(:func:`ragshield.eval.parallel.run_extraction_ray`); the driver encodes and clusters the
+knowledge base once and ships it, so workers need the models but not the data folder.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,6 +28,11 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.generate.base import Generator
 from ragshield.store.base import VectorStore
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ragshield.eval.extraction import ExtractionReport, KnowledgeBase
 
 app = typer.Typer(
     help="Knowledge-base extraction evaluation: Chunk Recovery Rate, utility and cost per "
@@ -105,11 +117,17 @@ def extraction(
         "runs/extraction"
     ),
     seed: Annotated[int, typer.Option(help="Subset, question sample and attack RNG seed.")] = 0,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the defense × attack cells on Ray: 'local', 'auto' (joined cluster) "
+            "or ray://HOST:PORT."
+        ),
+    ] = None,
+    ray_workers: Annotated[int, typer.Option(help="Ray workers when --ray is set.")] = 2,
     dry_run: Annotated[bool, typer.Option(help="Print the plan and exit.")] = False,
 ) -> None:
     """Run the extraction attacks against each defense and write extraction.{md,json} + plot."""
-    from ragshield.eval import extraction as ex
-
     wanted = _names(defenses, DEFENSES, "defense")
     attack_names = _names(attacks, ATTACKS, "attack")
     if ("ragfort-inter" in wanted or "ragfort" in wanted) and ragfort_index is None:
@@ -120,79 +138,165 @@ def extraction(
         raise InputError(
             "the ragfort-intra/ragfort rows need --cascade-draft and --cascade-reference."
         )
-    plan = (
+    plan = ExtractionPlan(
+        kb=kb,
+        data_dir=str(data_dir),
+        limit=limit or None,
+        defenses=tuple(wanted),
+        attacks=tuple(attack_names),
+        max_queries=max_queries,
+        max_seconds=max_seconds,
+        questions=questions,
+        generator=generator,
+        max_new_tokens=max_new_tokens,
+        threshold=threshold,
+        summary_sentences=summary_sentences,
+        worm_iterations=worm_iterations,
+        ragfort_index=str(ragfort_index) if ragfort_index else None,
+        cascade_draft=cascade_draft,
+        cascade_reference=cascade_reference,
+        seed=seed,
+    )
+    summary = (
         f"kb={kb} limit={limit or 'all'} defenses={','.join(wanted)} attacks={','.join(attack_names)} "
         f"max_queries={max_queries} max_seconds={max_seconds} questions={questions} "
         f"generator={generator} seed={seed} out={out_dir}"
+        + (f" ray={ray} workers={ray_workers}" if ray else "")
     )
     if dry_run:
-        out.print(f"dry run: {plan}", highlight=False)
+        out.print(f"dry run: {summary}", highlight=False)
         return
+    out.print(summary, highlight=False)
+    if ray:
+        from ragshield.eval.parallel import run_extraction_ray
 
+        report = run_extraction_ray(
+            plan,
+            address=ray,
+            workers=ray_workers,
+            cache_dir=cache_dir,
+            log_dir=out_dir / "logs",
+            progress=_say,
+        )
+    else:
+        report = run_plan(plan, cache_dir=cache_dir, log_dir=out_dir / "logs", progress=_say)
+    paths = report.save(out_dir)
+    out.print(report.to_markdown(), highlight=False)
+    out.print(f"wrote {', '.join(str(p) for p in paths.values())}", highlight=False)
+
+
+def _say(msg: str) -> None:
+    err.print(msg, highlight=False)
+
+
+@dataclass(frozen=True)
+class ExtractionPlan:
+    """One extraction run by names and numbers (the CLI's options), so a Ray worker can
+    rebuild exactly the defenses, generator and attacks the driver would have built."""
+
+    kb: str = "chatdoctor"
+    data_dir: str = "../shared/data"
+    limit: int | None = 1000
+    defenses: tuple[str, ...] = ("none", "distance-threshold", "summarization")
+    attacks: tuple[str, ...] = ATTACKS
+    max_queries: int = 100
+    max_seconds: float | None = None
+    questions: int = 100
+    generator: str = "extractive"
+    max_new_tokens: int = 192
+    threshold: float = 0.5
+    summary_sentences: int = 2
+    worm_iterations: int = 10
+    ragfort_index: str | None = None
+    cascade_draft: str | None = None
+    cascade_reference: str | None = None
+    seed: int = 0
+
+
+def load_plan_knowledge(plan: ExtractionPlan) -> KnowledgeBase:
+    """The knowledge base (or its seeded subset) the plan names."""
+    from ragshield.eval import extraction as ex
+
+    return ex.load_knowledge_base(plan.kb, data_dir=plan.data_dir, limit=plan.limit, seed=plan.seed)
+
+
+def run_plan(
+    plan: ExtractionPlan,
+    *,
+    knowledge: KnowledgeBase | None = None,
+    vectors: np.ndarray | None = None,
+    topic_labels: np.ndarray | None = None,
+    cache_dir: Path | None = None,
+    log_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ExtractionReport:
+    """Build what ``plan`` names and run it: the whole table in-process, or one cell of
+    it on a Ray worker (which receives the driver's knowledge base, vectors and topics)."""
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval import extraction as ex
     from ragshield.generate.factory import make_generator
 
     encoder = SentenceTransformerEncoder()
-    knowledge = ex.load_knowledge_base(kb, data_dir=data_dir, limit=limit or None, seed=seed)
+    if knowledge is None:
+        knowledge = load_plan_knowledge(plan)
     options: dict[str, Any] = (
         {}
-        if generator == "extractive"
+        if plan.generator == "extractive"
         else {
-            "max_new_tokens": max_new_tokens,
+            "max_new_tokens": plan.max_new_tokens,
             "stop_at_newline": False,
         }
     )
-    gen = make_generator(generator, encoder, **options)
-    vectors = ex.encode_cached(knowledge.texts, encoder, cache_dir)
+    gen = make_generator(plan.generator, encoder, **options)
+    if vectors is None:
+        vectors = ex.encode_cached(knowledge.texts, encoder, cache_dir)
     rows = ex.standard_defenses(
         knowledge,
         encoder,
         gen,
         vectors=vectors,
-        threshold=threshold,
-        summary_sentences=summary_sentences,
+        threshold=plan.threshold,
+        summary_sentences=plan.summary_sentences,
     )
+    wanted = plan.defenses
     configs = [r for r in rows if r.name in wanted]
     if any(n.startswith("ragfort") for n in wanted):
-        reindexed = _load_reindexed(ragfort_index) if ragfort_index else None
+        reindexed = _load_reindexed(Path(plan.ragfort_index)) if plan.ragfort_index else None
         configs += ex.ragfort_defenses(
             rows[0],
             reindexed_store=reindexed[0] if reindexed else None,
             query_encoder=reindexed[1] if reindexed else None,
-            cascade=_cascade(cascade_draft, cascade_reference, max_new_tokens)
-            if cascade_draft and cascade_reference
+            cascade=_cascade(plan.cascade_draft, plan.cascade_reference, plan.max_new_tokens)
+            if plan.cascade_draft and plan.cascade_reference
             else None,
         )
         configs = [c for c in configs if c.name in wanted]
-    worm_params: dict[str, Any] = {"iterations": worm_iterations}
+    worm_params: dict[str, Any] = {"iterations": plan.worm_iterations}
     factories = {
         a: ex.attack_factory(
             a,
             encoder=encoder,
-            max_queries=max_queries,
-            max_seconds=max_seconds,
-            seed=seed,
+            max_queries=plan.max_queries,
+            max_seconds=plan.max_seconds,
+            seed=plan.seed,
             **worm_params if a == "worm" else {},
         )
-        for a in attack_names
+        for a in plan.attacks
     }
-    out.print(plan, highlight=False)
-    report = ex.run_extraction_eval(
+    return ex.run_extraction_eval(
         knowledge,
         configs,
         factories,
         encoder,
-        max_queries=max_queries,
-        max_seconds=max_seconds,
-        n_questions=questions,
+        max_queries=plan.max_queries,
+        max_seconds=plan.max_seconds,
+        n_questions=plan.questions,
         kb_vectors=vectors,
-        log_dir=out_dir / "logs",
-        seed=seed,
-        progress=lambda msg: err.print(msg, highlight=False),
+        topic_labels=topic_labels,
+        log_dir=log_dir,
+        seed=plan.seed,
+        progress=progress,
     )
-    paths = report.save(out_dir)
-    out.print(report.to_markdown(), highlight=False)
-    out.print(f"wrote {', '.join(str(p) for p in paths.values())}", highlight=False)
 
 
 def _load_reindexed(path: Path) -> tuple[VectorStore, Encoder]:

@@ -164,6 +164,17 @@ class VectorBank:
         self.add(texts)
         return np.vstack([self._vec[t] for t in texts]) if texts else np.zeros((0, 1), np.float32)
 
+    def export(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
+        """The vectors of ``texts`` (encoded now if new), e.g. to ship to another worker."""
+        texts = list(texts)
+        self.add(texts)
+        return {t: self._vec[t] for t in texts}
+
+    def put(self, vectors: Mapping[str, np.ndarray]) -> None:
+        """Adopt vectors encoded elsewhere (see :meth:`export`), so a worker scores with
+        exactly the vectors of the run it is part of."""
+        self._vec.update(vectors)
+
 
 def benign_passages(
     cases: Sequence[PoisoningCase], bank: VectorBank, n_benign: int
@@ -493,6 +504,68 @@ def run_poisoning_eval(
     n_benign, base_size, n_golden: set assembly (defaults: the data README's setting).
     """
     seeds = list(seeds)
+    check_run_arguments(
+        seeds,
+        ratios,
+        context_k=context_k,
+        n_benign=n_benign,
+        limit=limit,
+        n_defenses=len(defenses),
+    )
+    resolved = [resolve_attack(a) for a in attacks]
+    say = log or (lambda _msg: None)
+
+    if encoder is None:
+        from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+
+        encoder = SentenceTransformerEncoder()
+    cases, bank, benign = prepare_questions(
+        dataset_dir,
+        encoder,
+        split=split,
+        limit=limit,
+        n_benign=n_benign,
+        show_progress=show_progress,
+    )
+    grid = evaluation_grid(resolved, ratios, include_clean)
+    scores = score_questions(
+        list(enumerate(cases)),
+        grid,
+        seeds,
+        defenses,
+        bank,
+        benign,
+        context_k=context_k,
+        base_size=base_size,
+        n_golden=n_golden,
+        generator=generator,
+        log=say,
+    )
+    settings = settings_from_scores(scores, grid, seeds, list(defenses), len(cases))
+    return poisoning_results(
+        dataset_dir,
+        split,
+        len(cases),
+        seeds,
+        settings,
+        context_k=context_k,
+        n_benign=n_benign,
+        n_golden=n_golden,
+        encoder=encoder,
+        generator=generator,
+    )
+
+
+def check_run_arguments(
+    seeds: Sequence[int],
+    ratios: Sequence[float],
+    *,
+    context_k: int,
+    n_benign: int,
+    limit: int | None,
+    n_defenses: int,
+) -> None:
+    """The argument checks of :func:`run_poisoning_eval` (shared with the Ray path)."""
     if not seeds:
         raise InputError("seeds is empty: pass at least one seed, e.g. range(10).")
     check_int(context_k, "context_k", "run_poisoning_eval", low=1)
@@ -502,43 +575,122 @@ def run_poisoning_eval(
     for r in ratios:
         if not isinstance(r, (int, float)) or r <= 0:
             raise InputError(f"ratios must be positive numbers. Got {r!r}.")
-    if not defenses:
+    if not n_defenses:
         raise InputError("defenses is empty: pass e.g. {'none': None, 'ragdefender': f}.")
-    resolved = [resolve_attack(a) for a in attacks]
-    say = log or (lambda _msg: None)
 
-    if encoder is None:
-        from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 
-        encoder = SentenceTransformerEncoder()
+def prepare_questions(
+    dataset_dir: Path | str,
+    encoder: Encoder,
+    *,
+    split: str = "all",
+    limit: int | None = None,
+    n_benign: int = 4,
+    show_progress: bool = False,
+) -> tuple[list[PoisoningCase], VectorBank, dict[str, tuple[str, ...]]]:
+    """The split's questions, every text they use encoded in one batched call, and each
+    question's benign passages (chosen among *all* the split's golden passages)."""
     cases = split_cases(load_poisoning(dataset_dir), split)
     if limit is not None:
         cases = cases[:limit]
     bank = VectorBank(encoder)
+    bank.add(question_texts(cases), show_progress=show_progress)
+    return cases, bank, benign_passages(cases, bank, n_benign)
+
+
+def question_texts(cases: Iterable[PoisoningCase]) -> list[str]:
+    """Every text a question's retrieval sets can hold (question, golden, adversarial)."""
+    cases = list(cases)
     texts = [c.question for c in cases]
     for c in cases:
         texts += [c.golden, *c.supporting, *(t for v in c.adversarial.values() for t in v)]
-    bank.add(texts, show_progress=show_progress)
-    benign = benign_passages(cases, bank, n_benign)
+    return texts
 
-    grid: list[tuple[str | CorpusAttack | None, float]] = [(None, 0.0)] if include_clean else []
-    grid += [(a, float(r)) for a in resolved for r in ratios]
 
+Grid = list[tuple["str | CorpusAttack | None", float]]
+
+
+def evaluation_grid(
+    attacks: Sequence[str | CorpusAttack], ratios: Sequence[float], include_clean: bool
+) -> Grid:
+    """The (attack, ratio) settings in table order; ``(None, 0.0)`` is the clean one."""
+    grid: Grid = [(None, 0.0)] if include_clean else []
+    return grid + [(a, float(r)) for a in attacks for r in ratios]
+
+
+@dataclass
+class QuestionScores:
+    """Per-question score rows of some of a run's questions, before aggregation.
+
+    ``rows[(setting, seed, defense)]`` holds one :func:`score_filter` row per question (in
+    question order) and ``m_used[(setting, seed)]`` the adversarial passages each set
+    used; ``setting`` and ``seed`` are positions in the grid and the seed list. The scores
+    of consecutive slices of the questions :meth:`merge` into those of the whole run, which
+    is how the Ray path splits a run by question and still prints the in-process table.
+    """
+
+    rows: dict[tuple[int, int, str], list[dict[str, float]]] = field(default_factory=dict)
+    m_used: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    m_requested: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def merge(cls, parts: Sequence[QuestionScores]) -> QuestionScores:
+        """Concatenate slices, in the order given (question order)."""
+        out = cls()
+        for part in parts:
+            for key, rows in part.rows.items():
+                out.rows.setdefault(key, []).extend(rows)
+            for mkey, used in part.m_used.items():
+                out.m_used.setdefault(mkey, []).extend(used)
+            for g, m in part.m_requested.items():
+                out.m_requested[g] = max(out.m_requested.get(g, 0), m)
+        return out
+
+
+def score_questions(
+    questions: Sequence[tuple[int, PoisoningCase]],
+    grid: Grid,
+    seeds: Sequence[int],
+    defenses: Mapping[str, PassageFilter | None],
+    bank: VectorBank,
+    benign: Mapping[str, Sequence[str]],
+    *,
+    context_k: int = 5,
+    base_size: int = 5,
+    n_golden: int = 1,
+    generator: Generator | None = None,
+    log: Callable[[str], None] | None = None,
+) -> QuestionScores:
+    """Filter (and answer) every retrieval set of ``questions`` and score it.
+
+    ``questions`` pairs each case with its position in the split: the position seeds the
+    set's random draws, so a question's sets are the same whether it is scored alone or
+    with the whole split.
+    """
+    say = log or (lambda _msg: None)
     gen_cache: dict[tuple[str, tuple[str, ...]], str] = {}
-    settings: list[SettingResult] = []
-    for attack, ratio in grid:
+    out = QuestionScores()
+    for g, (attack, ratio) in enumerate(grid):
         name = CLEAN if attack is None else attack_name(attack)
-        per_def: dict[str, list[dict[str, float]]] = {d: [] for d in defenses}
-        m_used: list[int] = []
-        m_req = 0
         t_setting = time.perf_counter()
-        for seed in seeds:
-            sets = build_retrieval_sets(
-                cases, attack, ratio, seed, bank,
-                base_size=base_size, n_golden=n_golden, benign=benign,
-            )  # fmt: skip
-            m_used += [rs.m_used for rs in sets]
-            m_req = sets[0].m_requested if sets else 0
+        out.m_requested[g] = 0
+        for si, seed in enumerate(seeds):
+            sets = [
+                build_retrieval_set(
+                    c,
+                    benign[c.id],
+                    attack,
+                    ratio,
+                    seed,
+                    bank,
+                    case_index=i,
+                    base_size=base_size,
+                    n_golden=n_golden,
+                )
+                for i, c in questions
+            ]
+            out.m_used[(g, si)] = [rs.m_used for rs in sets]
+            out.m_requested[g] = sets[0].m_requested if sets else 0
             for dname, flt in defenses.items():
                 rows = []
                 for rs in sets:
@@ -565,22 +717,55 @@ def run_poisoning_eval(
                         )
                         row["accuracy"] = float(M.response_correct(answer, rs.case.correct_answer))
                     rows.append(row)
-                per_def[dname].append(_aggregate(rows))
-        for dname, seed_rows in per_def.items():
+                out.rows[(g, si, dname)] = rows
+        say(f"{name} {ratio:g}x: {time.perf_counter() - t_setting:.1f}s")
+    return out
+
+
+def settings_from_scores(
+    scores: QuestionScores,
+    grid: Grid,
+    seeds: Sequence[int],
+    defenses: Sequence[str],
+    n_questions: int,
+) -> list[SettingResult]:
+    """Aggregate per-question rows into one :class:`SettingResult` per (defense, setting):
+    each seed's metrics come from the counts summed over all questions."""
+    settings: list[SettingResult] = []
+    for g, (attack, ratio) in enumerate(grid):
+        name = CLEAN if attack is None else attack_name(attack)
+        m_used = [m for si in range(len(seeds)) for m in scores.m_used[(g, si)]]
+        for dname in defenses:
+            seed_rows = [_aggregate(scores.rows[(g, si, dname)]) for si in range(len(seeds))]
             keys = seed_rows[0].keys()
             settings.append(
                 SettingResult(
                     defense=dname,
                     attack=name,
                     ratio=ratio,
-                    m_requested=m_req,
+                    m_requested=scores.m_requested[g],
                     m_used=float(np.mean(m_used)) if m_used else 0.0,
-                    n_questions=len(cases),
+                    n_questions=n_questions,
                     per_seed={k: [r[k] for r in seed_rows] for k in keys},
                 )
             )
-        say(f"{name} {ratio:g}x: {time.perf_counter() - t_setting:.1f}s")
+    return settings
 
+
+def poisoning_results(
+    dataset_dir: Path | str,
+    split: str,
+    n_questions: int,
+    seeds: list[int],
+    settings: list[SettingResult],
+    *,
+    context_k: int,
+    n_benign: int,
+    n_golden: int,
+    encoder: Encoder,
+    generator: Generator | None,
+) -> PoisoningResults:
+    """The results object, with the notes that say how the sets were built and scored."""
     notes = [
         f"retrieved set = {n_golden} golden + {n_benign} benign (nearest golden passages of "
         f"other questions of the same dataset) + M adversarial, shuffled; the {context_k} "
@@ -597,7 +782,7 @@ def run_poisoning_eval(
     return PoisoningResults(
         dataset=Path(dataset_dir).name,
         split=split,
-        n_questions=len(cases),
+        n_questions=n_questions,
         seeds=seeds,
         context_k=context_k,
         encoder=str(getattr(encoder, "name", type(encoder).__name__)),

@@ -1,13 +1,26 @@
-"""``ragshield eval poisoning``: the knowledge-corruption harness from the command line."""
+"""``ragshield eval poisoning``: the knowledge-corruption harness from the command line.
+
+Example::
+
+    ragshield eval poisoning ../shared/data/poisoning/nq --seeds 3 --limit 40
+    ragshield eval poisoning ../shared/data/poisoning/nq --ray local --ray-workers 2
+
+``--ray`` splits the questions over Ray workers
+(:func:`ragshield.eval.parallel.run_poisoning_ray`); the table is the in-process one.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ragshield.errors import InputError
+
+if TYPE_CHECKING:
+    from ragshield.eval.poisoning import PoisoningResults
 
 
 def poisoning(
@@ -45,14 +58,19 @@ def poisoning(
     out: Annotated[Path, typer.Option(help="Folder for results.md, results.json, asr.png.")] = Path(
         "runs/poisoning"
     ),
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            help="Spread the questions over Ray: 'local', 'auto' (joined cluster) or "
+            "ray://HOST:PORT."
+        ),
+    ] = None,
+    ray_workers: Annotated[int, typer.Option(help="Ray workers when --ray is set.")] = 2,
 ) -> None:
     """Filter-level detection/ASR for every defense × attack × ratio, plus end-to-end
     ASR/accuracy when a generator is given."""
     from rich.console import Console
 
-    from ragshield.defenses.registry import build_chain
-    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
-    from ragshield.eval.poisoning import run_poisoning_eval
     from ragshield.eval.report import markdown_table, plot_asr, write_json
 
     if seeds < 1:
@@ -61,30 +79,37 @@ def poisoning(
         ratio_list = [float(r) for r in ratios.split(",") if r.strip()]
     except ValueError as exc:
         raise InputError(f"--ratios must be numbers separated by commas; got {ratios!r}") from exc
-    enc = SentenceTransformerEncoder()
-    chains = {
-        name: (None if name == "none" else build_chain(name.replace("+", ","), enc))
-        for name in (d.strip() for d in defenses.split(",") if d.strip())
-    }
-    gen = None
-    if generator:
-        from ragshield.generate.cache import CachedGenerator
-        from ragshield.generate.factory import make_generator
-
-        gen = CachedGenerator(make_generator(generator, encoder=enc), cache_dir)
     console = Console(stderr=True)
-    res = run_poisoning_eval(
-        dataset,
-        chains,
-        attacks=[a.strip() for a in attacks.split(",") if a.strip()],
-        ratios=ratio_list,
-        seeds=range(seeds),
-        encoder=enc,
-        generator=gen,
-        limit=limit,
-        split=split,
-        log=console.print,
-    )
+    attack_list = [a.strip() for a in attacks.split(",") if a.strip()]
+    names = [d.strip() for d in defenses.split(",") if d.strip()]
+    if ray:
+        from ragshield.eval.parallel import PoisoningPlan, run_poisoning_ray
+
+        plan = PoisoningPlan(
+            str(dataset),
+            {n: None if n == "none" else n.replace("+", ",") for n in names},
+            attacks=tuple(attack_list),
+            ratios=tuple(ratio_list),
+            seeds=tuple(range(seeds)),
+            split=split,
+            limit=limit,
+            generator=generator,
+            cache_dir=str(cache_dir) if generator else None,
+        )
+        res = run_poisoning_ray(plan, address=ray, workers=ray_workers, log=console.print)
+    else:
+        res = _run_in_process(
+            dataset,
+            names,
+            attack_list,
+            ratio_list,
+            seeds,
+            limit,
+            split,
+            generator,
+            cache_dir,
+            console.print,
+        )
     out.mkdir(parents=True, exist_ok=True)
     table = markdown_table(res)
     (out / "results.md").write_text(table, encoding="utf-8")
@@ -92,3 +117,44 @@ def poisoning(
     plot_asr(res, out / "asr.png")
     typer.echo(table)
     typer.echo(f"wrote {out / 'results.md'}, results.json, asr.png")
+
+
+def _run_in_process(
+    dataset: Path,
+    names: list[str],
+    attacks: list[str],
+    ratios: list[float],
+    seeds: int,
+    limit: int | None,
+    split: str,
+    generator: str | None,
+    cache_dir: Path,
+    log: Callable[[str], None],
+) -> PoisoningResults:
+    from ragshield.defenses.registry import build_chain
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.poisoning import run_poisoning_eval
+
+    enc = SentenceTransformerEncoder()
+    chains = {
+        name: (None if name == "none" else build_chain(name.replace("+", ","), enc))
+        for name in names
+    }
+    gen = None
+    if generator:
+        from ragshield.generate.cache import CachedGenerator
+        from ragshield.generate.factory import make_generator
+
+        gen = CachedGenerator(make_generator(generator, encoder=enc), cache_dir)
+    return run_poisoning_eval(
+        dataset,
+        chains,
+        attacks=attacks,
+        ratios=ratios,
+        seeds=range(seeds),
+        encoder=enc,
+        generator=gen,
+        limit=limit,
+        split=split,
+        log=log,
+    )

@@ -119,6 +119,8 @@ def reindex(
     num_threads: int | None = None,
     overwrite: bool = False,
     show_progress: bool = True,
+    ray_address: str | None = None,
+    ray_workers: int = 2,
 ) -> ReindexResult:
     """Build a RAGFort re-index of ``index_dir`` at ``out_dir`` (see the module docstring).
 
@@ -128,6 +130,13 @@ def reindex(
     :func:`~ragshield.reindex.labels.training_labels`, the rest to
     :func:`~ragshield.reindex.supcon.train_supcon`. ``out_dir`` must not exist unless
     ``overwrite``; it is never the input index.
+
+    ``ray_address`` (``"local"``, ``"auto"`` or ``ray://HOST:PORT``) re-encodes the chunks
+    with the trained encoder on ``ray_workers`` Ray actors
+    (:func:`ragshield.distributed.ray_encode`) instead of in this process: the encoder is
+    shipped to the workers through Ray's object store, so they need no shared disk.
+    Clustering and training stay here (one model, one optimiser); the index is the same up
+    to float rounding (vectors within 1e-5).
     """
     if not isinstance(symmetric, bool):
         raise InputError(f"The 'symmetric' parameter of reindex must be a bool. Got {symmetric!r}.")
@@ -137,6 +146,7 @@ def reindex(
             f"Got {noise!r} instead."
         )
     check_int(seed, "seed", "reindex", low=0)
+    check_int(ray_workers, "ray_workers", "reindex", low=1)
     src, out = Path(index_dir), Path(out_dir)
     if out.resolve() == src.resolve():
         raise InputError("out_dir must differ from the input index: the original is kept.")
@@ -185,8 +195,20 @@ def reindex(
         times["train"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        new_encoder = SentenceTransformerEncoder(work / ENCODER_DIR, cache_size=0)
-        vectors = new_encoder.encode(texts, show_progress=show_progress)
+        if ray_address:
+            from ragshield.distributed import ray_encode
+
+            vectors = ray_encode(
+                texts,
+                model=str(work / ENCODER_DIR),
+                address=ray_address,
+                workers=ray_workers,
+                ship_model=True,  # the trained encoder exists only on this machine so far
+                show_progress=show_progress,
+            )
+        else:
+            new_encoder = SentenceTransformerEncoder(work / ENCODER_DIR, cache_size=0)
+            vectors = new_encoder.encode(texts, show_progress=show_progress)
         times["encode"] = time.perf_counter() - t
 
         query_encoder = ENCODER_DIR if symmetric else base_name
@@ -226,6 +248,8 @@ def reindex(
             "training": trained.to_dict() | {"path": ENCODER_DIR},
             "seconds": times,
         }
+        if ray_address:
+            spec["encoding"] = {"ray_address": ray_address, "ray_workers": ray_workers}
         (stage / RAGFORT_FILE).write_text(json.dumps(spec, indent=2), encoding="utf-8")
         _move_into_place(stage, out)
     finally:

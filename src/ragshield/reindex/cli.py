@@ -9,6 +9,8 @@ Example::
 
     ragshield reindex kb-index --out kb-index-ragfort --epochs 1 --seed 0
     ragshield reindex kb-index --out kb-index-ragfort --dry-run     # clusters only
+    ragshield reindex kb-index --out kb-index-ragfort --ray local --ray-workers 2
+    ragshield reindex kb-index --out kb-index-ragfort --ray auto    # a `ray start` cluster
 """
 
 from __future__ import annotations
@@ -61,6 +63,14 @@ def reindex_command(
     ] = None,
     max_steps: Annotated[int | None, typer.Option(help="Cap on training steps.")] = None,
     threads: Annotated[int | None, typer.Option(help="torch threads for training.")] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            help="Re-encode the chunks on Ray: 'local', 'auto' (joined cluster) or "
+            "ray://HOST:PORT. Clustering and training stay in this process."
+        ),
+    ] = None,
+    ray_workers: Annotated[int, typer.Option(help="Encoder actors when --ray is set.")] = 2,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Cluster and report; do not train or write.")
@@ -109,6 +119,8 @@ def reindex_command(
         num_threads=threads,
         overwrite=force,
         show_progress=not as_json,
+        ray_address=ray,
+        ray_workers=ray_workers,
     )
     if as_json:
         out.print(json.dumps(result.spec, indent=2))

@@ -140,7 +140,14 @@ class AuthConfig(_Section):
 
 
 class StorageConfig(_Section):
-    """Keys, budgets, served-chunk ledger and audit log: SQLite file or any SQLAlchemy URL."""
+    """Keys, budgets, served-chunk ledger and audit log: SQLite file or any SQLAlchemy URL.
+
+    Several replicas share one PostgreSQL through ``url``. The URI ``ragshield db start``
+    prints (``postgresql://postgres:@/postgres?host=DATA_DIR``) works as it is: a
+    ``postgresql://`` or ``postgres://`` URI is given the psycopg 3 driver of the [pg]
+    extra (:func:`ragshield.server.db.sqlalchemy_url`), the same as writing
+    ``postgresql+psycopg://...``.
+    """
 
     url: str | None = None  # e.g. postgresql+psycopg://user@host/db ; None = sqlite_path
     sqlite_path: Path = Path("ragshield-server.db")

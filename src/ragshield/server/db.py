@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Connection,
     Engine,
@@ -84,7 +85,7 @@ served_chunks = Table(
     "served_chunks",
     metadata,
     Column("key_id", String(32), primary_key=True),
-    Column("chunk_id", String(255), primary_key=True),
+    Column("chunk_id", Text, primary_key=True),  # ids are the corpus's own: no length cap
     Column("first_at", Float, nullable=False),
     Column("last_at", Float, nullable=False),
     Index("ix_served_chunks_key_last", "key_id", "last_at"),
@@ -102,7 +103,14 @@ key_state = Table(
 audit_log = Table(
     "audit_log",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
+    # BIGINT on PostgreSQL (a busy service passes 2^31 requests); SQLite's INTEGER rowid is
+    # already 64-bit and only autoincrements when declared exactly INTEGER
+    Column(
+        "id",
+        BigInteger().with_variant(Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
     Column("request_id", String(32), nullable=False),
     Column("key_id", String(32), nullable=False),
     Column("ts", Float, nullable=False),
@@ -129,9 +137,19 @@ def _v1(conn: Connection) -> None:
     )
 
 
+def _v2(conn: Connection) -> None:
+    """Chunk ids of any length, 64-bit audit ids. SQLite enforces neither limit, so only
+    PostgreSQL databases created by v1 change (fresh ones already have these types)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("ALTER TABLE served_chunks ALTER COLUMN chunk_id TYPE TEXT")
+        conn.exec_driver_sql("ALTER TABLE audit_log ALTER COLUMN id TYPE BIGINT")
+
+
 # Versioned DDL: append (version, step); never edit an applied step.
-MIGRATIONS: tuple[tuple[int, Callable[[Connection], None]], ...] = ((1, _v1),)
+MIGRATIONS: tuple[tuple[int, Callable[[Connection], None]], ...] = ((1, _v1), (2, _v2))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+# PostgreSQL advisory-lock key held while migrating (any constant shared by all replicas)
+_MIGRATION_LOCK = 0x7261_6773_6869_656C  # "ragshiel"
 
 
 class StorageError(RagshieldError):
@@ -179,8 +197,24 @@ class AuditRecord:
     latency_ms: float
 
 
+def sqlalchemy_url(url: str) -> str:
+    """The SQLAlchemy URL of a database URI: ``postgresql://`` / ``postgres://`` (what
+    ``ragshield db start`` and most hosting providers print) gain the ``+psycopg`` driver
+    the [pg] extra installs; SQLAlchemy 2.0 would otherwise look for psycopg2. URLs that
+    name a driver, and every other backend, pass through unchanged."""
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url[len(scheme) :]
+    return url
+
+
 def make_engine(url: str) -> Engine:
-    """An engine with SQLite tuned for a threaded server (WAL, busy timeout, IMMEDIATE)."""
+    """An engine with SQLite tuned for a threaded server (WAL, busy timeout, IMMEDIATE).
+
+    PostgreSQL needs no such tuning: its row locks (``SELECT ... FOR UPDATE`` in
+    :meth:`Database.consume` and :meth:`Database.block`) serialise concurrent writers.
+    """
+    url = sqlalchemy_url(url)
     try:
         engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"))
     except (SQLAlchemyError, ImportError, ValueError) as exc:
@@ -255,8 +289,15 @@ class Database:
         return self.engine.url.render_as_string(hide_password=True)
 
     def migrate(self) -> int:
-        """Apply pending schema steps; return the version now in force."""
+        """Apply pending schema steps; return the version now in force.
+
+        Replicas that start together may all migrate at once. SQLite's ``BEGIN IMMEDIATE``
+        already serialises them; PostgreSQL takes a transaction-scoped advisory lock, as
+        concurrent ``CREATE TABLE`` would otherwise collide in its catalog.
+        """
         with self.write() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
             metadata.create_all(conn, tables=[schema_version])
             current = conn.execute(select(func.max(schema_version.c.version))).scalar() or 0
             for version, step in MIGRATIONS:
@@ -357,7 +398,10 @@ class Database:
             rows = {
                 r["window"]: r
                 for r in conn.execute(
-                    select(rate_windows).where(rate_windows.c.key_id == key_id).with_for_update()
+                    select(rate_windows)
+                    .where(rate_windows.c.key_id == key_id)
+                    .order_by(rate_windows.c.window)
+                    .with_for_update()
                 ).mappings()
             }
             plan: list[tuple[str, float, int]] = []  # window, start, new count
@@ -480,14 +524,21 @@ class Database:
         novelty = rec.novelty
         with self.write() as conn:
             if served:
-                ids = list(dict.fromkeys(served))
+                # Row locks are taken in chunk-id order (the locking SELECT, then the
+                # inserts): two PostgreSQL transactions serving overlapping chunks in
+                # different orders would otherwise deadlock. SQLite's BEGIN IMMEDIATE
+                # serialises writers and ignores FOR UPDATE.
+                ids = sorted(set(served))
                 seen = {
                     r.chunk_id
                     for r in conn.execute(
-                        select(served_chunks.c.chunk_id).where(
+                        select(served_chunks.c.chunk_id)
+                        .where(
                             served_chunks.c.key_id == rec.key_id,
                             served_chunks.c.chunk_id.in_(ids),
                         )
+                        .order_by(served_chunks.c.chunk_id)
+                        .with_for_update()
                     ).all()
                 }
                 fresh = [c for c in ids if c not in seen]
