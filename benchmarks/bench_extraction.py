@@ -83,7 +83,11 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=100)
     ap.add_argument("--generator", default="extractive")
     ap.add_argument("--max-new-tokens", type=int, default=192)
-    ap.add_argument("--defenses", default="none,distance-threshold,summarization")
+    ap.add_argument(
+        "--defenses",
+        default="none,distance-threshold,summarization,ragfort-inter,ragfort-intra,ragfort",
+        help="rows to run; the ragfort* rows also need --ragfort-index / --cascade-*",
+    )
     ap.add_argument("--attacks", default="rag-thief,worm")
     ap.add_argument("--worm-iterations", type=int, default=10)
     ap.add_argument("--ragfort-index", type=Path, default=None)
@@ -135,7 +139,7 @@ def main() -> None:
     gen = make_generator(args.generator, encoder, **options)
     wanted = [s.strip() for s in args.defenses.split(",") if s.strip()]
     rows = ex.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
-    configs = [r for r in rows if r.name in wanted]
+    configs = list(rows)
     if args.ragfort_index or (args.cascade_draft and args.cascade_reference):
         from ragshield.generate.cascade import CascadeGenerator
         from ragshield.reindex import load_reindexed
@@ -158,6 +162,7 @@ def main() -> None:
             query_encoder=reindexed[1] if reindexed else None,
             cascade=cascade,
         )
+    configs = [c for c in configs if c.name in wanted]
 
     attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
     factories = {

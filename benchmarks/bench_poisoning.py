@@ -332,12 +332,13 @@ def headline(runs: Sequence[PoisoningResults]) -> str:
 
 
 ABLATION: list[tuple[str, dict[str, Any]]] = [
-    ("paper (flags off)", dict(guard=False, multi_group=False, typo_copies=False, spare_outlier=False)),
-    ("+ guard", dict(guard=True, multi_group=False, typo_copies=False, spare_outlier=False)),
-    ("+ guard + typo_copies", dict(guard=True, multi_group=False, typo_copies=True, spare_outlier=False)),
-    ("+ guard + multi_group", dict(guard=True, multi_group=True, typo_copies=False, spare_outlier=False)),
-    ("+ guard + multi_group + typo_copies", dict(guard=True, multi_group=True, typo_copies=True, spare_outlier=False)),
-    ("full (+ spare_outlier)", dict()),
+    ("paper (flags off)", dict(guard=False, multi_group=False, typo_copies=False, spare_outlier=False, loose_signature=False)),
+    ("+ guard", dict(guard=True, multi_group=False, typo_copies=False, spare_outlier=False, loose_signature=False)),
+    ("+ guard + typo_copies", dict(guard=True, multi_group=False, typo_copies=True, spare_outlier=False, loose_signature=False)),
+    ("+ guard + multi_group", dict(guard=True, multi_group=True, typo_copies=False, spare_outlier=False, loose_signature=False)),
+    ("+ guard + multi_group + typo_copies", dict(guard=True, multi_group=True, typo_copies=True, spare_outlier=False, loose_signature=False)),
+    ("+ spare_outlier", dict(loose_signature=False)),
+    ("full (+ loose_signature)", dict()),
     ("full, mode=auto", dict(mode="auto")),
     ("full, mode=single_hop", dict(mode="single_hop")),
 ]  # fmt: skip

@@ -30,7 +30,11 @@ measured in ``benchmarks/bench_poisoning.py`` against the faithful version:
   3-grams shared): typo attacks (GARAG) perturb copies of the golden passage, which would
   otherwise sit in their group and go with them;
 * ``spare_outlier`` — inside a loose group, keep the member at its edge that is closest to
-  the query: the genuine passage the generated ones were written about.
+  the query: the genuine passage the generated ones were written about;
+* ``loose_signature`` — once a tight group is found, a loose-level member is removed only if
+  it carries the tight group's *signature*: a word every tight member uses and the question
+  does not (for PoisonedRAG-style attacks, the target answer). Benign passages on the
+  question's topic join the loose group through topic words alone and are kept.
 """
 
 from __future__ import annotations
@@ -504,6 +508,25 @@ def dense_groups(
     return [members[labels == c] for c in np.unique(labels)]
 
 
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lower-cased word tokens minus English stop words (scikit-learn's list)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(w for w in _TOKEN.findall(text.lower()) if w not in ENGLISH_STOP_WORDS)
+
+
+def group_signature(texts: Sequence[str], query: str) -> frozenset[str]:
+    """Words every text of a group uses and the query does not: what a batch of generated
+    passages asserts beyond the question (PoisonedRAG's target answer). Empty if none."""
+    if not texts:
+        return frozenset()
+    common = frozenset.intersection(*(content_words(t) for t in texts))
+    return common - content_words(query)
+
+
 def outlier_to_spare(
     sim: np.ndarray, group: np.ndarray, query_scores: np.ndarray, query_weight: float, margin: float
 ) -> tuple[int | None, np.ndarray]:
@@ -562,6 +585,8 @@ class RAGDefender(_RAGDefenderBase):
         vocabulary). The original stays.
     spare_outlier: in each group of >= 3, keep the member that sits at its edge and near the
         query (see :func:`outlier_to_spare`; ``spare_margin``, ``query_weight``).
+    loose_signature: when tight groups exist, remove a loose-level member only if it uses a
+        word of a tight group's :func:`group_signature` (no signature: remove as before).
     linkage: scipy linkage method of the group tree.
 
     ``details``: ``mode``, ``guard`` (passed or not, ``max_similarity``), ``groups``
@@ -591,6 +616,7 @@ class RAGDefender(_RAGDefenderBase):
         lexical_threshold: float = 0.55,  # dev: char 3-grams, copies ~0.75 vs others <= 0.49
         noise_margin: float = 0.15,  # dev: copies' OOV rate exceeds the original's by >= 0.15
         spare_outlier: bool = True,
+        loose_signature: bool = True,
         spare_margin: float = 0.06,  # dev grid
         query_weight: float = 1.0,  # dev grid
         linkage: Literal["average", "complete", "single"] = "average",
@@ -612,6 +638,7 @@ class RAGDefender(_RAGDefenderBase):
         self.lexical_threshold = lexical_threshold
         self.noise_margin = noise_margin
         self.spare_outlier = spare_outlier
+        self.loose_signature = loose_signature
         self.spare_margin = spare_margin
         self.query_weight = query_weight
         self.linkage = linkage
@@ -636,7 +663,7 @@ class RAGDefender(_RAGDefenderBase):
     def _check(self) -> None:
         self._check_common()
         owner = "RAGDefender"
-        for flag in ("guard", "multi_group", "typo_copies", "spare_outlier"):
+        for flag in ("guard", "multi_group", "typo_copies", "spare_outlier", "loose_signature"):
             if not isinstance(getattr(self, flag), bool):
                 raise InputError(
                     f"The '{flag}' parameter of {owner} must be a bool. "
@@ -666,7 +693,7 @@ class RAGDefender(_RAGDefenderBase):
         mode = self.resolve_mode(scores)
         details: dict[str, Any] = {
             "mode": mode, "n_adv": 0, "groups": [], "spared": [], "typo_copies": [],
-            "f": [0.0] * n, "pairs": [],
+            "f": [0.0] * n, "pairs": [], "signature_kept": [],
         }  # fmt: skip
         empty = np.zeros(0, dtype=np.int64)
         if n < 2:
@@ -704,10 +731,19 @@ class RAGDefender(_RAGDefenderBase):
                 ("tight", self.tight_threshold, 2),
                 ("loose", self.loose_threshold, self.loose_min_size),
             ]
+            signature: set[str] = set()
             for level, threshold, min_size in levels:
                 for g in dense_groups(sim, np.flatnonzero(~removed), threshold, self.linkage):
                     if g.size < min_size:
                         continue
+                    if level == "loose" and self.loose_signature and signature:
+                        bearing = [signature & content_words(texts[i]) for i in g.tolist()]
+                        off_topic = [i for i, b in zip(g.tolist(), bearing, strict=True) if not b]
+                        for i in off_topic:
+                            details["signature_kept"].append(i)
+                        g = g[[bool(b) for b in bearing]]
+                        if g.size == 0:
+                            continue
                     if (
                         g.size == 2
                         and mode == "multi_hop"
@@ -725,6 +761,8 @@ class RAGDefender(_RAGDefenderBase):
                     if spared is not None:
                         details["spared"].append(spared)
                     hit = g[g != spared]
+                    if level == "tight":
+                        signature |= group_signature([texts[i] for i in hit.tolist()], query)
                     removed[hit] = True
                     allowed[np.ix_(hit, hit)] = True
                     for i in hit.tolist():
