@@ -91,6 +91,17 @@ def extraction(
     max_new_tokens: Annotated[
         int, typer.Option(help="LLM answer length (a leaked context needs room).")
     ] = 192,
+    prompt_style: Annotated[
+        str,
+        typer.Option(
+            help="LLM prompt: 'ragfort' (RAGFort §5 plain Context/Question/Answer) or "
+            "'poisonedrag' (adds the \"say I don't know\" instruction, which alone makes small "
+            "models refuse to repeat their context)."
+        ),
+    ] = "ragfort",
+    dtype: Annotated[
+        str, typer.Option(help="LLM weights: float32, bfloat16 or auto (bf16 on AMX CPUs).")
+    ] = "float32",
     threshold: Annotated[
         float, typer.Option(help="Distance-threshold baseline: minimum query cosine.")
     ] = 0.5,
@@ -149,6 +160,8 @@ def extraction(
         questions=questions,
         generator=generator,
         max_new_tokens=max_new_tokens,
+        prompt_style=prompt_style,
+        dtype=dtype,
         threshold=threshold,
         summary_sentences=summary_sentences,
         worm_iterations=worm_iterations,
@@ -204,6 +217,8 @@ class ExtractionPlan:
     questions: int = 100
     generator: str = "extractive"
     max_new_tokens: int = 192
+    prompt_style: str = "ragfort"
+    dtype: str = "float32"
     threshold: float = 0.5
     summary_sentences: int = 2
     worm_iterations: int = 10
@@ -245,6 +260,8 @@ def run_plan(
         else {
             "max_new_tokens": plan.max_new_tokens,
             "stop_at_newline": False,
+            "prompt_style": plan.prompt_style,
+            "dtype": plan.dtype,
         }
     )
     gen = make_generator(plan.generator, encoder, **options)
@@ -266,7 +283,7 @@ def run_plan(
             rows[0],
             reindexed_store=reindexed[0] if reindexed else None,
             query_encoder=reindexed[1] if reindexed else None,
-            cascade=_cascade(plan.cascade_draft, plan.cascade_reference, plan.max_new_tokens)
+            cascade=_cascade(plan.cascade_draft, plan.cascade_reference, options)
             if plan.cascade_draft and plan.cascade_reference
             else None,
         )
@@ -306,11 +323,16 @@ def _load_reindexed(path: Path) -> tuple[VectorStore, Encoder]:
     return store, query_encoder
 
 
-def _cascade(draft: str, reference: str, max_new_tokens: int) -> Generator:
+def _cascade(draft: str, reference: str, llm_options: dict[str, Any]) -> Generator:
+    """Draft and reference load with the run's LLM options; the cascade renders the same
+    prompt style and answer length as the other rows."""
     from ragshield.generate.cascade import CascadeGenerator
     from ragshield.generate.factory import make_generator
 
     cascade: Generator = CascadeGenerator(
-        make_generator(draft), make_generator(reference), max_new_tokens=max_new_tokens
+        make_generator(draft, **llm_options),
+        make_generator(reference, **llm_options),
+        max_new_tokens=llm_options.get("max_new_tokens", 192),
+        prompt_style=llm_options.get("prompt_style", "poisonedrag"),
     )
     return cascade
