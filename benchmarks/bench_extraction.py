@@ -77,7 +77,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kb", default="chatdoctor")
     ap.add_argument("--data-dir", type=Path, default=DATA)
-    ap.add_argument("--limit", type=int, default=1000)
+    ap.add_argument("--limit", type=int, default=1000, help="seeded subset (0 = all chunks)")
     ap.add_argument("--max-queries", type=int, default=100)
     ap.add_argument("--max-seconds", type=float, default=None)
     ap.add_argument("--questions", type=int, default=100)
@@ -113,7 +113,7 @@ def main() -> None:
 
     t_start = time.perf_counter()
     encoder = SentenceTransformerEncoder()
-    kb = ex.load_knowledge_base(args.kb, data_dir=args.data_dir, limit=args.limit, seed=args.seed)
+    kb = ex.load_knowledge_base(args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed)
     t0 = time.perf_counter()
     vectors = ex.encode_cached(kb.texts, encoder, args.cache_dir)
     t_encode = time.perf_counter() - t0
