@@ -113,7 +113,9 @@ def main() -> None:
 
     t_start = time.perf_counter()
     encoder = SentenceTransformerEncoder()
-    kb = ex.load_knowledge_base(args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed)
+    kb = ex.load_knowledge_base(
+        args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
+    )
     t0 = time.perf_counter()
     vectors = ex.encode_cached(kb.texts, encoder, args.cache_dir)
     t_encode = time.perf_counter() - t0
