@@ -324,9 +324,9 @@ class TestFactory:
             make_generator(spec)
 
     def test_option_a_generator_does_not_take_is_a_clear_error(self, tiny):
-        with pytest.raises(InputError, match="OpenAICompatGenerator does not take .*dtype"):
+        with pytest.raises(InputError, match=r"OpenAICompatGenerator does not take .*dtype"):
             make_generator("openai:http://h/v1#m", dtype="bfloat16")
-        with pytest.raises(InputError, match="LocalLLMGenerator does not take .*colour"):
+        with pytest.raises(InputError, match=r"LocalLLMGenerator does not take .*colour"):
             make_generator(str(tiny), colour="blue")
         assert make_generator(str(tiny), dtype="bfloat16").dtype == "bfloat16"
 
