@@ -117,7 +117,12 @@ def bench_pg(
     table: str,
     hnsw: dict[str, int],
     work_mem: str,
-) -> dict:
+    max_minutes: float,
+) -> dict | None:
+    """Ingest + HNSW build + queries; ``None`` when the build ran past ``max_minutes``
+    (PostgreSQL cancels it through ``statement_timeout``)."""
+    import psycopg
+
     from ragshield.store.pgvector_store import PgVectorStore
 
     store = PgVectorStore(uri, data.shape[1], table=table, **hnsw)
@@ -127,7 +132,18 @@ def bench_pg(
         store.add(passages[s : s + 50_000], data[s : s + 50_000])
     ingest = time.perf_counter() - t0
     t1 = time.perf_counter()
-    store.build_index(maintenance_work_mem=work_mem)
+    conn = store.connect()
+    conn.execute(f"SET statement_timeout = '{max(1, int(max_minutes * 60))}s'")
+    try:
+        store.build_index(maintenance_work_mem=work_mem)
+    except psycopg.errors.QueryCanceled:
+        conn.rollback()
+        conn.execute("SET statement_timeout = 0")
+        conn.execute(f"DROP TABLE {table}")
+        conn.commit()
+        store.close()
+        return None
+    conn.execute("SET statement_timeout = 0")
     build = time.perf_counter() - t1
     conn = store.connect()
     size = conn.execute(f"SELECT pg_total_relation_size('{table}')").fetchone()[0] / 2**20
@@ -208,6 +224,13 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--pg-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="sizes for pgvector (default: --sizes); each build is cancelled at --pg-max-minutes",
+    )
     ap.add_argument("--pg-max-minutes", type=float, default=30.0)
     ap.add_argument("--no-pg", action="store_true")
     ap.add_argument("--real", type=int, default=10_000, help="real passages to encode (0 = skip)")
@@ -248,18 +271,36 @@ def main() -> None:
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
     pg_stopped = False
     with tempfile.TemporaryDirectory() as tmp:
-        for n in args.sizes:
+        pg_sizes = set(args.pg_sizes or args.sizes)
+        for n in sorted(set(args.sizes) | pg_sizes):
             data = mixture(n, args.dim, args.seed + 1, centres)
             queries = mixture(200, args.dim, args.seed + 2, centres)
             truth = exact_topk(data, queries, 10)
-            for kind in ("flat", "hnsw"):
+            for kind in ("flat", "hnsw") if n in args.sizes else ():
                 r = bench_faiss(data, queries, truth, kind, Path(tmp), hnsw)
                 print(
                     f"| {n:,} | FAISS {kind} | {r['build_s']:.1f} | {r['disk_mb']:.0f} | {r['mem_mb']:.0f} | {r['recall@10']:.3f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} |",
                     flush=True,
                 )
-            if pg_uri and not pg_stopped:
-                r = bench_pg(pg_uri, data, queries, truth, f"bench_{n}", hnsw, args.pg_work_mem)
+            if pg_uri and not pg_stopped and n in pg_sizes:
+                r = bench_pg(
+                    pg_uri,
+                    data,
+                    queries,
+                    truth,
+                    f"bench_{n}",
+                    hnsw,
+                    args.pg_work_mem,
+                    args.pg_max_minutes,
+                )
+                if r is None:
+                    print(
+                        f"| {n:,} | pgvector HNSW | > {args.pg_max_minutes * 60:.0f} (cancelled) "
+                        "| | | | | |",
+                        flush=True,
+                    )
+                    pg_stopped = True
+                    continue
                 print(
                     f"| {n:,} | pgvector HNSW (ingest {r['ingest_s']:.0f} s) | {r['build_s']:.1f} | {r['disk_mb']:.0f} | (server) | {r['recall@10']:.3f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} |",
                     flush=True,
