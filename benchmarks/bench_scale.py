@@ -233,6 +233,7 @@ def main() -> None:
     )
     ap.add_argument("--pg-max-minutes", type=float, default=30.0)
     ap.add_argument("--no-pg", action="store_true")
+    ap.add_argument("--no-faiss", action="store_true", help="pgvector rows only")
     ap.add_argument("--real", type=int, default=10_000, help="real passages to encode (0 = skip)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--hnsw-m", type=int, default=16, help="HNSW degree (pgvector default)")
@@ -276,7 +277,7 @@ def main() -> None:
             data = mixture(n, args.dim, args.seed + 1, centres)
             queries = mixture(200, args.dim, args.seed + 2, centres)
             truth = exact_topk(data, queries, 10)
-            for kind in ("flat", "hnsw") if n in args.sizes else ():
+            for kind in ("flat", "hnsw") if n in args.sizes and not args.no_faiss else ():
                 r = bench_faiss(data, queries, truth, kind, Path(tmp), hnsw)
                 print(
                     f"| {n:,} | FAISS {kind} | {r['build_s']:.1f} | {r['disk_mb']:.0f} | {r['mem_mb']:.0f} | {r['recall@10']:.3f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} |",
