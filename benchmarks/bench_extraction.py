@@ -24,6 +24,7 @@ Protocol (printed with the results):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import time
@@ -91,6 +92,11 @@ def main() -> None:
     ap.add_argument("--attacks", default="rag-thief,worm")
     ap.add_argument("--worm-iterations", type=int, default=10)
     ap.add_argument("--ragfort-index", type=Path, default=None)
+    ap.add_argument(
+        "--symmetric",
+        action="store_true",
+        help="embed queries with the re-index's trained encoder too (rows get a '-sym' suffix)",
+    )
     ap.add_argument("--cascade-draft", default=None)
     ap.add_argument("--cascade-reference", default=None)
     ap.add_argument(
@@ -146,7 +152,11 @@ def main() -> None:
         from ragshield.generate.cascade import CascadeGenerator
         from ragshield.reindex import load_reindexed
 
-        reindexed = load_reindexed(args.ragfort_index) if args.ragfort_index else None
+        reindexed = (
+            load_reindexed(args.ragfort_index, symmetric=args.symmetric)
+            if args.ragfort_index
+            else None
+        )
         cascade = (
             CascadeGenerator(
                 make_generator(args.cascade_draft, **llm_options),
@@ -165,6 +175,13 @@ def main() -> None:
             cascade=cascade,
         )
     configs = [c for c in configs if c.name in wanted]
+    if args.symmetric:  # the re-indexed rows use the trained query encoder: say so
+        configs = [
+            dataclasses.replace(c, name=f"{c.name}-sym")
+            if c.name in ("ragfort-inter", "ragfort")
+            else c
+            for c in configs
+        ]
 
     attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
     factories = {
