@@ -149,7 +149,7 @@ def main() -> None:
     rows = ex.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
     configs = list(rows)
     if args.ragfort_index or (args.cascade_draft and args.cascade_reference):
-        from ragshield.generate.cascade import CascadeGenerator
+        from ragshield.eval.extraction_cli import build_cascade
         from ragshield.reindex import load_reindexed
 
         reindexed = (
@@ -158,13 +158,7 @@ def main() -> None:
             else None
         )
         cascade = (
-            CascadeGenerator(
-                make_generator(args.cascade_draft, **llm_options),
-                make_generator(args.cascade_reference, **llm_options),
-                max_new_tokens=args.max_new_tokens,
-                prompt_style=args.prompt_style,
-                seed=args.seed,
-            )
+            build_cascade(args.cascade_draft, args.cascade_reference, llm_options, seed=args.seed)
             if args.cascade_draft and args.cascade_reference
             else None
         )
@@ -184,17 +178,14 @@ def main() -> None:
         ]
 
     attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
-    factories = {
-        a: ex.attack_factory(
-            a,
-            encoder=encoder,
-            max_queries=args.max_queries,
-            max_seconds=args.max_seconds,
-            seed=args.seed,
-            **({"iterations": args.worm_iterations} if a == "worm" else {}),
-        )
-        for a in attacks
-    }
+    factories = ex.attack_factories(
+        attacks,
+        encoder=encoder,
+        max_queries=args.max_queries,
+        max_seconds=args.max_seconds,
+        seed=args.seed,
+        worm_iterations=args.worm_iterations,
+    )
     print(
         f"# extraction benchmark — {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}"

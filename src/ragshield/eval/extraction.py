@@ -568,6 +568,36 @@ class ExtractionReport:
         return paths
 
 
+def attack_factories(
+    names: Sequence[str],
+    *,
+    encoder: Encoder,
+    max_queries: int | None,
+    max_seconds: float | None = None,
+    attacker_generator: Generator | None = None,
+    seed: int = 0,
+    worm_iterations: int | None = None,
+) -> dict[str, AttackFactory]:
+    """:func:`attack_factory` for each name, with one budget; ``worm_iterations`` (the
+    collision-search iterations per round) goes to the worm only."""
+    return {
+        name: attack_factory(
+            name,
+            encoder=encoder,
+            max_queries=max_queries,
+            max_seconds=max_seconds,
+            attacker_generator=attacker_generator,
+            seed=seed,
+            **(
+                {"iterations": worm_iterations}
+                if name == "worm" and worm_iterations is not None
+                else {}
+            ),
+        )
+        for name in names
+    }
+
+
 def _clear_encoder_cache(*encoders: object) -> None:
     for enc in encoders:
         clear = getattr(enc, "clear_cache", None)  # SentenceTransformerEncoder's text cache
@@ -623,17 +653,14 @@ def run_extraction_eval(
     if isinstance(attacks, Mapping):
         factories = dict(attacks)
     else:
-        factories = {
-            a: attack_factory(
-                a,
-                encoder=judge_encoder,
-                max_queries=max_queries,
-                max_seconds=max_seconds,
-                attacker_generator=attacker_generator,
-                seed=seed,
-            )
-            for a in attacks
-        }
+        factories = attack_factories(
+            attacks,
+            encoder=judge_encoder,
+            max_queries=max_queries,
+            max_seconds=max_seconds,
+            attacker_generator=attacker_generator,
+            seed=seed,
+        )
     if questions is None:
         pool = list(kb.questions)
         pick = _subset(len(pool), min(n_questions, len(pool)), seed)

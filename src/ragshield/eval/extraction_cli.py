@@ -283,23 +283,19 @@ def run_plan(
             rows[0],
             reindexed_store=reindexed[0] if reindexed else None,
             query_encoder=reindexed[1] if reindexed else None,
-            cascade=_cascade(plan.cascade_draft, plan.cascade_reference, options)
+            cascade=build_cascade(plan.cascade_draft, plan.cascade_reference, options)
             if plan.cascade_draft and plan.cascade_reference
             else None,
         )
         configs = [c for c in configs if c.name in wanted]
-    worm_params: dict[str, Any] = {"iterations": plan.worm_iterations}
-    factories = {
-        a: ex.attack_factory(
-            a,
-            encoder=encoder,
-            max_queries=plan.max_queries,
-            max_seconds=plan.max_seconds,
-            seed=plan.seed,
-            **worm_params if a == "worm" else {},
-        )
-        for a in plan.attacks
-    }
+    factories = ex.attack_factories(
+        plan.attacks,
+        encoder=encoder,
+        max_queries=plan.max_queries,
+        max_seconds=plan.max_seconds,
+        seed=plan.seed,
+        worm_iterations=plan.worm_iterations,
+    )
     return ex.run_extraction_eval(
         knowledge,
         configs,
@@ -323,7 +319,9 @@ def _load_reindexed(path: Path) -> tuple[VectorStore, Encoder]:
     return store, query_encoder
 
 
-def _cascade(draft: str, reference: str, llm_options: dict[str, Any]) -> Generator:
+def build_cascade(
+    draft: str, reference: str, llm_options: dict[str, Any], *, seed: int = 0
+) -> Generator:
     """Draft and reference load with the run's LLM options; the cascade renders the same
     prompt style and answer length as the other rows."""
     from ragshield.generate.cascade import CascadeGenerator
@@ -334,5 +332,6 @@ def _cascade(draft: str, reference: str, llm_options: dict[str, Any]) -> Generat
         make_generator(reference, **llm_options),
         max_new_tokens=llm_options.get("max_new_tokens", 192),
         prompt_style=llm_options.get("prompt_style", "poisonedrag"),
+        seed=seed,
     )
     return cascade
