@@ -186,17 +186,7 @@ def run_inter(
             base_dir,
             new_dir,
             symmetric=False,
-            epochs=args.epochs,
-            seed=args.seed,
-            max_steps=args.max_steps,
-            noise=args.noise,
-            temperature=args.temperature,
-            min_cluster_size=args.min_cluster_size,
-            min_samples=args.min_samples,
-            cluster_selection_method=args.selection,
-            num_threads=args.threads,
-            overwrite=True,
-            show_progress=not args.quiet,
+            **reindex_options(args),
         )
     reindex_s = time.perf_counter() - t
     spec = read_spec(new_dir)
@@ -244,6 +234,23 @@ def run_inter(
     }
 
 
+def reindex_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The re-index settings this benchmark's command line sets (one place for both runs)."""
+    return {
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "max_steps": args.max_steps,
+        "noise": args.noise,
+        "temperature": args.temperature,
+        "min_cluster_size": args.min_cluster_size,
+        "min_samples": args.min_samples,
+        "cluster_selection_method": args.selection,
+        "num_threads": args.threads,
+        "overwrite": True,
+        "show_progress": not args.quiet,
+    }
+
+
 def build_harness_reindex(args: argparse.Namespace, enc: Any, work: Path) -> dict[str, Any]:
     """Re-index the extraction harness's own knowledge base (``ragshield eval extraction``:
     chunk = patient message + newline + doctor answer, ids ``cd<i>``, the same seeded
@@ -258,17 +265,7 @@ def build_harness_reindex(args: argparse.Namespace, enc: Any, work: Path) -> dic
     result = reindex(
         base_dir,
         new_dir,
-        epochs=args.epochs,
-        seed=args.seed,
-        max_steps=args.max_steps,
-        noise=args.noise,
-        temperature=args.temperature,
-        min_cluster_size=args.min_cluster_size,
-        min_samples=args.min_samples,
-        cluster_selection_method=args.selection,
-        num_threads=args.threads,
-        overwrite=True,
-        show_progress=not args.quiet,
+        **reindex_options(args),
     )
     return {"chunks": len(kb.passages), "reindex_dir": str(new_dir), "spec": result.spec}
 
