@@ -52,6 +52,7 @@ from ragshield.defenses.ecosaferag import EcoSafeRAG
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.eval.datasets import load_poisoning, split_cases
 from ragshield.eval.injection import (
+    SETTINGS,
     AttackSet,
     build_attack_set,
     run_injection_eval,
@@ -358,17 +359,8 @@ def main() -> None:
         rd_name: rd,
         f"{rd_name}+ecosaferag": FilterChain([rd, EcoSafeRAG(encoder=enc, **config)]),
     }
-    settings = [
-        "clean",
-        "poisonedrag",
-        "injection",
-        "injection-poisonedrag",
-        "injection-hijack",
-        "injection-published",
-        "suffix",
-    ]
-    if optimized:
-        settings.append("suffix-optimized")
+    # every setting the harness knows; the optimized suffix only when its suffixes were built
+    settings = [name for name in SETTINGS if optimized or name != "suffix-optimized"]
     res = run_injection_eval(
         args.data, defenses, settings=settings, m_values=[1, 5], seeds=[args.seed],
         encoder=enc, split="test", limit=args.limit, count_tokens=count_tokens,
