@@ -28,6 +28,7 @@ Why it is written this way:
 
 from __future__ import annotations
 
+import functools
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -113,8 +114,12 @@ def end_token_ids(tok: Any, *models: Any) -> frozenset[int]:
 _DTYPES = ("float32", "bfloat16", "auto")
 
 
+@functools.cache
 def cpu_has_bf16() -> bool:
-    """True when the CPU has bf16 matrix instructions (Linux /proc/cpuinfo flags)."""
+    """True when the CPU has bf16 matrix instructions (Linux /proc/cpuinfo flags).
+
+    Read once per process: ``dtype="auto"`` resolves it on every cache-key computation.
+    """
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:
