@@ -117,7 +117,7 @@ class TestDistanceThresholdFilter:
             r"\[-1.0, 1.0\]. Got 3 instead.",
         ):
             DistanceThresholdFilter(encoder, threshold=3).filter("q", items)
-        with pytest.raises(InputError, match="must be one of cosine, l2"):
+        with pytest.raises(InputError, match="must be one of 'cosine', 'l2'"):
             DistanceThresholdFilter(encoder, metric="dot").filter("q", items)  # type: ignore[arg-type]
         with pytest.raises(InputError, match="needs an encoder"):
             DistanceThresholdFilter().filter("q", items)

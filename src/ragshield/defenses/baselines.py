@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal
+from numbers import Real
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from ragshield.defenses.base import check_retrieved, passage_vectors
+from ragshield.defenses.params import Interval, IsCallable, Options, ParamsMixin, ParamTable
 from ragshield.embed.base import Encoder, l2_normalize
-from ragshield.errors import InputError, check_float, check_query
+from ragshield.errors import InputError, check_query
 from ragshield.types import Decision, FilterResult, RetrievedPassage
 
 
@@ -56,7 +58,7 @@ def _result(
     )
 
 
-class SimilarityThresholdFilter:
+class SimilarityThresholdFilter(ParamsMixin):
     """Remove passages that are suspiciously similar to another passage or to the query.
 
     Parameters
@@ -71,6 +73,10 @@ class SimilarityThresholdFilter:
     """
 
     name = "similarity-threshold"
+    _parameter_constraints: ClassVar[ParamTable] = {
+        "threshold": [Interval(Real, -1.0, 1.0)],
+        "against": [Options("passages", "query")],
+    }
 
     def __init__(
         self,
@@ -85,14 +91,9 @@ class SimilarityThresholdFilter:
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0 = time.perf_counter()
-        check_float(self.threshold, "threshold", "SimilarityThresholdFilter", low=-1.0, high=1.0)
-        if self.against not in ("passages", "query"):
-            raise InputError(
-                "The 'against' parameter of SimilarityThresholdFilter must be one of "
-                f"'passages', 'query'. Got {self.against!r} instead."
-            )
+        self._validate_params()
         check_query(query)
-        items = check_retrieved(retrieved, "SimilarityThresholdFilter")
+        items = check_retrieved(retrieved, "SimilarityThresholdFilter", self.encoder)
         n = len(items)
         if self.against == "query":
             score = np.array([r.score for r in items], dtype=np.float64)
@@ -116,20 +117,25 @@ class SimilarityThresholdFilter:
         return _result(self.name, items, remove, score, reason, details, t0)
 
 
-class PerplexityFilter:
+class PerplexityFilter(ParamsMixin):
     """Remove passages whose language-model perplexity exceeds a threshold.
 
     Parameters
     ----------
     encoder: accepted for the registry's uniform constructor; unused.
     scorer: ``texts -> perplexities`` (e.g. a small local causal LM). Injected so the
-        defense is testable without a model and any LM can be plugged in.
+        defense is testable without a model and any LM can be plugged in. ``to_dict``
+        saves it as its ``"module:function"`` path, so it must be a module-level function.
     threshold: perplexity above which a passage is removed. No paper default exists: set
         it from the perplexities of clean passages of your corpus (e.g. their 99th
         percentile).
     """
 
     name = "perplexity"
+    _parameter_constraints: ClassVar[ParamTable] = {
+        "scorer": [IsCallable(), None],
+        "threshold": [Interval(Real, 0.0, None), None],
+    }
 
     def __init__(
         self,
@@ -142,9 +148,8 @@ class PerplexityFilter:
         self.scorer = scorer
         self.threshold = threshold
 
-    def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
-        t0 = time.perf_counter()
-        if self.scorer is None or not callable(self.scorer):
+    def _check_setup(self) -> None:
+        if self.scorer is None:
             raise InputError(
                 "PerplexityFilter needs a scorer: pass scorer=<callable texts -> perplexities>."
             )
@@ -153,9 +158,13 @@ class PerplexityFilter:
                 "PerplexityFilter needs a threshold: pass threshold=<float>, e.g. the 99th "
                 "percentile perplexity of clean passages of your corpus."
             )
-        check_float(self.threshold, "threshold", "PerplexityFilter", low=0.0, high=float("inf"))
+
+    def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
+        t0 = time.perf_counter()
+        self._validate_params()
+        assert self.scorer is not None and self.threshold is not None  # _check_setup
         check_query(query)
-        items = check_retrieved(retrieved, "PerplexityFilter")
+        items = check_retrieved(retrieved, "PerplexityFilter", self.encoder)
         ppl = np.asarray(list(self.scorer([r.text for r in items])), dtype=np.float64)
         if ppl.shape != (len(items),):
             raise InputError(

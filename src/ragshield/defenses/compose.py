@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ragshield.defenses.base import PassageFilter, check_retrieved
+from ragshield.defenses.base import PassageFilter, check_retrieved, warm_up
 from ragshield.types import FilterResult, RetrievedPassage
 
 
@@ -20,6 +20,11 @@ class FilterChain:
     def __init__(self, filters: Sequence[PassageFilter]) -> None:
         self.filters = list(filters)
         self.name = "+".join(f.name for f in self.filters) or "none"
+
+    def warm_up(self) -> None:
+        """Warm up every stage that has heavy state (idempotent, like each stage's own)."""
+        for f in self.filters:
+            warm_up(f)
 
     def run(self, query: str, retrieved: Sequence[RetrievedPassage]) -> list[FilterResult]:
         current = check_retrieved(retrieved, "FilterChain")

@@ -20,22 +20,27 @@ Example::
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from numbers import Real
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from ragshield.defenses.base import check_retrieved, passage_vectors
+from ragshield.defenses.params import Constraint, Interval, Options, ParamsMixin, ParamTable
 from ragshield.embed.base import Encoder
-from ragshield.errors import InputError, check_float, check_int, check_query
+from ragshield.errors import InputError, check_int, check_query
 from ragshield.generate.base import Generator
 from ragshield.text import split_sentences, words
 from ragshield.types import Decision, FilterResult, Generation, RetrievedPassage
 
 Metric = Literal["cosine", "l2"]
+_METRICS = Options("cosine", "l2")
+# cosine similarity of unit vectors is in [-1, 1]; their Euclidean distance in [0, 2]
+_THRESHOLD_RANGE = {"cosine": Interval(Real, -1.0, 1.0), "l2": Interval(Real, 0.0, 2.0)}
 
 
-class DistanceThresholdFilter:
+class DistanceThresholdFilter(ParamsMixin):
     """Drop retrieved chunks that are too far from the query.
 
     With ``metric="cosine"`` a chunk is kept when its cosine similarity to the query is at
@@ -48,6 +53,10 @@ class DistanceThresholdFilter:
     """
 
     name = "distance-threshold"
+    _parameter_constraints: ClassVar[ParamTable] = {
+        "threshold": [Interval(Real, -1.0, 2.0)],  # narrowed by metric in _constraints
+        "metric": [_METRICS],
+    }
 
     def __init__(
         self,
@@ -62,25 +71,22 @@ class DistanceThresholdFilter:
         self.threshold = threshold
         self.metric = metric
 
-    def _validate(self) -> None:
-        if self.metric not in ("cosine", "l2"):
-            raise InputError(
-                "The 'metric' parameter of DistanceThresholdFilter must be one of cosine, l2. "
-                f"Got {self.metric!r} instead."
-            )
-        if self.metric == "cosine":
-            check_float(self.threshold, "threshold", "DistanceThresholdFilter", low=-1.0, high=1.0)
-        else:
-            check_float(self.threshold, "threshold", "DistanceThresholdFilter", low=0.0, high=2.0)
+    def _constraints(self) -> Mapping[str, Sequence[Constraint]]:
+        """The threshold's range depends on the metric, so the metric is checked first."""
+        if not _METRICS.accepts(self.metric):
+            return {"metric": [_METRICS]}
+        return {"metric": [_METRICS], "threshold": [_THRESHOLD_RANGE[self.metric]]}
+
+    def _check_setup(self) -> None:
         if self.encoder is None:
             raise InputError(
                 "DistanceThresholdFilter needs an encoder to embed the query: pass encoder=..."
             )
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
-        self._validate()
+        self._validate_params()
         check_query(query)
-        items = check_retrieved(retrieved, "DistanceThresholdFilter")
+        items = check_retrieved(retrieved, "DistanceThresholdFilter", self.encoder)
         if not items:
             return FilterResult(self.name, (), (), details={"threshold": self.threshold})
         assert self.encoder is not None

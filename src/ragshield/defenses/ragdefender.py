@@ -44,13 +44,15 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from numbers import Real
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from ragshield.defenses.base import check_retrieved, passage_vectors
+from ragshield.defenses.params import Boolean, Interval, Options, ParamsMixin, ParamTable
 from ragshield.embed.base import Encoder, l2_normalize
-from ragshield.errors import InputError, check_float, check_int, check_query
+from ragshield.errors import InputError, check_query
 from ragshield.types import Decision, FilterResult, RetrievedPassage
 
 Mode = Literal["single_hop", "multi_hop", "auto"]
@@ -233,7 +235,7 @@ def _labels_to_groups(labels: np.ndarray) -> list[list[int]]:
 # --------------------------------------------------------------------------- shared plumbing
 
 
-class _RAGDefenderBase:
+class _RAGDefenderBase(ParamsMixin):
     """Validation, vectors and result assembly shared by the faithful and improved classes."""
 
     name = "ragdefender"
@@ -242,17 +244,15 @@ class _RAGDefenderBase:
     m: int
     p: float
     auto_gap: float
+    _parameter_constraints: ClassVar[ParamTable] = {
+        "mode": [Options(*_MODES)],
+        "m": [Interval(int, 1, None)],
+        "p": [Interval(Real, 0.0, 16.0, closed="right")],
+        "auto_gap": [Interval(Real, 1.0, 1e9)],
+    }
 
     def _check_common(self) -> None:
-        owner = type(self).__name__
-        if self.mode not in _MODES:
-            raise InputError(
-                f"The 'mode' parameter of {owner} must be one of 'single_hop', 'multi_hop', "
-                f"'auto'. Got {self.mode!r} instead."
-            )
-        check_int(self.m, "m", owner, low=1)
-        check_float(self.p, "p", owner, low=0.0, high=16.0, low_open=True)
-        check_float(self.auto_gap, "auto_gap", owner, low=1.0, high=1e9)
+        self._validate_params()  # the table of type(self): a subclass's covers everything
 
     def _inputs(
         self, query: str, retrieved: Sequence[RetrievedPassage]
@@ -555,6 +555,9 @@ def outlier_to_spare(
     return (int(group[best]) if score[best] >= margin else None), score
 
 
+_COSINE = Interval(Real, -1.0, 1.0)
+
+
 class RAGDefender(_RAGDefenderBase):
     """RAGDefender with a clean-set guard, multi-group detection and golden-passage sparing.
 
@@ -595,6 +598,25 @@ class RAGDefender(_RAGDefenderBase):
     """
 
     name = "ragdefender"
+    _parameter_constraints: ClassVar[ParamTable] = {
+        **_RAGDefenderBase._parameter_constraints,
+        "guard": [Boolean()],
+        "multi_group": [Boolean()],
+        "typo_copies": [Boolean()],
+        "spare_outlier": [Boolean()],
+        "loose_signature": [Boolean()],
+        "guard_threshold": [_COSINE],
+        "tight_threshold": [_COSINE],
+        "loose_threshold": [_COSINE],
+        "pair_threshold": [_COSINE],
+        "copy_threshold": [_COSINE],
+        "lexical_threshold": [Interval(Real, 0.0, 1.0)],
+        "noise_margin": [Interval(Real, 0.0, 100.0)],
+        "spare_margin": [Interval(Real, -2.0, 100.0)],
+        "query_weight": [Interval(Real, 0.0, 100.0)],
+        "loose_min_size": [Interval(int, 2, None)],
+        "linkage": [Options("average", "complete", "single")],
+    }
 
     def __init__(
         self,
@@ -662,28 +684,6 @@ class RAGDefender(_RAGDefenderBase):
 
     def _check(self) -> None:
         self._check_common()
-        owner = "RAGDefender"
-        for flag in ("guard", "multi_group", "typo_copies", "spare_outlier", "loose_signature"):
-            if not isinstance(getattr(self, flag), bool):
-                raise InputError(
-                    f"The '{flag}' parameter of {owner} must be a bool. "
-                    f"Got {getattr(self, flag)!r} instead."
-                )
-        for name in (
-            "guard_threshold", "tight_threshold", "loose_threshold", "pair_threshold",
-            "copy_threshold",
-        ):  # fmt: skip
-            check_float(getattr(self, name), name, owner, low=-1.0, high=1.0)
-        check_float(self.lexical_threshold, "lexical_threshold", owner, low=0.0, high=1.0)
-        check_float(self.noise_margin, "noise_margin", owner, low=0.0, high=100.0)
-        check_float(self.spare_margin, "spare_margin", owner, low=-2.0, high=100.0)
-        check_float(self.query_weight, "query_weight", owner, low=0.0, high=100.0)
-        check_int(self.loose_min_size, "loose_min_size", owner, low=2)
-        if self.linkage not in ("average", "complete", "single"):
-            raise InputError(
-                f"The 'linkage' parameter of {owner} must be one of 'average', 'complete', "
-                f"'single'. Got {self.linkage!r} instead."
-            )
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0 = time.perf_counter()
