@@ -99,9 +99,12 @@ def _embedding_dim(embedding: object, i: int, owner: str) -> int:
             f"{owner}: the embedding of passage {i} must be a non-empty 1-D numeric vector. "
             f"Got {a.dtype} of shape {a.shape} instead."
         )
-    if not np.isfinite(a).all():
+    with np.errstate(over="ignore"):  # beyond float32's range is as unusable as Inf
+        finite = np.isfinite(a.astype(np.float32)).all()
+    if not finite:
         raise InputError(
-            f"{owner}: the embedding of passage {i} contains NaN or Inf: re-index the passage."
+            f"{owner}: the embedding of passage {i} contains NaN or Inf (or values beyond "
+            "float32's range): re-index the passage."
         )
     return int(a.size)
 
@@ -127,7 +130,8 @@ def passage_vectors(
     """
     if retrieved and all(r.embedding is not None for r in retrieved):
         try:
-            x = np.vstack([np.asarray(r.embedding, dtype=np.float32) for r in retrieved])
+            with np.errstate(over="ignore"):
+                x = np.vstack([np.asarray(r.embedding, dtype=np.float32) for r in retrieved])
         except (ValueError, TypeError):
             x = np.zeros((0, 0), dtype=np.float32)
         if x.shape[0] != len(retrieved) or not np.isfinite(x).all():
