@@ -616,6 +616,11 @@ class RAGDefender(_RAGDefenderBase):
         "query_weight": [Interval(Real, 0.0, 100.0)],
         "loose_min_size": [Interval(int, 2, None)],
         "linkage": [Options("average", "complete", "single")],
+        "restated_question": [Boolean()],
+        "restate_min_words": [Interval(int, 1, None)],
+        "require_evidence": [Boolean()],
+        "dense_threshold": [_COSINE],
+        "natural_similarity": [_COSINE, None],
     }
 
     def __init__(
@@ -642,8 +647,18 @@ class RAGDefender(_RAGDefenderBase):
         spare_margin: float = 0.06,  # dev grid
         query_weight: float = 1.0,  # dev grid
         linkage: Literal["average", "complete", "single"] = "average",
+        restated_question: bool = True,
+        restate_min_words: int = 4,  # shorter questions occur verbatim in natural text
+        require_evidence: bool = True,
+        dense_threshold: float = 0.9,  # SQuAD dev index: 1-NN cosine p99.9 0.896
+        natural_similarity: float | None = None,
     ) -> None:
         self.encoder = encoder
+        self.restated_question = restated_question
+        self.restate_min_words = restate_min_words
+        self.require_evidence = require_evidence
+        self.dense_threshold = dense_threshold
+        self.natural_similarity = natural_similarity
         self.mode = mode
         self.m = m
         self.p = p
@@ -685,6 +700,13 @@ class RAGDefender(_RAGDefenderBase):
     def _check(self) -> None:
         self._check_common()
 
+    def evidence_threshold(self) -> float:
+        """Group density that no natural neighbourhood of the index reaches: the index's own
+        calibration (``natural_similarity``, recorded at index time) when known, else
+        ``dense_threshold``; never below ``tight_threshold``."""
+        base = self.dense_threshold if self.natural_similarity is None else self.natural_similarity
+        return max(base, self.tight_threshold)
+
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0 = time.perf_counter()
         self._check()
@@ -693,114 +715,223 @@ class RAGDefender(_RAGDefenderBase):
         mode = self.resolve_mode(scores)
         details: dict[str, Any] = {
             "mode": mode, "n_adv": 0, "groups": [], "spared": [], "typo_copies": [],
-            "f": [0.0] * n, "pairs": [], "signature_kept": [],
+            "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],
+            "trusted_kept": [], "unevidenced": [],
         }  # fmt: skip
-        empty = np.zeros(0, dtype=np.int64)
+        work = _Work(n)
+        texts = [r.text for r in items]
+        self._stage_restated(query, texts, work, details)
         if n < 2:
             details["guard"] = {"passed": False, "max_similarity": None}
-            return self._result(items, empty, np.zeros(n), {}, details, t0)
+            return self._finish(items, work, np.zeros(n), details, t0)
         sim = cosine_matrix(vectors)
+        if not self._stage_guard(sim, work, details):
+            return self._finish(items, work, np.zeros(n), details, t0)
+        self._stage_typo_copies(sim, texts, work, details)
+        if self.multi_group:
+            self._stage_groups(query, sim, texts, scores, mode, work, details)
+            np.fill_diagonal(work.allowed, False)
+            iu = np.triu_indices(n, k=1)
+            mask = work.allowed[iu]
+            ps = frequency_scores(sim, int(mask.sum()), self.p, allowed=mask)
+        else:
+            ps = self._stage_paper(sim, vectors, texts, mode, work, details)
+        details.update(pairs=ps.pairs.tolist(), f=ps.f.tolist())
+        return self._finish(items, work, ps.f, details, t0)
+
+    # ---- stages, in the order filter() runs them
+
+    def _stage_restated(
+        self, query: str, texts: Sequence[str], work: _Work, details: dict[str, Any]
+    ) -> None:
+        """Passages that contain the whole question verbatim: PoisonedRAG's black-box
+        passages are ``question + "." + text`` so that they win retrieval. Natural text
+        almost never restates a question of >= ``restate_min_words`` words word for word
+        (real SQuAD / HotpotQA indexes: 0 of the benign top-10 passages of the dev
+        questions), so one such passage is evidence on its own, with no group needed."""
+        if not self.restated_question:
+            return
+        for i in np.flatnonzero(restates_question(query, texts, self.restate_min_words)):
+            work.remove(int(i), "restates the question verbatim (PoisonedRAG's retrieval trick)")
+            work.evidence[i] = True
+            details["restated"].append(int(i))
+
+    def _stage_guard(self, sim: np.ndarray, work: _Work, details: dict[str, Any]) -> bool:
         off = sim.copy()
         np.fill_diagonal(off, -np.inf)
         max_sim = float(off.max())
-        passed = (not self.guard) or max_sim >= self.guard_threshold
+        passed = (not self.guard) or max_sim >= self.guard_threshold or bool(work.evidence.any())
         details["guard"] = {"passed": passed, "max_similarity": max_sim,
                             "threshold": self.guard_threshold if self.guard else None}  # fmt: skip
-        if not passed:
-            return self._result(items, empty, np.zeros(n), {}, details, t0)
+        return passed
 
-        texts = [r.text for r in items]
-        removed = np.zeros(n, dtype=bool)
-        reasons: dict[int, str] = {}
-        allowed = np.zeros((n, n), dtype=bool)  # pairs that feed Eq. 6
-        if self.typo_copies:
-            copies, pairs = typo_copies(
-                sim, texts, self._noise,
-                copy_threshold=self.copy_threshold,
-                lexical_threshold=self.lexical_threshold,
-                noise_margin=self.noise_margin,
-            )  # fmt: skip
-            removed |= copies
-            for c, o in pairs:
-                reasons.setdefault(c, f"noisier near-copy of passage {o} (typo perturbation)")
-                allowed[c, o] = allowed[o, c] = True
-            details["typo_copies"] = pairs
+    def _stage_typo_copies(
+        self, sim: np.ndarray, texts: Sequence[str], work: _Work, details: dict[str, Any]
+    ) -> None:
+        if not self.typo_copies:
+            return
+        copies, pairs = typo_copies(
+            sim, texts, self._noise,
+            copy_threshold=self.copy_threshold,
+            lexical_threshold=self.lexical_threshold,
+            noise_margin=self.noise_margin,
+        )  # fmt: skip
+        for c, o in pairs:
+            work.remove(c, f"noisier near-copy of passage {o} (typo perturbation)")
+            work.allowed[c, o] = work.allowed[o, c] = True
+        work.evidence |= copies
+        details["typo_copies"] = pairs
 
-        if self.multi_group:
-            levels = [
-                ("tight", self.tight_threshold, 2),
-                ("loose", self.loose_threshold, self.loose_min_size),
-            ]
-            signature: set[str] = set()
-            for level, threshold, min_size in levels:
-                for g in dense_groups(sim, np.flatnonzero(~removed), threshold, self.linkage):
-                    if g.size < min_size:
-                        continue
-                    if level == "loose" and self.loose_signature and signature:
-                        bearing = [signature & content_words(texts[i]) for i in g.tolist()]
-                        off_topic = [i for i, b in zip(g.tolist(), bearing, strict=True) if not b]
-                        for i in off_topic:
-                            details["signature_kept"].append(i)
-                        g = g[[bool(b) for b in bearing]]
-                        if g.size == 0:
-                            continue
-                    if (
-                        g.size == 2
-                        and mode == "multi_hop"
-                        and sim[g[0], g[1]] < self.pair_threshold
-                    ):
-                        continue  # may be two golden passages of one multi-hop question
-                    spared: int | None = None
-                    if self.spare_outlier:
-                        spared, _ = outlier_to_spare(
-                            sim, g, scores, self.query_weight, self.spare_margin
-                        )
-                    details["groups"].append(
-                        {"level": level, "members": g.tolist(), "spared": spared}
+    def _stage_groups(
+        self,
+        query: str,
+        sim: np.ndarray,
+        texts: Sequence[str],
+        scores: np.ndarray,
+        mode: str,
+        work: _Work,
+        details: dict[str, Any],
+    ) -> None:
+        """Dense groups (tight, then loose). With ``require_evidence`` a group is removed only
+        when it carries attack evidence beyond density: a member that restates the question
+        or is a typo copy, a density no natural neighbourhood of the index reaches
+        (:meth:`evidence_threshold`), or — for a loose group — the signature of an evidenced
+        tight group (the target answer). On-topic retrievals are dense by nature; density
+        alone removed ~40 % of their benign passages."""
+        dense = self.evidence_threshold()
+        levels = [
+            ("tight", self.tight_threshold, 2),
+            ("loose", self.loose_threshold, self.loose_min_size),
+        ]
+        signature: set[str] = set()
+        pool = np.flatnonzero(~work.removed | work.evidence)
+        for level, threshold, min_size in levels:
+            for g in dense_groups(sim, pool, threshold, self.linkage):
+                if g.size < min_size or (level == "loose" and work.removed[g].all()):
+                    continue
+                sub = sim[np.ix_(g, g)]
+                density = float((sub.sum() - np.trace(sub)) / (g.size * (g.size - 1)))
+                evidenced = bool(work.evidence[g].any()) or density >= dense
+                if level == "loose" and self.loose_signature and signature:
+                    bearing = [bool(signature & content_words(texts[i])) for i in g.tolist()]
+                    details["signature_kept"].extend(
+                        i for i, b in zip(g.tolist(), bearing, strict=True) if not b
                     )
-                    if spared is not None:
-                        details["spared"].append(spared)
-                    hit = g[g != spared]
-                    if level == "tight":
-                        signature |= group_signature([texts[i] for i in hit.tolist()], query)
-                    removed[hit] = True
-                    allowed[np.ix_(hit, hit)] = True
-                    for i in hit.tolist():
-                        reasons.setdefault(
-                            i, f"member of a dense group ({level}, average cosine >= {threshold})"
-                        )
-            np.fill_diagonal(allowed, False)
-            iu = np.triu_indices(n, k=1)
-            mask = allowed[iu]
-            ps = frequency_scores(sim, int(mask.sum()), self.p, allowed=mask)
-            remove = np.flatnonzero(removed)
+                    g = g[bearing]
+                    evidenced = evidenced or g.size > 0
+                    if g.size == 0:
+                        continue
+                if self.require_evidence and not evidenced:
+                    details["unevidenced"].append({"level": level, "members": g.tolist(),
+                                                   "density": density})  # fmt: skip
+                    continue
+                if g.size == 2 and mode == "multi_hop" and sim[g[0], g[1]] < self.pair_threshold:
+                    if not work.evidence[g].any():
+                        continue  # may be two golden passages of one multi-hop question
+                spared: int | None = None
+                if self.spare_outlier:
+                    spared, _ = outlier_to_spare(
+                        sim, g, scores, self.query_weight, self.spare_margin
+                    )
+                    if spared is not None and work.evidence[spared]:
+                        spared = None  # a restated or typo-copied passage is never spared
+                details["groups"].append({"level": level, "members": g.tolist(), "spared": spared,
+                                          "density": density})  # fmt: skip
+                if spared is not None:
+                    details["spared"].append(spared)
+                hit = g[g != spared]
+                if level == "tight":
+                    signature |= group_signature([texts[i] for i in hit.tolist()], query)
+                work.allowed[np.ix_(hit, hit)] = True
+                for i in hit.tolist():
+                    work.remove(
+                        i, f"member of a dense group ({level}, average cosine >= {threshold})"
+                    )
+            pool = np.flatnonzero(~work.removed)
+
+    def _stage_paper(
+        self,
+        sim: np.ndarray,
+        vectors: np.ndarray,
+        texts: Sequence[str],
+        mode: str,
+        work: _Work,
+        details: dict[str, Any],
+    ) -> PairScores:
+        """The paper's Stage 1 + 2 on what the earlier stages left (``multi_group=False``)."""
+        n = sim.shape[0]
+        rest = np.flatnonzero(~work.removed)
+        sub = sim[np.ix_(rest, rest)]
+        if rest.size >= 2 and mode == "single_hop":
+            est = clustering_estimate(vectors[rest], [texts[i] for i in rest], self.m)
+            n_adv_rest = est.n_adv
+            details["groups"] = [rest[g].tolist() for g in _labels_to_groups(est.labels)]
+            details["top_terms"] = list(est.terms.terms)
+        elif rest.size >= 2:
+            conc = concentration_estimate(sub)
+            n_adv_rest = conc.n_adv
+            details["groups"] = [rest[conc.flagged].tolist(), rest[~conc.flagged].tolist()]
         else:
-            # The paper's Stage 1 + 2 on what the guard and the typo rule left.
-            rest = np.flatnonzero(~removed)
-            sub = sim[np.ix_(rest, rest)]
-            if rest.size >= 2 and mode == "single_hop":
-                est = clustering_estimate(vectors[rest], [texts[i] for i in rest], self.m)
-                n_adv_rest = est.n_adv
-                details["groups"] = [rest[g].tolist() for g in _labels_to_groups(est.labels)]
-                details["top_terms"] = list(est.terms.terms)
-            elif rest.size >= 2:
-                conc = concentration_estimate(sub)
-                n_adv_rest = conc.n_adv
-                details["groups"] = [rest[conc.flagged].tolist(), rest[~conc.flagged].tolist()]
-            else:
-                n_adv_rest = 0
-            sub_ps = frequency_scores(sub, n_pairs_for(n_adv_rest), self.p)
-            picked = rest[top_n_by_score(sub_ps.f, n_adv_rest)]
-            for i in picked.tolist():
-                reasons.setdefault(i, f"top-{n_adv_rest} frequency score f_i (Eq. 7)")
-            f = np.zeros(n)
-            f[rest] = sub_ps.f
-            ps = PairScores(
-                rest[sub_ps.pairs] if sub_ps.pairs.size else sub_ps.pairs, sub_ps.pair_sims, f
-            )
-            remove = np.union1d(np.flatnonzero(removed), picked)
-        details.update(n_adv=int(remove.size), pairs=ps.pairs.tolist(), f=ps.f.tolist())
-        return self._result(items, remove, ps.f, reasons, details, t0)
+            n_adv_rest = 0
+        sub_ps = frequency_scores(sub, n_pairs_for(n_adv_rest), self.p)
+        for i in rest[top_n_by_score(sub_ps.f, n_adv_rest)].tolist():
+            work.remove(i, f"top-{n_adv_rest} frequency score f_i (Eq. 7)")
+        f = np.zeros(n)
+        f[rest] = sub_ps.f
+        return PairScores(
+            rest[sub_ps.pairs] if sub_ps.pairs.size else sub_ps.pairs, sub_ps.pair_sims, f
+        )
+
+    def _finish(
+        self,
+        items: list[RetrievedPassage],
+        work: _Work,
+        f: np.ndarray,
+        details: dict[str, Any],
+        t0: float,
+    ) -> FilterResult:
+        """Source trust last: a passage whose metadata says ``trusted`` is never removed, and
+        the details say which ones were kept for that reason."""
+        for i in np.flatnonzero(work.removed).tolist():
+            if items[i].passage.metadata.get("trusted") is True:
+                work.removed[i] = False
+                details["trusted_kept"].append(i)
+        remove = np.flatnonzero(work.removed)
+        details["n_adv"] = int(remove.size)
+        if len(details["f"]) != len(items):
+            details["f"] = [0.0] * len(items)
+        return self._result(items, remove, np.asarray(f, dtype=np.float64) if len(f) else f,
+                            work.reasons, details, t0)  # fmt: skip
+
+
+class _Work:
+    """What the stages of one :meth:`RAGDefender.filter` call decide, shared between them."""
+
+    def __init__(self, n: int) -> None:
+        self.removed = np.zeros(n, dtype=bool)
+        self.evidence = np.zeros(n, dtype=bool)  # restated or typo copy: attack evidence
+        self.allowed = np.zeros((n, n), dtype=bool)  # pairs that feed Eq. 6
+        self.reasons: dict[int, str] = {}
+
+    def remove(self, i: int, reason: str) -> None:
+        self.removed[i] = True
+        self.reasons.setdefault(i, reason)
+
+
+_WORDS = re.compile(r"[a-z0-9]+")
+
+
+def restates_question(query: str, texts: Sequence[str], min_words: int = 4) -> np.ndarray:
+    """Which texts contain every word of the question, in order and contiguous (case and
+    punctuation ignored). Questions shorter than ``min_words`` never match."""
+    q = _WORDS.findall(query.lower())
+    out = np.zeros(len(texts), dtype=bool)
+    if len(q) < min_words:
+        return out
+    needle = " " + " ".join(q) + " "
+    for i, t in enumerate(texts):
+        out[i] = needle in " " + " ".join(_WORDS.findall(t.lower())) + " "
+    return out
 
 
 def calibrate_guard(
