@@ -262,8 +262,8 @@ class Service:
                     else "defenses.chain is empty"
                 )
                 + "), so every passage would come back unchecked: configure defenses.chain "
-                "(e.g. [\"ragdefender\", \"ecosaferag\"]) or name filters in the request's "
-                "\"defenses\"."
+                '(e.g. ["ragdefender", "ecosaferag"]) or name filters in the request\'s '
+                '"defenses".'
             )
 
     # ---- admission ----------------------------------------------------------------------
