@@ -131,15 +131,12 @@ def _run_in_process(
     cache_dir: Path,
     log: Callable[[str], None],
 ) -> PoisoningResults:
-    from ragshield.defenses.registry import build_chain
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.parallel import build_defenses
     from ragshield.eval.poisoning import run_poisoning_eval
 
     enc = SentenceTransformerEncoder()
-    chains = {
-        name: (None if name == "none" else build_chain(name.replace("+", ","), enc))
-        for name in names
-    }
+    chains = build_defenses({name: name.replace("+", ",") for name in names}, enc)
     gen = None
     if generator:
         from ragshield.generate.cache import CachedGenerator
