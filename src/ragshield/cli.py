@@ -342,17 +342,17 @@ def _mount_optional() -> None:
     try:
         server_cli = importlib.import_module("ragshield.server.cli")
     except ImportError as exc:  # the [server] extra is not installed: say so when asked
-        _missing_extra("serve", "server", exc)
-        _missing_extra("keys", "server", exc)
+        _missing_extra(app, "serve", "server", exc)
+        _missing_extra(app, "keys", "server", exc)
         return
     app.command("serve")(server_cli.serve)
     app.add_typer(server_cli.keys_app, name="keys")
 
 
-def _missing_extra(command: str, extra: str, exc: ImportError) -> None:
+def _missing_extra(parent: typer.Typer, command: str, extra: str, exc: ImportError) -> None:
     """A stand-in command that names the extra to install instead of vanishing."""
 
-    @app.command(
+    @parent.command(
         command,
         help=f'(needs the {extra} extra: pip install "ragshield[{extra}]")',
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

@@ -41,7 +41,6 @@ _WHERE = {
     "filter": "a post-retrieval filter",
     "index": "an index transform (the pipeline's index must be one it wrote)",
     "generator_wrapper": "a generator wrapper (it wraps the pipeline's LLM)",
-    "bundle": "a bundle",
 }
 
 
@@ -147,8 +146,9 @@ def _call(name: str, builder: Callable[..., Any], *args: Any, **kwargs: Any) -> 
 def _require(name: str, kind: Kind) -> Entry:
     e = entry(name)
     if e.kind != kind:
+        what = f"a bundle of {', '.join(e.members)}" if e.kind == "bundle" else _WHERE[e.kind]
         raise InputError(
-            f"defense {name!r} is {_WHERE[e.kind]}, not {_WHERE[kind]}: name it in a "
+            f"defense {name!r} is {what}, not {_WHERE[kind]}: name it in a "
             "pipeline (ragshield ask --filter, the service's defenses.chain, "
             "ragshield.config.build_pipeline)."
         )
@@ -170,7 +170,10 @@ def build_chain(
 ) -> FilterChain:
     """``"ragdefender,ecosaferag"`` or a list of names -> a chain (empty spec = no defense)."""
     params = params or {}
-    return FilterChain([build_filter(n, encoder, params.get(n)) for n in names(spec)])
+    p = plan(spec)
+    for other in ([p.index] if p.index else []) + list(p.wrappers):
+        _require(other, "filter")  # says what the name is and where it applies
+    return FilterChain([build_filter(n, encoder, params.get(n)) for n in p.filters])
 
 
 def open_index(
