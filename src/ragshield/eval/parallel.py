@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ragshield.defenses.base import PassageFilter
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.extraction import ExtractionReport, KnowledgeBase
-    from ragshield.eval.extraction_cli import ExtractionPlan
+    from ragshield.eval.extraction_plan import ExtractionPlan
     from ragshield.eval.poisoning import PoisoningResults, QuestionScores
     from ragshield.generate.base import Generator
 
@@ -240,7 +240,7 @@ def extraction_cell(
     cell: ExtractionPlan,
 ) -> tuple[ExtractionReport, dict[str, str]]:
     """Runs on a worker: one cell's report and its (query, response) logs by file name."""
-    from ragshield.eval.extraction_cli import run_plan
+    from ragshield.eval.extraction_plan import run_plan
 
     with tempfile.TemporaryDirectory(prefix="ragshield-extraction-") as tmp:
         report = run_plan(
@@ -255,7 +255,7 @@ def merge_extraction_reports(
 ) -> ExtractionReport:
     """The cells' rows in the in-process order (defense, then attack) under one header."""
     from ragshield.eval.extraction import ExtractionReport
-    from ragshield.eval.extraction_cli import DEFENSES
+    from ragshield.eval.extraction_plan import DEFENSES
 
     if not reports:
         raise InputError("no extraction cell ran.")
@@ -292,7 +292,7 @@ def run_extraction_ray(
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.crr import cluster_topics
     from ragshield.eval.extraction import encode_cached
-    from ragshield.eval.extraction_cli import load_plan_knowledge
+    from ragshield.eval.extraction_plan import load_plan_knowledge
 
     check_int(workers, "workers", "run_extraction_ray", low=1)
     say = progress or (lambda _msg: None)

@@ -71,7 +71,7 @@ def poisoning(
     ASR/accuracy when a generator is given."""
     from rich.console import Console
 
-    from ragshield.eval.report import markdown_table, plot_asr, write_json
+    from ragshield.eval.report import markdown_table, write_json
 
     if seeds < 1:
         raise InputError(f"--seeds must be >= 1; got {seeds}")
@@ -114,9 +114,28 @@ def poisoning(
     table = markdown_table(res)
     (out / "results.md").write_text(table, encoding="utf-8")
     write_json(res, out / "results.json")
-    plot_asr(res, out / "asr.png")
+    plotted = plot_or_note(res, out / "asr.png")
     typer.echo(table)
-    typer.echo(f"wrote {out / 'results.md'}, results.json, asr.png")
+    typer.echo(f"wrote {out / 'results.md'}, results.json" + (", asr.png" if plotted else ""))
+
+
+def plot_or_note(res: PoisoningResults, path: Path) -> bool:
+    """Draw the ASR plot; without matplotlib (an optional extra: the tables are the
+    result, the plot only shows them) say so in one line instead of failing after the
+    tables were computed."""
+    from ragshield.eval.report import plot_asr
+
+    try:
+        plot_asr(res, path)
+    except ImportError as exc:
+        if "matplotlib" not in (exc.name or str(exc)):
+            raise
+        typer.echo(
+            f'note: {path.name} not drawn: matplotlib is not installed (pip install "ragshield[plots]")',
+            err=True,
+        )
+        return False
+    return True
 
 
 def _run_in_process(
@@ -131,15 +150,12 @@ def _run_in_process(
     cache_dir: Path,
     log: Callable[[str], None],
 ) -> PoisoningResults:
-    from ragshield.defenses.registry import build_chain
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.parallel import build_defenses
     from ragshield.eval.poisoning import run_poisoning_eval
 
     enc = SentenceTransformerEncoder()
-    chains = {
-        name: (None if name == "none" else build_chain(name.replace("+", ","), enc))
-        for name in names
-    }
+    chains = build_defenses({name: name.replace("+", ",") for name in names}, enc)
     gen = None
     if generator:
         from ragshield.generate.cache import CachedGenerator

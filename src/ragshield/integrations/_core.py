@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
+from ragshield.defenses import registry
 from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.compose import FilterChain
-from ragshield.defenses.registry import build_chain
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.embed.sentence_transformer import DEFAULT_ENCODER, SentenceTransformerEncoder
 from ragshield.errors import InputError, RagshieldError, check_query
@@ -315,16 +315,31 @@ def _shared_encoder(model: str | None) -> Encoder:
 
 
 def _build_filter(spec: DefenseSpec, encoder: Encoder) -> FilterChain:
-    """Names go through the registry; objects are used as given (wrapped in a chain so every
-    call reports per-stage results the same way)."""
+    """Names go through the registry, as in every ragshield pipeline
+    (:func:`ragshield.config.assemble`); objects are used as given (wrapped in a chain so
+    every call reports per-stage results the same way).
+
+    A framework owns its retriever and its LLM, so only post-retrieval filters apply here: a
+    name of another kind (``ragfort``: a re-index and a generator cascade) is an error that
+    says where it does apply, never a silently undefended adapter.
+    """
     if isinstance(spec, FilterChain):
         return spec
-    if isinstance(spec, str):
-        return build_chain(spec, encoder)
     if isinstance(spec, PassageFilter):
         return FilterChain([spec])
-    if isinstance(spec, Sequence) and all(isinstance(s, str) for s in spec):
-        return build_chain(list(spec), encoder)
+    if isinstance(spec, str) or (
+        isinstance(spec, Sequence) and all(isinstance(s, str) for s in spec)
+    ):
+        plan = registry.plan(spec)
+        others = [n for n in registry.names(spec) if n not in plan.filters]
+        if plan.index is not None or plan.wrappers:
+            raise InputError(
+                f"{others} act on the index or the generator, which the framework owns; a "
+                "framework adapter applies post-retrieval filters only "
+                f"({', '.join(registry.available('filter'))}). Use RAGFort through "
+                "ragshield's own pipeline (ragshield ask / serve / ragshield.config)."
+            )
+        return registry.build_chain(list(plan.filters), encoder)
     raise InputError(
         "The 'defense' parameter must be a defense name, a comma-separated chain, a list of "
         f"names or a PassageFilter. Got {type(spec).__name__} instead."

@@ -48,7 +48,7 @@ from ragshield.server.schemas import (
     HealthResponse,
     KeyUsage,
 )
-from ragshield.server.service import Refused, Service
+from ragshield.server.service import NoFilter, Refused, Service
 
 log = logging.getLogger("ragshield.server")
 
@@ -66,7 +66,7 @@ _ENDPOINTS = {
 }
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (401, 403, 422, 429, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 422, 429, 503)
 }
 
 
@@ -214,6 +214,10 @@ def create_app(service: Service) -> FastAPI:
     @app.exception_handler(InputError)
     async def _on_input(_: Request, exc: InputError) -> JSONResponse:
         return _json_error(422, str(exc))
+
+    @app.exception_handler(NoFilter)
+    async def _on_no_filter(_: Request, exc: NoFilter) -> JSONResponse:
+        return _json_error(400, str(exc))
 
     @app.exception_handler(AuthError)
     async def _on_auth(_: Request, exc: AuthError) -> JSONResponse:

@@ -15,14 +15,16 @@ Example (see ``examples/server.toml`` for every field)::
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from ragshield.config import DefensesConfig as PipelineDefenses
+from ragshield.config import PipelineConfig, format_validation_error, read_config_file
+from ragshield.config import RetrievalConfig as PipelineRetrieval
+from ragshield.defenses import registry
 from ragshield.errors import InputError
 
 ENV_PREFIX = "RAGSHIELD_SERVE_"
@@ -57,26 +59,31 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class RetrievalConfig(_Section):
-    """How much is retrieved and how much reaches the generator."""
+class RetrievalConfig(PipelineRetrieval):
+    """How much is retrieved and how much reaches the generator (and what a request may ask)."""
 
-    k: int = Field(default=5, ge=1)  # RAGDefender §6.1 / RAGFort §5.1: top-5 retrieval
+    model_config = ConfigDict(frozen=False)
+
     max_k: int = Field(default=20, ge=1)
-    context_k: int | None = Field(
-        default=5, ge=1
-    )  # RAGDefender §6.1: top-5 survivors reach the LLM
+    context_k: int | None = 5  # RAGDefender §6.1: top-5 survivors reach the LLM
 
 
-class DefensesConfig(_Section):
+class DefensesConfig(PipelineDefenses):
     """The defense chain, by registry name (``ragshield.defenses.registry``)."""
 
-    chain: list[str] = Field(default_factory=list)
+    model_config = ConfigDict(frozen=False)
+
     # names a request may pick with "defenses": [...]; empty = the chain's own names
     allowed: list[str] = Field(default_factory=list)
     # may a request ask for no defense at all ("defenses": [])?
     allow_none: bool = False
-    # constructor parameters per defense name, e.g. {ecosaferag = {eps = 0.6}}
-    params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("allowed")
+    @classmethod
+    def _known_allowed(cls, value: list[str]) -> list[str]:
+        for name in value:
+            registry.entry(name)
+        return value
 
     def allowed_names(self) -> list[str]:
         return list(dict.fromkeys([*self.chain, *self.allowed]))
@@ -164,17 +171,15 @@ class AuditConfig(_Section):
     hash_key: str = ""
 
 
-class ServerConfig(BaseSettings):
-    """The whole service: index, encoder, defenses, generator, limits, storage."""
+class ServerConfig(BaseSettings, PipelineConfig):
+    """The whole service: the pipeline (index, encoder, defenses, generator — the keys of
+    :class:`~ragshield.config.PipelineConfig`) plus limits, throttle, auth, storage, audit."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=False
     )
 
     index: Path
-    encoder: str | None = None  # None = the encoder the index was built with
-    generator: str = "extractive"
-    generator_options: dict[str, Any] = Field(default_factory=dict)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     defenses: DefensesConfig = Field(default_factory=DefensesConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
@@ -204,41 +209,13 @@ class ServerConfig(BaseSettings):
         return self
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the server config {path}: {exc.strerror}") from None
-    try:
-        if path.suffix.lower() == ".toml":
-            data: Any = tomllib.loads(raw)
-        elif path.suffix.lower() in (".yaml", ".yml"):
-            data = yaml.safe_load(raw) or {}
-        else:
-            raise InputError(f"{path}: the server config must be a .toml, .yaml or .yml file.")
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: the config must be a table/mapping at the top level.")
-    return data
-
-
-def format_validation_error(exc: ValidationError, where: str) -> str:
-    """One line per problem: ``limits.requests_per_minute: Input should be ...``."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        parts.append(f"{loc}: {err['msg']}")
-    return f"{where}: " + "; ".join(parts)
-
-
 def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) -> ServerConfig:
     """Read, merge environment overrides, validate; ``overrides`` win over the file."""
     data: dict[str, Any] = {}
     base = Path.cwd()
     if path is not None:
         p = Path(path).expanduser()
-        data = _read(p)
+        data = read_config_file(p, "server config")
         base = p.resolve().parent
     data.update(overrides)
     try:

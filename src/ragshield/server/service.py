@@ -25,14 +25,14 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ragshield.defenses.base import PassageFilter
-from ragshield.defenses.registry import build_filter
+from ragshield.config import PipelineParts, assemble, open_parts
+from ragshield.defenses import registry
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, RagshieldError
 from ragshield.generate.base import Generator
@@ -43,10 +43,15 @@ from ragshield.server.db import AuditRecord, Database
 from ragshield.server.metrics import Metrics
 from ragshield.server.schemas import AskRequest, FilterRequest
 from ragshield.server.throttle import ALLOW, ExtractionThrottle, Verdict
-from ragshield.store.faiss_store import FaissStore
+from ragshield.store.base import VectorStore
 from ragshield.types import FilterResult, Passage, RetrievedPassage
 
 WINDOWS = (("minute", 60.0), ("day", 86_400.0))
+
+
+class NoFilter(InputError):
+    """/v1/filter on a server whose chain filters nothing (HTTP 400, not 422: the request is
+    well-formed, the server is not set up for it)."""
 
 
 class Refused(RagshieldError):
@@ -109,10 +114,11 @@ class Service:
         config: ServerConfig,
         *,
         encoder: Encoder,
-        store: FaissStore,
+        store: VectorStore,
         generator: Generator,
         db: Database,
         clock: Callable[[], float] = time.time,
+        index_defense: str | None = None,
     ) -> None:
         self.config = config
         self.encoder = encoder
@@ -120,10 +126,12 @@ class Service:
         self.generator = generator
         self.db = db
         self.clock = clock
+        self.parts = PipelineParts(store, encoder, generator, index_defense)
         self.keys = KeyManager(db, config.auth, clock=self._now)
         self.throttle = ExtractionThrottle(config.throttle, db, len(store), clock=self._now)
         self.metrics = Metrics(blocked_keys=lambda: float(self.db.blocked_keys(self._now())))
-        self._filters: dict[str, PassageFilter] = {}
+        # built filters and wrapped generators, shared by every defense combination
+        self._parts_cache: dict[Any, Any] = {}
         self._pipelines: dict[tuple[str, ...], RAGPipeline] = {}
         self._lock = threading.Lock()
         self._hash_key = config.audit.hash_key.encode("utf-8")
@@ -143,18 +151,24 @@ class Service:
     ) -> Service:
         """Open the index, encoder, generator and database the config names.
 
-        Pass ``encoder`` to share an already-loaded one (tests, embedding the service).
+        The pipeline parts come from :func:`ragshield.config.open_parts`, as for
+        ``ragshield ask``: a FAISS or pgvector index, a RAGFort re-index with its query
+        encoder. Pass ``encoder`` to share an already-loaded one (tests, embedding the
+        service); it must be the model the index's queries need.
         """
-        store = FaissStore.load(config.index)
-        if encoder is None:
-            from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
-
-            encoder = SentenceTransformerEncoder(config.encoder or store.encoder_name or None)
-        if generator is None:
-            generator = _make_generator(config, encoder)
+        _check_index_defenses(config)
+        parts = open_parts(config, encoder=encoder, generator=generator)
         db = Database(config.storage.resolved_url())
         db.migrate()
-        service = cls(config, encoder=encoder, store=store, generator=generator, db=db, clock=clock)
+        service = cls(
+            config,
+            encoder=parts.encoder,
+            store=parts.store,
+            generator=parts.generator,
+            db=db,
+            clock=clock,
+            index_defense=parts.index_defense,
+        )
         service.warm_up()
         return service
 
@@ -167,19 +181,6 @@ class Service:
         self.resolve(None)
 
     # ---- defenses -----------------------------------------------------------------------
-    def _filter(self, name: str) -> PassageFilter:
-        with self._lock:
-            f = self._filters.get(name)
-            if f is None:
-                try:
-                    f = build_filter(name, self.encoder, self.config.defenses.params.get(name))
-                except (ImportError, AttributeError) as exc:
-                    raise InputError(
-                        f"defense {name!r} is registered but cannot be loaded here: {exc}"
-                    ) from exc
-                self._filters[name] = f
-            return f
-
     def resolve(self, requested: Sequence[str] | None) -> _Resolved:
         """The pipeline for a request's ``defenses`` (``None`` = the configured chain)."""
         cfg = self.config.defenses
@@ -201,15 +202,20 @@ class Service:
         with self._lock:
             rag = self._pipelines.get(names)
         if rag is None:
-            filters = [self._filter(n) for n in names]
-            rag = RAGPipeline(
-                self.encoder,
-                self.store,
-                filters,
-                self.generator,
-                context_k=self.config.retrieval.context_k,
-            )
+            # the index transform (RAGFort re-index) was applied when the index was opened:
+            # it holds for every request, whatever it names
+            chosen = [n for n in names if registry.entry(n).kind != "index"]
+            if self.parts.index_defense is not None:
+                chosen.insert(0, self.parts.index_defense)
             with self._lock:
+                try:
+                    rag = assemble(
+                        self.config, self.parts, defenses=chosen, cache=self._parts_cache
+                    )
+                except (ImportError, AttributeError) as exc:
+                    raise InputError(
+                        f"a defense of {list(names)} is registered but cannot be loaded here: {exc}"
+                    ) from exc
                 self._pipelines[names] = rag
         return _Resolved(names, rag)
 
@@ -246,7 +252,19 @@ class Service:
                 raise InputError(
                     f"passages.{i}.text: {len(p.text)} characters; at most {lim.max_passage_chars}."
                 )
-        self.resolve(req.defenses)
+        resolved = self.resolve(req.defenses)
+        if not resolved.pipeline.chain.filters and req.defenses != []:
+            raise NoFilter(
+                "this server has no post-retrieval filter for /v1/filter ("
+                + (
+                    f"defenses {list(resolved.names)} filter no passage"
+                    if resolved.names
+                    else "defenses.chain is empty"
+                )
+                + "), so every passage would come back unchecked: configure defenses.chain "
+                '(e.g. ["ragdefender", "ecosaferag"]) or name filters in the request\'s '
+                '"defenses".'
+            )
 
     # ---- admission ----------------------------------------------------------------------
     def question_hash(self, question: str) -> str:
@@ -514,14 +532,12 @@ class Service:
         self.db.close()
 
 
-def _make_generator(config: ServerConfig, encoder: Encoder) -> Generator:
-    opts: Mapping[str, Any] = config.generator_options
-    try:
-        from ragshield.generate.factory import make_generator
-    except ImportError:  # pragma: no cover - the factory ships with the package
-        if config.generator not in ("", "extractive"):
-            raise InputError(f"generator {config.generator!r} is not available here.") from None
-        from ragshield.generate.extractive import ExtractiveGenerator
-
-        return ExtractiveGenerator(encoder)
-    return make_generator(config.generator, encoder=encoder, **dict(opts))
+def _check_index_defenses(config: ServerConfig) -> None:
+    """An index transform applies to the whole server (the index is opened once): a request
+    cannot switch it on, so it must be in the chain if it is anywhere."""
+    for name in config.defenses.allowed:
+        if registry.plan([name]).index is not None and name not in config.defenses.chain:
+            raise InputError(
+                f"defenses.allowed names {name!r}, which transforms the index and so applies "
+                "to every request: put it in defenses.chain instead."
+            )

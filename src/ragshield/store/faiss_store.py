@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -170,7 +170,15 @@ class FaissStore:
     @classmethod
     def load(cls, path: str | Path) -> FaissStore:
         path = Path(path)
-        meta = read_meta(path)
+        return cls.from_meta(read_meta(path), path)
+
+    @classmethod
+    def from_meta(
+        cls, meta: Mapping[str, Any], path: str | Path, uri: str | None = None
+    ) -> FaissStore:
+        """Open the files of an index directory whose ``meta.json`` is ``meta`` (``uri`` is
+        unused: the registry passes it to every store kind)."""
+        path = Path(path)
         if meta.get("store", "faiss") != "faiss":
             raise InputError(f"{path} is a {meta['store']} index, not a FAISS one")
         store = cls(

@@ -59,15 +59,15 @@ def read_meta(path: str | Path) -> dict[str, Any]:
 
 
 def load_store(path: str | Path, *, uri: str | None = None) -> VectorStore:
-    """Open the store an index directory describes (FAISS files, or a pgvector table)."""
+    """Open the store an index directory describes (FAISS files, or a pgvector table).
+
+    The kind comes from ``meta.json``; :data:`ragshield.store.registry.STORES` says which
+    class opens it. ``uri`` (else ``RAGSHIELD_PG_URI``) overrides a server address the
+    directory recorded.
+    """
+    from ragshield.store.registry import store_class
+
+    path = Path(path)
     meta = read_meta(path)
-    kind = meta.get("store", "faiss")
-    if kind == "faiss":
-        from ragshield.store.faiss_store import FaissStore
-
-        return FaissStore.load(path)
-    if kind == "pgvector":
-        from ragshield.store.pgvector_store import PgVectorStore
-
-        return PgVectorStore.from_meta(meta, uri=uri or os.environ.get("RAGSHIELD_PG_URI"))
-    raise DataFormatError(Path(path) / "meta.json", None, f"unknown store kind {kind!r}")
+    cls = store_class(str(meta.get("store", "faiss")), path / "meta.json")
+    return cls.from_meta(meta, path, uri or os.environ.get("RAGSHIELD_PG_URI"))

@@ -266,7 +266,11 @@ class PgVectorStore:
         )
 
     @classmethod
-    def from_meta(cls, meta: Mapping[str, Any], uri: str | None = None) -> PgVectorStore:
+    def from_meta(
+        cls, meta: Mapping[str, Any], path: str | Path | None = None, uri: str | None = None
+    ) -> PgVectorStore:
+        """The table a pointer directory names; ``uri`` overrides the recorded address (the
+        pointer holds no password)."""
         return cls(
             uri or str(meta["uri"]),
             int(meta["dim"]),
