@@ -779,6 +779,7 @@ class RAGDefender(_RAGDefenderBase):
         for c, o in pairs:
             work.remove(c, f"noisier near-copy of passage {o} (typo perturbation)")
             work.allowed[c, o] = work.allowed[o, c] = True
+            work.victim[o] = True
         work.evidence |= copies
         details["typo_copies"] = pairs
 
@@ -825,11 +826,15 @@ class RAGDefender(_RAGDefenderBase):
                     details["unevidenced"].append({"level": level, "members": g.tolist(),
                                                    "density": density})  # fmt: skip
                     continue
-                if g.size == 2 and mode == "multi_hop" and sim[g[0], g[1]] < self.pair_threshold:
-                    if not work.evidence[g].any():
-                        continue  # may be two golden passages of one multi-hop question
-                spared: int | None = None
-                if self.spare_outlier:
+                if (
+                    g.size == 2
+                    and mode == "multi_hop"
+                    and sim[g[0], g[1]] < self.pair_threshold
+                    and not work.evidence[g].any()
+                ):
+                    continue  # may be two golden passages of one multi-hop question
+                spared: int | None = self._copy_original(g, texts) if evidenced else None
+                if spared is None and self.spare_outlier:
                     spared, _ = outlier_to_spare(
                         sim, g, scores, self.query_weight, self.spare_margin
                     )
@@ -839,7 +844,7 @@ class RAGDefender(_RAGDefenderBase):
                                           "density": density})  # fmt: skip
                 if spared is not None:
                     details["spared"].append(spared)
-                hit = g[g != spared]
+                hit = g[(g != spared) & ~(work.victim[g] & ~work.evidence[g])]
                 if level == "tight":
                     signature |= group_signature([texts[i] for i in hit.tolist()], query)
                 work.allowed[np.ix_(hit, hit)] = True
@@ -848,6 +853,17 @@ class RAGDefender(_RAGDefenderBase):
                         i, f"member of a dense group ({level}, average cosine >= {threshold})"
                     )
             pool = np.flatnonzero(~work.removed)
+
+    def _copy_original(self, group: np.ndarray, texts: Sequence[str]) -> int | None:
+        """In a group of lexical near-copies of one text (GARAG's typo copies of the golden
+        passage, or a corpus's own duplicate), the cleanest member — lowest out-of-vocabulary
+        rate — is the original: keep it, remove the copies."""
+        if not self.typo_copies or group.size < 2:
+            return None
+        lex = trigram_cosine_matrix([texts[i] for i in group.tolist()])
+        if lex[~np.eye(group.size, dtype=bool)].min() < self.lexical_threshold:
+            return None
+        return int(group[int(np.argmin(self._noise([texts[i] for i in group.tolist()])))])
 
     def _stage_paper(
         self,
@@ -910,6 +926,7 @@ class _Work:
     def __init__(self, n: int) -> None:
         self.removed = np.zeros(n, dtype=bool)
         self.evidence = np.zeros(n, dtype=bool)  # restated or typo copy: attack evidence
+        self.victim = np.zeros(n, dtype=bool)  # the original a typo copy was made from
         self.allowed = np.zeros((n, n), dtype=bool)  # pairs that feed Eq. 6
         self.reasons: dict[int, str] = {}
 

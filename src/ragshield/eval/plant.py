@@ -163,6 +163,23 @@ def pick_target(case: QACase, pool: Sequence[QACase], seed: int) -> str:
     return random.Random(f"{seed}:{case.id}").choice(options)
 
 
+def _attack_pool(
+    shared: dict[str, tuple[str, ...]], tmpl: dict[str, list[str]], gold: str, seed: int
+) -> dict[str, list[tuple[str, str, str]]]:
+    """(text, attack, source) per attack kind: the published texts first, then template
+    texts so a mixed setting can reach its count without duplicating a passage."""
+    pool: dict[str, list[tuple[str, str, str]]] = {}
+    for name in ("poisonedrag", "blind", "garag"):
+        rows = [(t, name, "shared") for t in shared.get(name, ())]
+        if name == "garag":
+            extra = [typo_copy(gold, 0.1, seed * 100 + j) for j in range(3)] if gold else []
+        else:
+            extra = list(tmpl.get(name, []))
+        rows += [(t, name, "template") for t in extra]
+        pool[name] = rows
+    return pool
+
+
 def _interleave(
     groups: Sequence[Sequence[tuple[str, str, str]]], n: int
 ) -> list[tuple[str, str, str]]:
@@ -200,22 +217,12 @@ def attack_passages(
         tmpl = template_attack_texts(case, target, seed + ci)
         gold = golden_text.get(case.id, "")
         if setting in _COUNTS:
-
-            def texts(name: str, _s: dict = shared, _t: dict = tmpl) -> list[tuple[str, str, str]]:
-                if _s.get(name):
-                    return [(t, name, "shared") for t in _s[name]]
-                if name == "garag":
-                    return [
-                        (typo_copy(gold, 0.1, seed * 100 + j), name, "template")
-                        for j in range(3)
-                    ] if gold else []  # fmt: skip
-                return [(t, name, "template") for t in _t.get(name, [])]
-
+            pool = _attack_pool(shared, tmpl, gold, seed)
             n = _COUNTS[setting]
             if setting.startswith("poisonedrag"):
-                made = texts("poisonedrag")[:n]
+                made = pool["poisonedrag"][:n]
             else:
-                made = _interleave([texts("poisonedrag"), texts("blind"), texts("garag")], n)
+                made = _interleave([pool["poisonedrag"], pool["blind"], pool["garag"]], n)
             payload = target
         elif setting == "injection-prefixed" or setting == "injection-offtopic":
             kinds = _INJECTION_KINDS
