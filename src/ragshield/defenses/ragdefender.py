@@ -833,8 +833,9 @@ class RAGDefender(_RAGDefenderBase):
                     and not work.evidence[g].any()
                 ):
                     continue  # may be two golden passages of one multi-hop question
-                spared: int | None = self._copy_original(g, texts) if evidenced else None
-                if spared is None and self.spare_outlier:
+                originals = g[self._copy_originals(g, texts) & ~work.evidence[g]]
+                spared: int | None = None
+                if originals.size == 0 and self.spare_outlier:
                     spared, _ = outlier_to_spare(
                         sim, g, scores, self.query_weight, self.spare_margin
                     )
@@ -844,7 +845,8 @@ class RAGDefender(_RAGDefenderBase):
                                           "density": density})  # fmt: skip
                 if spared is not None:
                     details["spared"].append(spared)
-                hit = g[(g != spared) & ~(work.victim[g] & ~work.evidence[g])]
+                protected = (work.victim[g] & ~work.evidence[g]) | np.isin(g, originals)
+                hit = g[(g != spared) & ~protected]
                 if level == "tight":
                     signature |= group_signature([texts[i] for i in hit.tolist()], query)
                 work.allowed[np.ix_(hit, hit)] = True
@@ -854,16 +856,23 @@ class RAGDefender(_RAGDefenderBase):
                     )
             pool = np.flatnonzero(~work.removed)
 
-    def _copy_original(self, group: np.ndarray, texts: Sequence[str]) -> int | None:
-        """In a group of lexical near-copies of one text (GARAG's typo copies of the golden
-        passage, or a corpus's own duplicate), the cleanest member — lowest out-of-vocabulary
-        rate — is the original: keep it, remove the copies."""
+    def _copy_originals(self, group: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+        """Members of a group that are the original of lexical near-copies inside it: GARAG
+        makes typo copies of the golden passage, which then sits in their dense group. The
+        cleanest of each near-copy cluster (lowest out-of-vocabulary rate, strictly below
+        every copy's) is the original and stays; the copies go."""
+        keep = np.zeros(group.size, dtype=bool)
         if not self.typo_copies or group.size < 2:
-            return None
-        lex = trigram_cosine_matrix([texts[i] for i in group.tolist()])
-        if lex[~np.eye(group.size, dtype=bool)].min() < self.lexical_threshold:
-            return None
-        return int(group[int(np.argmin(self._noise([texts[i] for i in group.tolist()])))])
+            return keep
+        members = [texts[i] for i in group.tolist()]
+        lex = trigram_cosine_matrix(members)
+        np.fill_diagonal(lex, 0.0)
+        noise = self._noise(members)
+        for i in range(group.size):
+            copies = np.flatnonzero(lex[i] >= self.lexical_threshold)
+            cleaner = (noise[i] < noise[copies]) | ((noise[i] == noise[copies]) & (i < copies))
+            keep[i] = copies.size > 0 and bool(cleaner.all())  # ties: the first retrieved
+        return keep
 
     def _stage_paper(
         self,

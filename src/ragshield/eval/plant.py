@@ -121,23 +121,24 @@ def template_attack_texts(case: QACase, target: str, seed: int) -> dict[str, lis
 
 
 def typo_copy(text: str, rate: float, seed: int) -> str:
-    """A copy of ``text`` with one character edit (swap, drop, double, substitute) in about
-    ``rate`` of its words — the shape of a GARAG perturbation, without its genetic search."""
+    """A copy of ``text`` with one character edit (swap, drop, double, substitute) in
+    ``rate`` of its words of >= 4 letters (at least one) — the shape of a GARAG
+    perturbation, without its genetic search."""
     rng = random.Random(seed)
     words = text.split(" ")
-    for i, w in enumerate(words):
-        if len(w) < 4 or rng.random() >= rate:
-            continue
+    long = [i for i, w in enumerate(words) if len(w) >= 4]
+    for i in rng.sample(long, max(1, round(rate * len(long))) if long else 0):
+        w = words[i]
         j = rng.randrange(1, len(w) - 1)
         op = rng.randrange(4)
-        if op == 0:
+        if op == 0 and w[j - 1] != w[j]:
             w = w[: j - 1] + w[j] + w[j - 1] + w[j + 1 :]
         elif op == 1:
             w = w[:j] + w[j + 1 :]
         elif op == 2:
             w = w[:j] + w[j] + w[j:]
         else:
-            w = w[:j] + rng.choice("abcdefghijklmnopqrstuvwxyz") + w[j + 1 :]
+            w = w[:j] + rng.choice([c for c in "aeiourstnlx" if c != w[j]]) + w[j + 1 :]
         words[i] = w
     return " ".join(words)
 
