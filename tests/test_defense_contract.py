@@ -128,7 +128,11 @@ class Case:
 
 # A defense missing here gets Case(): every contract check except the expected removals.
 CASES: dict[str, Case] = {
-    "ragdefender": Case(expect_removed=PLANTED, planted=PLANTED),
+    # The fixed set is dense but carries no attack evidence (no restated question, no typo
+    # copy): the density rules are what it exercises.
+    "ragdefender": Case(
+        {"require_evidence": False, "restated_question": False}, PLANTED, planted=PLANTED
+    ),
     # Faithful Stage 1 splits off the off-topic passage as the second cluster, so N_adv = 1
     # here (the paper's known weakness, see ragdefender.py): no exact expectation.
     "ragdefender-paper": Case(planted=PLANTED),
@@ -138,7 +142,7 @@ CASES: dict[str, Case] = {
     ),
     "distance-threshold": Case(expect_removed=FAR, planted=FAR),
 }
-NAMES = available()
+NAMES = available("filter")  # index transforms and generator wrappers have no filter()
 
 
 def build(name: str, **overrides: Any) -> PassageFilter:

@@ -862,7 +862,7 @@ class RAGDefender(_RAGDefenderBase):
         cleanest of each near-copy cluster (lowest out-of-vocabulary rate, strictly below
         every copy's) is the original and stays; the copies go."""
         keep = np.zeros(group.size, dtype=bool)
-        if not self.typo_copies or group.size < 2:
+        if not (self.typo_copies and self.require_evidence) or group.size < 2:
             return keep
         members = [texts[i] for i in group.tolist()]
         lex = trigram_cosine_matrix(members)
@@ -870,8 +870,9 @@ class RAGDefender(_RAGDefenderBase):
         noise = self._noise(members)
         for i in range(group.size):
             copies = np.flatnonzero(lex[i] >= self.lexical_threshold)
-            cleaner = (noise[i] < noise[copies]) | ((noise[i] == noise[copies]) & (i < copies))
-            keep[i] = copies.size > 0 and bool(cleaner.all())  # ties: the first retrieved
+            same = np.array([members[j] == members[i] for j in copies], dtype=bool)
+            cleaner = (noise[i] < noise[copies]) | (same & (i < copies))
+            keep[i] = copies.size > 0 and bool(cleaner.all())  # exact duplicates: the first
         return keep
 
     def _stage_paper(
