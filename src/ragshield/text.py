@@ -68,7 +68,7 @@ def split_long(text: str, max_chars: int) -> list[str]:
     start, n = 0, len(text)
     while n - start > max_chars:
         window = text[start : start + max_chars]
-        floor = max_chars // 2  # a cut earlier than half the window would make tiny pieces
+        floor = max_chars // 4  # a cut earlier than this would make needlessly small pieces
         cut = 0
         for m in _SENTENCE_END.finditer(window, floor):
             cut = m.end()
