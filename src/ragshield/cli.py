@@ -99,14 +99,21 @@ def index(
         typer.Option(help="Encode with Ray: 'local', 'auto' (joined cluster) or ray://HOST:PORT."),
     ] = None,
     ray_workers: Annotated[int, typer.Option(help="Encoder actors when --ray is set.")] = 2,
+    max_chars: Annotated[
+        int, typer.Option(help="Split longer passages into ID#c0, ID#c1 … chunks.")
+    ] = 20_000,
 ) -> None:
     """Encode a corpus and save an index directory (FAISS, or a pointer to a pgvector table)."""
     from ragshield.corpus import read_corpus
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.errors import check_int
     from ragshield.indexing import build_index
+    from ragshield.store.persist import check_out_dir
 
     if index_type not in ("flat", "hnsw", "ivf"):
         raise InputError(f"--index-type must be flat, hnsw or ivf; got {index_type!r}")
+    check_int(max_chars, "--max-chars", "index", low=1)
+    check_out_dir(out_dir, probe=True)
     fields = [f.strip() for f in text_field.split(",")] if text_field else None
     passages = read_corpus(corpus, text_fields=fields)
     enc = SentenceTransformerEncoder(encoder)
@@ -123,6 +130,7 @@ def index(
         show_progress=_progress(),
         ray_address=ray,
         ray_workers=ray_workers,
+        max_chars=max_chars,
     )
     where = f"pgvector table {table}" if store else "FAISS"
     out.print(
@@ -202,13 +210,15 @@ def ask(
 ) -> None:
     """Answer a question from an index, through the chosen defenses."""
     from ragshield.config import build_pipeline, load_pipeline_config
-    from ragshield.errors import check_query
+    from ragshield.errors import check_int, check_query
 
     if question is None:  # one positional: the question, the index comes from --config
         index_dir, question = None, index_dir
     if question is None:
         raise InputError("ask needs a question: ragshield ask [INDEX_DIR] QUESTION.")
     check_query(question)
+    if context_k is not None:
+        check_int(context_k, "--context-k", "ask", low=1)
     cfg = load_pipeline_config(
         config,
         index=index_dir,

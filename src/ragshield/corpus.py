@@ -19,7 +19,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragshield.errors import DataFormatError, InputError
+from ragshield.errors import (
+    DataFormatError,
+    InputError,
+    check_int,
+    is_blank,
+    lone_surrogate,
+    text_problem,
+)
+from ragshield.text import split_long
 from ragshield.types import Passage
 
 _TEXT_KEYS = ("text", "contents", "content")
@@ -40,6 +48,31 @@ def _decode(path: Path) -> str:
         ) from None
 
 
+def _field(rec: dict[str, Any], key: str, path: Path, line: int | None, *, nullable: bool) -> str:
+    """``rec[key]`` as text, or a DataFormatError: a null, number or list is never turned
+    into its string form ("None", "5", "['x']") and indexed as if it were a passage."""
+    value = rec.get(key)
+    if value is None and nullable:
+        return ""
+    problem = text_problem(value, allow_blank=True)
+    if problem is not None:
+        raise DataFormatError(path, line, f"field {key!r} {problem}")
+    return str(value)
+
+
+def _record_id(rec: dict[str, Any], path: Path, line: int | None, fallback: str) -> str:
+    key = "_id" if "_id" in rec else "id" if "id" in rec else None
+    if key is None:
+        return fallback
+    value = rec[key]
+    if isinstance(value, int) and not isinstance(value, bool):  # numeric ids are common
+        return str(value)
+    problem = text_problem(value)
+    if problem is not None:
+        raise DataFormatError(path, line, f"field {key!r} (the passage id) {problem}")
+    return str(value)
+
+
 def _record_to_passage(
     rec: Any, path: Path, line: int | None, fallback_id: str, text_fields: Sequence[str] | None
 ) -> Passage | None:
@@ -49,7 +82,8 @@ def _record_to_passage(
         missing = [f for f in text_fields if f not in rec]
         if missing:
             raise DataFormatError(path, line, f"record has no field(s) {missing}")
-        text = "\n".join(str(rec[f]) for f in text_fields if rec[f])
+        parts = [_field(rec, f, path, line, nullable=True) for f in text_fields]
+        text = "\n".join(p for p in parts if p)
     else:
         key = next((k for k in _TEXT_KEYS if k in rec), None)
         if key is None:
@@ -59,13 +93,17 @@ def _record_to_passage(
                 f"record has none of the text fields {list(_TEXT_KEYS)} (fields: "
                 f"{sorted(rec)[:8]}); pass --text-field to choose",
             )
-        text = str(rec[key])
-    if not text.strip():
+        text = _field(rec, key, path, line, nullable=False)
+    if is_blank(text):
         return None
-    pid = str(rec.get("_id", rec.get("id", fallback_id)))
+    pid = _record_id(rec, path, line, fallback_id)
+    title = _field(rec, "title", path, line, nullable=True)
     meta = {k: v for k, v in rec.items() if k not in {"_id", "id", "title", *_TEXT_KEYS}}
     meta = {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))}
-    return Passage(pid, text, str(rec.get("title", "") or ""), meta)
+    for k, v in meta.items():
+        if lone_surrogate(k) is not None or (isinstance(v, str) and lone_surrogate(v) is not None):
+            raise DataFormatError(path, line, f"field {k!r} holds a lone surrogate")
+    return Passage(pid, text, title, meta)
 
 
 def _iter_jsonl(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passage]:
@@ -92,10 +130,16 @@ def _iter_json(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passag
         raise DataFormatError(path, None, "expected a list of objects")
     for i, rec in enumerate(data):
         if isinstance(rec, str):  # a plain list of texts (``ragshield filter`` input)
-            if rec.strip():
+            problem = text_problem(rec, allow_blank=True)
+            if problem is not None:
+                raise DataFormatError(path, None, f"item {i}: text {problem}")
+            if not is_blank(rec):
                 yield Passage(str(i), rec)
             continue
-        p = _record_to_passage(rec, path, None, f"{path.stem}:{i}", text_fields)
+        try:
+            p = _record_to_passage(rec, path, None, f"{path.stem}:{i}", text_fields)
+        except DataFormatError as exc:  # no line numbers in a parsed JSON list: say which item
+            raise DataFormatError(path, None, f"item {i}: {exc.message}") from None
         if p is not None:
             yield p
 
@@ -139,3 +183,35 @@ def read_corpus(path: str | Path, *, text_fields: Sequence[str] | None = None) -
     if dupes:
         raise DataFormatError(path, None, f"duplicate passage ids, e.g. {dupes[:3]}")
     return passages
+
+
+MAX_CHARS = 20_000  # ≈ 4k words: far above any retriever's input window, far below a book
+
+
+def chunk_passages(passages: Sequence[Passage], max_chars: int = MAX_CHARS) -> list[Passage]:
+    """Split every passage longer than ``max_chars`` characters into chunks with ids
+    ``ID#c0``, ``ID#c1`` … cut on sentence or whitespace boundaries.
+
+    Why: one 50 MB passage indexes in seconds (the encoder truncates it) but later makes
+    every sentence-level defense and the generator prompt unbounded in time and memory.
+    Chunks keep the title and metadata, plus ``chunk_of`` (the original id) and ``chunk``.
+    """
+    max_chars = check_int(max_chars, "max_chars", "chunk_passages", low=1)
+    out: list[Passage] = []
+    for p in passages:
+        if len(p.text) <= max_chars:
+            out.append(p)
+            continue
+        for i, piece in enumerate(split_long(p.text, max_chars)):
+            meta = {**p.metadata, "chunk_of": p.id, "chunk": i}
+            out.append(Passage(f"{p.id}#c{i}", piece, p.title, meta))
+    if len(out) != len(passages):
+        _check_unique(out, "after splitting long passages")
+    return out
+
+
+def _check_unique(passages: Sequence[Passage], when: str) -> None:
+    seen: set[str] = set()
+    dupes = [p.id for p in passages if p.id in seen or seen.add(p.id)]  # type: ignore[func-returns-value]
+    if dupes:
+        raise InputError(f"duplicate passage ids {when}, e.g. {dupes[:3]}")

@@ -6,6 +6,8 @@ everything else is a bug and keeps its traceback (``RAGSHIELD_DEBUG=1`` shows it
 
 from __future__ import annotations
 
+import unicodedata
+
 
 class RagshieldError(Exception):
     """Base class for errors caused by input, configuration or environment."""
@@ -21,6 +23,7 @@ class DataFormatError(InputError):
     def __init__(self, path: object, line: int | None, message: str) -> None:
         self.path = str(path)
         self.line = line
+        self.message = message
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {message}")
 
@@ -33,13 +36,60 @@ class NotFittedError(RagshieldError, RuntimeError):
     """Learned state (``labels_``, ``encoder_``) was used before it was computed."""
 
 
+def lone_surrogate(text: str) -> int | None:
+    """Index of the first lone UTF-16 surrogate in ``text`` (None if there is none).
+
+    JSON's ``"\\ud800"`` escapes and undecodable command-line bytes both produce them; no
+    tokenizer or UTF-8 writer accepts them, so they must be caught where text comes in.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def is_blank(text: str) -> bool:
+    """True when nothing is left after whitespace, control and format characters
+    (zero-width spaces and joiners, BOMs, direction marks) are removed."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
+
+
+def text_problem(value: object, *, allow_blank: bool = False) -> str | None:
+    """Why ``value`` is not usable text, or None when it is: the one check behind every
+    reader of user text (corpus records, questions, filter inputs, service requests)."""
+    if value is None:
+        return "is null; expected a string"
+    if not isinstance(value, str):
+        return f"is a {type(value).__name__}, not a string"
+    pos = lone_surrogate(value)
+    if pos is not None:
+        return (
+            f"holds a lone surrogate (U+{ord(value[pos]):04X} at character {pos}), "
+            "which is not valid Unicode"
+        )
+    if not allow_blank and is_blank(value):
+        return "is blank (only whitespace or invisible characters)"
+    return None
+
+
+def check_text(value: object, what: str, *, allow_blank: bool = False) -> str:
+    """Return ``value`` if it is a valid, non-blank string; else raise InputError naming
+    ``what`` (e.g. "the question", "passages.jsonl:3 field 'text'")."""
+    problem = text_problem(value, allow_blank=allow_blank)
+    if problem is not None:
+        raise InputError(f"{what} {problem}")
+    return value  # type: ignore[return-value]
+
+
 def check_query(query: object, *, what: str = "question") -> str:
-    """Reject empty or non-string queries with the same message everywhere."""
+    """Reject empty, invisible-only, non-string or non-Unicode queries, with the same
+    message everywhere."""
     if not isinstance(query, str):
         raise InputError(f"The {what} must be a string. Got {type(query).__name__} instead.")
-    if not query.strip():
+    if is_blank(query):
         raise InputError(f"The {what} is empty: pass a non-blank {what}.")
-    return query
+    return check_text(query, f"The {what}")
 
 
 def check_int(value: object, name: str, owner: str, *, low: int, high: int | None = None) -> int:

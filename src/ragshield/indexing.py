@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from ragshield.corpus import read_corpus
+from ragshield.corpus import MAX_CHARS, chunk_passages, read_corpus
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.errors import InputError
 from ragshield.store.base import VectorStore
 from ragshield.store.faiss_store import FaissStore
-from ragshield.store.persist import load_store
+from ragshield.store.persist import check_out_dir, load_store
 from ragshield.types import Passage
 
 IndexType = Literal["flat", "hnsw", "ivf"]
@@ -28,14 +28,23 @@ def build_index(
     show_progress: bool = False,
     ray_address: str | None = None,
     ray_workers: int = 1,
+    max_chars: int | None = MAX_CHARS,
 ) -> VectorStore:
     """Encode and save; the directory appears only when complete (temp dir + rename).
+
+    ``out`` is checked before encoding (it may only be new, empty or an index), so a bad
+    target fails in a second, not after an hour of encoding. Passages longer than
+    ``max_chars`` characters are split into ``ID#c0``, ``ID#c1`` … chunks
+    (:func:`~ragshield.corpus.chunk_passages`); ``None`` keeps them whole.
 
     With ``store_uri`` (``postgresql://…``) the vectors go to a pgvector table in one
     transaction and ``out`` holds a small pointer to it.
     """
     if not passages:
         raise InputError("cannot index an empty corpus")
+    check_out_dir(out, probe=True)
+    if max_chars is not None:
+        passages = chunk_passages(passages, max_chars)
     encoder = encoder or SentenceTransformerEncoder()
     texts = [index_text(p) for p in passages]
     if ray_address:
@@ -72,13 +81,16 @@ def index_corpus(
     encoder: SentenceTransformerEncoder | None = None,
     index_type: IndexType = "flat",
     show_progress: bool = False,
+    max_chars: int | None = MAX_CHARS,
 ) -> VectorStore:
+    check_out_dir(out)  # before reading a large corpus, too
     return build_index(
         read_corpus(corpus, text_fields=text_fields),
         out,
         encoder=encoder,
         index_type=index_type,
         show_progress=show_progress,
+        max_chars=max_chars,
     )
 
 

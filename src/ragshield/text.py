@@ -47,3 +47,42 @@ def _word_re() -> re.Pattern[str]:
 
 def words(text: str) -> list[str]:
     return _word_re().findall(text.lower())
+
+
+# A sentence end (., !, ?, …, CJK full stops, optionally followed by closing quotes or
+# brackets) and the whitespace after it, or a line break: where a long text is best cut.
+_SENTENCE_END = re.compile(r"[.!?…。！？][\"'”’)\]]*\s+|\n")
+
+
+def split_long(text: str, max_chars: int) -> list[str]:
+    """Cut ``text`` into pieces of at most ``max_chars`` characters, each ending at the last
+    sentence end of its window (else at the last whitespace, else hard at ``max_chars``).
+
+    Linear in ``len(text)``: a multi-megabyte passage is cut in well under a second, so the
+    index never holds a passage whose sentence-level defenses would take minutes to run.
+    Blank pieces are dropped; the pieces, joined by whitespace, hold every word of ``text``.
+    """
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    pieces: list[str] = []
+    start, n = 0, len(text)
+    while n - start > max_chars:
+        window = text[start : start + max_chars]
+        floor = max_chars // 4  # a cut earlier than this would make needlessly small pieces
+        cut = 0
+        for m in _SENTENCE_END.finditer(window, floor):
+            cut = m.end()
+        if not cut:
+            cut = max(window.rfind(" "), window.rfind("\n"), window.rfind("\t")) + 1
+            if cut <= floor:
+                cut = max_chars
+        piece = text[start : start + cut].strip()
+        if piece:
+            pieces.append(piece)
+        start += cut
+        while start < n and text[start].isspace():
+            start += 1
+    tail = text[start:].strip()
+    if tail:
+        pieces.append(tail)
+    return pieces

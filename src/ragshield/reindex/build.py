@@ -49,6 +49,7 @@ from ragshield.errors import InputError, check_int
 from ragshield.reindex.labels import NOISE_POLICIES, pseudo_labels, training_labels
 from ragshield.reindex.supcon import TrainResult, train_supcon
 from ragshield.store.faiss_store import FaissStore
+from ragshield.store.persist import check_out_dir, replace_dir
 
 RAGFORT_FILE = "ragfort.json"
 ENCODER_DIR = "encoder"
@@ -152,6 +153,7 @@ def reindex(
         raise InputError("out_dir must differ from the input index: the original is kept.")
     if out.exists() and not overwrite:
         raise InputError(f"{out} already exists: pass another folder or overwrite=True (--force).")
+    check_out_dir(out, probe=True)  # --force replaces an index, never anything else
     times: dict[str, float] = {}
 
     t = time.perf_counter()
@@ -251,7 +253,7 @@ def reindex(
         if ray_address:
             spec["encoding"] = {"ray_address": ray_address, "ray_workers": ray_workers}
         (stage / RAGFORT_FILE).write_text(json.dumps(spec, indent=2), encoding="utf-8")
-        _move_into_place(stage, out)
+        replace_dir(stage, out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     trained.path = out / ENCODER_DIR
@@ -266,18 +268,6 @@ def reindex(
         seconds=times,
         spec=spec,
     )
-
-
-def _move_into_place(stage: Path, out: Path) -> None:
-    """Rename the finished directory to ``out``, replacing an old one only at the end."""
-    if out.exists():
-        old = out.with_name(f".{out.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(out, old)
-        os.replace(stage, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(stage, out)
 
 
 def read_spec(index_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import faiss
 import numpy as np
 
-from ragshield.errors import DataFormatError, InputError
+from ragshield.errors import DataFormatError, InputError, text_problem
 from ragshield.store.base import check_batch, check_k, check_queries
 from ragshield.store.persist import atomic_dir, read_meta
 from ragshield.types import Passage, RetrievedPassage
@@ -169,6 +169,8 @@ class FaissStore:
 
     @classmethod
     def load(cls, path: str | Path) -> FaissStore:
+        """Open a saved index, checking every file against ``meta.json`` and each other so
+        a damaged index fails with one line naming the file, not deep inside FAISS."""
         path = Path(path)
         return cls.from_meta(read_meta(path), path)
 
@@ -181,29 +183,130 @@ class FaissStore:
         path = Path(path)
         if meta.get("store", "faiss") != "faiss":
             raise InputError(f"{path} is a {meta['store']} index, not a FAISS one")
-        store = cls(
-            int(meta["dim"]),
-            meta.get("index_type", "flat"),
-            ef_search=int(meta.get("ef_search", 128)),
-            nprobe=int(meta.get("nprobe", 16)),
-            encoder_name=meta.get("encoder_name", ""),
-        )
-        store._index = faiss.read_index(str(path / "index.faiss"))
+        params = _meta_params(meta, path / "meta.json")
+        store = cls(meta["dim"], **params)
+        store._index = _read_faiss(path / "index.faiss", store.dim, store.index_type)
         if store.index_type == "hnsw":
             store._index.hnsw.efSearch = store.ef_search
         elif store.index_type == "ivf":
             store._index.nprobe = store.nprobe
-        store._vectors = np.load(path / "vectors.npy", allow_pickle=False)
-        with open(path / "passages.jsonl", encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataFormatError(path / "passages.jsonl", n, str(exc)) from exc
-                store._passages.append(
-                    Passage(rec["id"], rec["text"], rec.get("title", ""), rec.get("metadata", {}))
-                )
+        store._vectors = _read_vectors(path / "vectors.npy", store.dim)
+        store._passages = _read_passages(path / "passages.jsonl")
         store._ids = {p.id for p in store._passages}
-        if not (len(store._passages) == len(store._vectors) == store._index.ntotal):
-            raise DataFormatError(path, None, "index, vectors and passages disagree in count")
+        counts = {
+            "index.faiss": int(store._index.ntotal),
+            "vectors.npy": len(store._vectors),
+            "passages.jsonl": len(store._passages),
+        }
+        if isinstance(meta.get("count"), int):
+            counts["meta.json count"] = meta["count"]
+        if len(set(counts.values())) > 1:
+            detail = ", ".join(f"{k} {v}" for k, v in counts.items())
+            raise DataFormatError(
+                path, None, f"index files disagree in count ({detail}); rebuild the index"
+            )
         return store
+
+
+_REBUILD = "rebuild it with 'ragshield index CORPUS --out DIR'"
+
+
+def _meta_params(meta: dict[str, Any], meta_path: Path) -> dict[str, Any]:
+    """Constructor arguments from ``meta.json``, each type-checked (the file is user-editable)."""
+    index_type = meta.get("index_type", "flat")
+    if index_type not in ("flat", "hnsw", "ivf"):
+        raise DataFormatError(
+            meta_path, None, f"'index_type' must be flat, hnsw or ivf, got {index_type!r}"
+        )
+    out: dict[str, Any] = {"index_type": index_type}
+    for key, default in (("ef_search", 128), ("nprobe", 16), ("count", 0)):
+        value = meta.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise DataFormatError(
+                meta_path, None, f"{key!r} must be a non-negative integer, got {value!r}"
+            )
+        if key != "count":
+            out[key] = value
+    name = meta.get("encoder_name", "")
+    if not isinstance(name, str):
+        raise DataFormatError(meta_path, None, f"'encoder_name' must be a string, got {name!r}")
+    out["encoder_name"] = name
+    return out
+
+
+_FAISS_CLASSES = {"flat": faiss.IndexFlat, "hnsw": faiss.IndexHNSW, "ivf": faiss.IndexIVF}
+
+
+def _read_faiss(file: Path, dim: int, index_type: str) -> Any:
+    if not file.is_file():
+        raise DataFormatError(file, None, f"missing; the index is incomplete, {_REBUILD}")
+    if file.stat().st_size == 0:
+        raise DataFormatError(file, None, f"is empty; {_REBUILD}")
+    try:
+        index = faiss.read_index(str(file))
+    except RuntimeError:  # FAISS reports a bad file as RuntimeError with a C++ trace
+        raise DataFormatError(
+            file, None, f"not a readable FAISS index (truncated or corrupt); {_REBUILD}"
+        ) from None
+    if index.d != dim:
+        raise DataFormatError(file, None, f"holds {index.d}-d vectors but meta.json says {dim}")
+    if not isinstance(index, _FAISS_CLASSES[index_type]):
+        raise DataFormatError(
+            file, None, f"holds a {type(index).__name__} but meta.json says {index_type!r}"
+        )
+    return index
+
+
+def _read_vectors(file: Path, dim: int) -> np.ndarray:
+    if not file.is_file():
+        raise DataFormatError(file, None, f"missing; the index is incomplete, {_REBUILD}")
+    try:
+        vectors = np.load(file, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as exc:
+        raise DataFormatError(
+            file, None, f"not a readable .npy array (truncated or corrupt: {exc}); {_REBUILD}"
+        ) from None
+    if vectors.ndim != 2 or vectors.shape[1] != dim or vectors.dtype != np.float32:
+        raise DataFormatError(
+            file,
+            None,
+            f"holds a {vectors.dtype} array of shape {vectors.shape}; expected float32 "
+            f"(n, {dim}) as meta.json says",
+        )
+    return vectors
+
+
+def _read_passages(file: Path) -> list[Passage]:
+    if not file.is_file():
+        raise DataFormatError(file, None, f"missing; the index is incomplete, {_REBUILD}")
+    passages: list[Passage] = []
+    seen: set[str] = set()
+    with open(file, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise DataFormatError(
+                    file, n, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
+                ) from None
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(file, n, f"malformed JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise DataFormatError(file, n, f"expected a JSON object, got {type(rec).__name__}")
+            for key, required in (("id", True), ("text", True), ("title", False)):
+                if key not in rec and not required:
+                    continue
+                problem = text_problem(rec.get(key), allow_blank=key != "id")
+                if problem is not None:
+                    what = "missing" if key not in rec else problem
+                    raise DataFormatError(file, n, f"record field {key!r} {what}")
+            meta = rec.get("metadata", {})
+            if not isinstance(meta, dict):
+                raise DataFormatError(file, n, "record field 'metadata' is not an object")
+            if rec["id"] in seen:
+                raise DataFormatError(file, n, f"duplicate passage id {rec['id']!r}")
+            seen.add(rec["id"])
+            passages.append(Passage(rec["id"], rec["text"], rec.get("title", ""), meta))
+    return passages
