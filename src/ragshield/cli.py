@@ -349,6 +349,9 @@ def _mount_optional() -> None:
     from ragshield.eval.poisoning_cli import poisoning
 
     eval_app.command("poisoning")(poisoning)
+    from ragshield.eval.retrieval_cli import retrieval
+
+    eval_app.command("retrieval")(retrieval)
     try:
         server_cli = importlib.import_module("ragshield.server.cli")
     except ImportError as exc:  # the [server] extra is not installed: say so when asked

@@ -1,0 +1,113 @@
+"""``ragshield eval retrieval``: defenses on a real index, with attacks planted into a copy.
+
+Example::
+
+    ragshield eval retrieval ../shared/data/ontopic/hotpotqa_distractor_dev100.json \\
+        --poisoning-dir ../shared/data/poisoning/hotpotqa --split test --k 10
+    ragshield eval retrieval ../shared/data/ontopic/squad_v1.1_dev_43articles.json \\
+        --split test --per-topic 6 --settings clean,poisonedrag-1,mixed-4x
+
+A thin layer over :func:`ragshield.eval.real_retrieval.run_real_eval`; the split rule is
+documented in :mod:`ragshield.eval.ontopic` and printed with every table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ragshield.errors import InputError
+
+DEFAULT_DEFENSES = "none;ragdefender-paper;ragdefender;ecosaferag;ragdefender,ecosaferag"
+
+
+def build_defenses(spec: str, encoder: object, mode: str) -> dict[str, object]:
+    """``"none;ragdefender;ragdefender,ecosaferag"`` -> {label: chain or None}; RAGDefender
+    variants get the dataset's mode (multi-hop for HotpotQA)."""
+    from ragshield.defenses.compose import FilterChain
+    from ragshield.defenses.registry import build_filter
+
+    out: dict[str, object] = {}
+    for chain in (c.strip() for c in spec.split(";")):
+        if not chain:
+            continue
+        if chain == "none":
+            out["none"] = None
+            continue
+        filters = []
+        for name in (n.strip() for n in chain.split(",")):
+            params = {"mode": mode} if name.startswith("ragdefender") else {}
+            filters.append(build_filter(name, encoder, params))  # type: ignore[arg-type]
+        out[chain] = FilterChain(filters) if len(filters) > 1 else filters[0]
+    if not out:
+        raise InputError("--defenses names no chain")
+    return out
+
+
+_OURS = frozenset({"results.md", "results.json"})
+
+
+def _check_out(out: Path) -> None:
+    """Write only into a new or empty folder, or one holding this command's own files."""
+    if out.exists() and (not out.is_dir() or any(p.name not in _OURS for p in out.iterdir())):
+        raise InputError(
+            f"--out {out} exists and holds files this command did not write; "
+            "choose a new folder (nothing was written)."
+        )
+
+
+def retrieval(
+    data: Annotated[Path, typer.Argument(help="An ontopic JSON file (../shared/data/ontopic/).")],
+    poisoning_dir: Annotated[
+        Path | None, typer.Option(help="Shared poisoning folder whose attack texts to plant.")
+    ] = None,
+    split: Annotated[
+        str, typer.Option(help="dev, test or all (see ragshield.eval.ontopic).")
+    ] = "test",
+    per_topic: Annotated[int | None, typer.Option(help="At most N questions per topic.")] = None,
+    settings: Annotated[str, typer.Option(help="Comma-separated settings.")] = (
+        "clean,poisonedrag-1,poisonedrag,mixed-2x,mixed-4x"
+    ),
+    defenses: Annotated[str, typer.Option(help="';'-separated chains.")] = DEFAULT_DEFENSES,
+    k: Annotated[int, typer.Option(help="Passages retrieved per question.")] = 10,
+    context_k: Annotated[int, typer.Option(help="Survivors that reach the generator.")] = 5,
+    seed: Annotated[int, typer.Option()] = 0,
+    generator: Annotated[
+        str | None, typer.Option(help="A packaged LLM for end-to-end ASR.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write results.md and results.json here.")
+    ] = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="Reuse encoded vectors.")] = None,
+) -> None:
+    """Index a corpus, plant attacks into a copy, retrieve for real, score each defense."""
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.ontopic import load_ontopic
+    from ragshield.eval.real_retrieval import run_real_eval
+
+    if out is not None:
+        _check_out(out)
+    ds = load_ontopic(data, poisoning_dir=poisoning_dir, per_topic=per_topic, seed=seed)
+    cases = ds.split(split)  # type: ignore[arg-type]
+    enc = SentenceTransformerEncoder()
+    mode = "multi_hop" if ds.name == "hotpotqa" else "single_hop"
+    chains = build_defenses(defenses, enc, mode)
+    gen = None
+    if generator:
+        from ragshield.generate.factory import make_generator
+
+        gen = make_generator(generator, enc)
+    res = run_real_eval(
+        ds, cases, chains, [s.strip() for s in settings.split(",") if s.strip()],  # type: ignore[arg-type]
+        encoder=enc, k=k, context_k=context_k, seed=seed, split=split, generator=gen,
+        cache_dir=cache_dir,
+    )  # fmt: skip
+    table = res.to_markdown()
+    typer.echo(table)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.md").write_text(table + "\n", encoding="utf-8")
+        (out / "results.json").write_text(json.dumps(res.to_dict(), indent=2), encoding="utf-8")
