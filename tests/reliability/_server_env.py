@@ -1,5 +1,8 @@
 """Shared set-up of the service reliability tests: the demo index, a service factory and a
-concurrent ASGI client (real encoder, FAISS, SQLite or PostgreSQL, argon2 at a low cost)."""
+concurrent ASGI client (real encoder, FAISS, SQLite or PostgreSQL, argon2 at a low cost).
+
+Test modules import the fixtures under their function names (``make_fixture``); pytest
+knows them by ``name=`` (``make``), so no parameter shadows an import."""
 
 from __future__ import annotations
 
@@ -15,22 +18,24 @@ import pytest
 from ragshield.corpus import read_corpus
 from ragshield.demo import demo_files
 from ragshield.indexing import build_index
-from ragshield.server import Service, create_app, load_config
+from ragshield.server import Service, load_config
 from ragshield.server.db import sqlalchemy_url
 
 FAST_AUTH = {"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1}
 _schemas = (f"ragshield_rel_{i}" for i in itertools.count())
 
 
-@pytest.fixture(scope="module")
-def demo_index(tmp_path_factory: pytest.TempPathFactory, encoder: Any) -> Path:
+@pytest.fixture(scope="module", name="demo_index")
+def demo_index_fixture(tmp_path_factory: pytest.TempPathFactory, encoder: Any) -> Path:
     out = tmp_path_factory.mktemp("server") / "demo-index"
     build_index(read_corpus(demo_files()[0]), out, encoder=encoder)
     return out
 
 
-@pytest.fixture
-def make(tmp_path: Path, encoder: Any, demo_index: Path) -> Iterator[Callable[..., Service]]:
+@pytest.fixture(name="make")
+def make_fixture(
+    tmp_path: Path, encoder: Any, demo_index: Path
+) -> Iterator[Callable[..., Service]]:
     """``make(**config overrides) -> Service`` on a fresh SQLite file (or ``storage=...``)."""
     made: list[Service] = []
 
@@ -47,8 +52,8 @@ def make(tmp_path: Path, encoder: Any, demo_index: Path) -> Iterator[Callable[..
         s.close()
 
 
-@pytest.fixture(scope="module")
-def pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="module", name="pg_uri")
+def pg_uri_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A local PostgreSQL for the module (pgserver, the [pg] extra); skips if it cannot start."""
     try:
         from ragshield.store import pgserver_local

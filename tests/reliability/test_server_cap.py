@@ -13,10 +13,10 @@ from ragshield.server import Service, create_app
 from ._server_env import (  # noqa: F401
     bearer,
     burst,
-    demo_index,
+    demo_index_fixture,
     fresh_pg_url,
-    make,
-    pg_uri,
+    make_fixture,
+    pg_uri_fixture,
 )
 
 CAP = 12  # distinct chunks per key; the demo index has 30, each answer serves 5
@@ -33,7 +33,12 @@ def _sweep(service: Service, token: str, n: int) -> list[int]:
     """``n`` parallel asks, each about a different passage (a signature-free sweep)."""
     titles = [p.title for p in service.store.passages]
     reqs = [
-        ("POST", "/v1/ask", {"question": f"Tell me about {titles[i % len(titles)]}."}, bearer(token))
+        (
+            "POST",
+            "/v1/ask",
+            {"question": f"Tell me about {titles[i % len(titles)]}."},
+            bearer(token),
+        )
         for i in range(n)
     ]
     return [r.status_code for r in burst(create_app(service), reqs)]
