@@ -191,11 +191,13 @@ def create_app(service: Service) -> FastAPI:
     @app.exception_handler(AuthError)
     async def _on_auth(request: Request, exc: AuthError) -> JSONResponse:
         service.metrics.auth_failures.labels("key").inc()
+        await anyio.sleep(service.config.auth.failure_delay_seconds)
         return _reject(request, 401, str(exc), headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(AuthThrottled)
     async def _on_auth_throttled(request: Request, exc: AuthThrottled) -> JSONResponse:
         service.metrics.auth_failures.labels("throttled").inc()
+        await anyio.sleep(service.config.auth.failure_delay_seconds)
         retry = str(max(1, math.ceil(exc.retry_after)))
         return _reject(request, 429, str(exc), headers={"Retry-After": retry})
 

@@ -18,7 +18,9 @@ bad keys took a legitimate user from 169 to 0.19 requests/s). So:
   verification slot holds no worker thread, so valid keys keep the thread pool;
 * a client (IP) with ``failure_limit`` failed checks inside ``failure_window_seconds``
   gets :class:`AuthThrottled` (HTTP 429 + Retry-After) before any lookup or hash, except
-  for a secret already in the verified cache.
+  for a secret already in the verified cache; the app answers every failure after
+  ``failure_delay_seconds`` (a sleeping coroutine), which caps how fast a connection can
+  guess or flood.
 
 The hasher is built in the constructor: built lazily, parallel first requests saw it
 half-built and answered 500 (issue #15 item 2).

@@ -144,6 +144,9 @@ class AuthConfig(_Section):
     # failed authentications one client (IP) may make per window before it gets 429
     failure_limit: int = Field(default=20, ge=1)
     failure_window_seconds: float = Field(default=60.0, gt=0.0)
+    # a 401 / auth 429 is answered after this delay (a sleeping coroutine, no thread): it
+    # caps how fast one connection can guess or flood
+    failure_delay_seconds: float = Field(default=0.5, ge=0.0)
 
 
 class StorageConfig(_Section):
