@@ -5,8 +5,15 @@ creates one API key, starts ``python -m ragshield.server`` on a free 127.0.0.1 p
 drives ``POST /v1/ask`` with a bounded async client (httpx) at each concurrency level for
 a fixed number of requests, with the extractive generator. Prints throughput, p50 / p95 /
 p99 latency, the error count (must be 0) and whether the audit log gained exactly one
-row per request. Per-key budgets are off for the run; the extraction throttle is on
-(ordinary questions never trigger it, which the audit outcomes confirm).
+row per request of the legitimate key. Per-key budgets are off for the run; the
+extraction throttle is on (ordinary questions never trigger it, which the audit outcomes
+confirm).
+
+Each level runs twice: alone, and with ``--bad-clients`` (64) clients sending requests
+with unknown key ids alongside, from a separate process (so their client-side work does
+not slow the measuring client). The target (issue #15 item 4): the legitimate client
+keeps at least half of its unloaded throughput. Everything stays on 127.0.0.1 and every
+loop is bounded in requests and seconds.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_server.py --requests 200 --concurrency 1,8,32
 """
@@ -15,14 +22,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing as mp
 import os
 import platform
+import secrets
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -146,6 +156,34 @@ async def drive(
     return latencies, errors, wall
 
 
+def _bad_load(base: str, clients: int, stop: Any, seconds: float, counts: Any) -> None:
+    """``clients`` workers sending asks with unknown key ids until ``stop`` or ``seconds``."""
+
+    async def run() -> None:
+        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+        deadline = time.monotonic() + seconds
+        async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as client:
+
+            async def worker() -> None:
+                while not stop.is_set() and time.monotonic() < deadline:
+                    token = f"rsk_{secrets.token_hex(6)}_{secrets.token_urlsafe(32)}"
+                    try:
+                        r = await client.post(
+                            "/v1/ask",
+                            json={"question": QUESTIONS[0]},
+                            headers={"Authorization": f"Bearer {token}"},
+                        )
+                        code = r.status_code
+                    except httpx.HTTPError:
+                        code = 0
+                    with counts.get_lock():
+                        counts[{401: 0, 429: 1}.get(code, 2)] += 1
+
+            await asyncio.gather(*[worker() for _ in range(clients)])
+
+    asyncio.run(run())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=200, help="requests per concurrency level")
@@ -154,6 +192,8 @@ def main() -> None:
     ap.add_argument("--text-field", default=None, help="e.g. input,output for ChatDoctor")
     ap.add_argument("--pipeline-concurrency", type=int, default=2, help="limits.concurrency")
     ap.add_argument("--warmup", type=int, default=8)
+    ap.add_argument("--bad-clients", type=int, default=64, help="0: skip the loaded runs")
+    ap.add_argument("--bad-seconds", type=float, default=120.0, help="cap per loaded run")
     args = ap.parse_args()
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
 
@@ -175,7 +215,7 @@ def main() -> None:
         cfg = load_config(cfg_path)
         db = Database(cfg.storage.resolved_url())
         db.migrate()
-        _, token = KeyManager(db, cfg.auth).create("bench", scopes="ask")
+        key_id, token = KeyManager(db, cfg.auth).create("bench", scopes="ask")
 
         port = free_port()
         base = f"http://127.0.0.1:{port}"
@@ -195,33 +235,57 @@ def main() -> None:
             )
             print()
             print(
-                "| concurrency | requests | errors | throughput (req/s) | p50 ms | p95 ms "
-                "| p99 ms | audit rows added | audit == requests |"
+                "| concurrency | bad-key clients | requests | errors | throughput (req/s) "
+                "| vs alone | p50 ms | p95 ms | p99 ms | bad requests (401 / 429 / other) "
+                "| audit == requests |"
             )
-            print("|---|---|---|---|---|---|---|---|---|")
+            print("|---|---|---|---|---|---|---|---|---|---|---|")
             all_ok = True
-            for level, c in enumerate(levels):
-                before = db.count_audit()
-                lat, errors, wall = asyncio.run(
-                    drive(base, token, args.requests, c, offset=level * args.requests)
-                )
-                added = db.count_audit() - before
-                ms = np.percentile(np.array(lat) * 1000, [50, 95, 99])
-                ok = added == args.requests and errors == 0
-                all_ok &= ok
-                print(
-                    f"| {c} | {args.requests} | {errors} | {args.requests / wall:.1f} | "
-                    f"{ms[0]:.1f} | {ms[1]:.1f} | {ms[2]:.1f} | {added} | "
-                    f"{'yes' if added == args.requests else 'NO'} |"
-                )
-            outcomes = {r["outcome"] for r in db.audit_rows()}
+            bad_runs = [0, args.bad_clients] if args.bad_clients else [0]
+            run = 0
+            for c in levels:
+                alone = 0.0
+                for bad in bad_runs:
+                    stop, counts, loader = mp.Event(), mp.Array("l", 3), None
+                    if bad:
+                        loader = mp.Process(
+                            target=_bad_load, args=(base, bad, stop, args.bad_seconds, counts)
+                        )
+                        loader.start()
+                        time.sleep(2.0)  # the flood is under way before the measurement
+                    before = db.count_audit(key_id)
+                    try:
+                        lat, errors, wall = asyncio.run(
+                            drive(base, token, args.requests, c, offset=run * args.requests)
+                        )
+                    finally:
+                        stop.set()
+                        if loader is not None:
+                            loader.join(timeout=60)
+                    run += 1
+                    added = db.count_audit(key_id) - before
+                    ms = np.percentile(np.array(lat) * 1000, [50, 95, 99])
+                    rps = args.requests / wall
+                    alone = alone or rps
+                    ok = added == args.requests and errors == 0
+                    all_ok &= ok and (not bad or rps >= 0.5 * alone)
+                    bad_txt = f"{counts[0]} / {counts[1]} / {counts[2]}" if bad else "-"
+                    print(
+                        f"| {c} | {bad} | {args.requests} | {errors} | {rps:.1f} | "
+                        f"{rps / alone:.0%} | {ms[0]:.1f} | {ms[1]:.1f} | {ms[2]:.1f} | "
+                        f"{bad_txt} | {'yes' if added == args.requests else 'NO'} |",
+                        flush=True,
+                    )
+            outcomes = {r["outcome"] for r in db.audit_rows(key_id)}
             print()
             print(f"audit outcomes seen: {sorted(outcomes)}")
         finally:
             stop_server(proc)
             db.close()
     if not all_ok:
-        raise SystemExit("errors or missing audit rows: see the table")
+        raise SystemExit(
+            "errors, missing audit rows or < 50% of the unloaded throughput: see the table"
+        )
 
 
 if __name__ == "__main__":

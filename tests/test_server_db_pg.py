@@ -121,8 +121,8 @@ def test_sqlalchemy_url_takes_the_uri_db_start_prints(given: str, expected: str)
 
 # ---- migration --------------------------------------------------------------------------
 def test_migrations_are_versioned_and_idempotent(db: Database) -> None:
-    assert db.schema_version() == SCHEMA_VERSION == 2
-    assert db.migrate() == 2  # second run applies nothing
+    assert db.schema_version() == SCHEMA_VERSION == 3
+    assert db.migrate() == 3  # second run applies nothing
     with db.read() as conn:
         assert (
             conn.exec_driver_sql("SELECT count(*) FROM schema_version").scalar() == SCHEMA_VERSION
@@ -359,7 +359,7 @@ def test_v1_database_upgrades_to_long_chunk_ids(url: str) -> None:
         )
         conn.execute(insert(old.tables["schema_version"]).values(version=1, applied_at=0.0))
     assert d.schema_version() == 1
-    assert d.migrate() == 2
+    assert d.migrate() == SCHEMA_VERSION
     long_id = "y" * 1000
     assert d.record(_audit("k", 1.0), served=[long_id]) == 1.0
     assert d.served_chunk_ids("k") == [long_id]

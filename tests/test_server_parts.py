@@ -87,10 +87,10 @@ def test_config_must_be_toml_or_yaml(tmp_path: Path) -> None:
 
 # ---- storage ----------------------------------------------------------------------------
 def test_migrations_are_versioned_and_idempotent(db: Database) -> None:
-    assert db.schema_version() == SCHEMA_VERSION == 2
-    assert db.migrate() == 2  # second run applies nothing
+    assert db.schema_version() == SCHEMA_VERSION == 3
+    assert db.migrate() == 3  # second run applies nothing
     with db.read() as conn:
-        assert conn.exec_driver_sql("SELECT count(*) FROM schema_version").scalar() == 2
+        assert conn.exec_driver_sql("SELECT count(*) FROM schema_version").scalar() == 3
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
 

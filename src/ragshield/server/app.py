@@ -1,6 +1,7 @@
 """The HTTP face of :class:`~ragshield.server.service.Service` (FastAPI).
 
-Endpoints (OpenAPI schema at ``/openapi.json``, browsable at ``/docs``):
+Endpoints (OpenAPI schema at ``/openapi.json``, browsable at ``/docs``, both only with
+``auth.docs_enabled``: they need no key):
 
 * ``POST /v1/ask`` — ``{question, k?, defenses?}`` → answer, ids of the passages that reached
   the generator, every defense's removals and why, throttle verdict, timings;
@@ -11,9 +12,11 @@ Endpoints (OpenAPI schema at ``/openapi.json``, browsable at ``/docs``):
   where an operator sees which key is extracting and lets a blocked key back in.
 
 Keys go in ``Authorization: Bearer <key>`` (or ``X-API-Key``). Errors are JSON
-``{"detail": "<one line>"}``: 401 bad key, 403 missing scope, 422 bad input (malformed or
-oversized body, empty question, k out of range), 429 budget or throttle (with
-``Retry-After``), 503 storage down; anything else is a 500 that is logged, never a crash.
+``{"detail": "<one line>"}``: 401 bad key, 403 missing scope, 422 bad input (malformed,
+non-UTF-8, too deeply nested or oversized body, empty question, k out of range), 429
+budget, throttle or too many failed authentications (with ``Retry-After``), 503 storage
+down; anything else is a 500 that is logged, never a crash. Every request is counted,
+access-logged and, when refused, audited (:mod:`ragshield.server.middleware`).
 
 Example::
 
@@ -24,21 +27,30 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import anyio
 from fastapi import Depends, FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragshield.errors import InputError
-from ragshield.server.auth import ApiKey, AuthError, ScopeError
+from ragshield.server.auth import ApiKey, AuthError, AuthThrottled, ScopeError, presented_id
 from ragshield.server.config import load_config
-from ragshield.server.db import StorageError
+from ragshield.server.db import Admission, StorageError
 from ragshield.server.metrics import CONTENT_TYPE
+from ragshield.server.middleware import (
+    AuditQueue,
+    BodyLimitMiddleware,
+    ObserveMiddleware,
+    json_error,
+)
 from ragshield.server.schemas import (
     AskRequest,
     AskResponse,
@@ -52,115 +64,11 @@ from ragshield.server.service import NoFilter, Refused, Service
 
 log = logging.getLogger("ragshield.server")
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-_ENDPOINTS = {
-    "/v1/ask": "ask",
-    "/v1/filter": "filter",
-    "/v1/health": "health",
-    "/metrics": "metrics",
-}
+_PARSE_FAILED = "There was an error parsing the body"  # FastAPI's 400 for non-JSON errors
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 422, 429, 503)
 }
-
-
-def _json_error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
-
-
-class BodyLimitMiddleware:
-    """Refuse bodies over ``max_bytes`` with a readable 422 before anything parses them.
-
-    Reads at most ``max_bytes + 1`` bytes whether or not ``Content-Length`` is sent (a
-    chunked upload cannot sneak past), then replays the body to the app.
-    """
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    def _too_big(self, size: int | str) -> JSONResponse:
-        return _json_error(
-            422,
-            f"request body is {size} bytes; this server accepts at most {self.max_bytes} "
-            "(limits.max_body_bytes).",
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length")
-        if declared is not None:
-            try:
-                size = int(declared)
-            except ValueError:
-                await _json_error(422, "Content-Length is not a number.")(scope, receive, send)
-                return
-            if size > self.max_bytes:
-                await self._too_big(size)(scope, receive, send)
-                return
-        chunks: list[bytes] = []
-        total = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body = message.get("body", b"")
-            total += len(body)
-            if total > self.max_bytes:
-                await self._too_big(f"more than {self.max_bytes}")(scope, receive, send)
-                return
-            chunks.append(body)
-            more = bool(message.get("more_body", False))
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-class MetricsMiddleware:
-    """Count every response by endpoint and status and time it."""
-
-    def __init__(self, app: ASGIApp, service: Service) -> None:
-        self.app = app
-        self.service = service
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path = scope.get("path", "")
-        endpoint = _ENDPOINTS.get(path, "admin" if path.startswith("/v1/admin") else "other")
-        status = 500
-        t0 = time.perf_counter()
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            m = self.service.metrics
-            m.requests.labels(endpoint, str(status)).inc()
-            m.latency.labels(endpoint).observe(time.perf_counter() - t0)
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -178,98 +86,171 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def _unparseable(body: bytes) -> str:
+    """Why FastAPI could not parse a body json.loads did not reject as malformed JSON."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"body: not valid UTF-8 (byte {exc.start})"
+    return "body: JSON nested too deeply"
+
+
 def create_app(service: Service) -> FastAPI:
     """The FastAPI app serving ``service`` (build the service with ``Service.from_config``)."""
     from ragshield import __version__
 
+    audit = AuditQueue(service)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await anyio.to_thread.run_sync(audit.flush)
+
+    docs = service.config.auth.docs_enabled
     app = FastAPI(
         title="ragshield",
         version=__version__,
         description="A RAG pipeline defended against poisoning, prompt injection and "
         "knowledge-base extraction.",
         responses=_ERRORS,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
+        lifespan=lifespan,
     )
     app.state.service = service
+    app.state.audit = audit
     limiter = anyio.CapacityLimiter(service.config.limits.concurrency)
     bearer = HTTPBearer(auto_error=False)
     header_key = APIKeyHeader(name="X-API-Key", auto_error=False)
 
-    def requires(scope: str) -> Callable[..., ApiKey]:
-        def dependency(
+    def requires(scope: str) -> Callable[..., Any]:
+        async def dependency(
+            request: Request,
             credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
             x_api_key: Annotated[str | None, Depends(header_key)],
         ) -> ApiKey:
             token = credentials.credentials if credentials is not None else x_api_key
-            key = service.keys.authenticate(token)
+            request.state.key_id = presented_id(token)
+            client = request.client.host if request.client is not None else "unknown"
+            key = await service.keys.authenticate_async(token, client)
             key.require(scope)
             return key
 
         return dependency
 
+    async def run_admitted(
+        request: Request, admission: Admission, fn: Callable[..., dict[str, Any]], *args: Any
+    ) -> dict[str, Any]:
+        """Run the pipeline for a charged request; close its audit row if it fails."""
+        t0 = time.perf_counter()
+        try:
+            return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+        except Refused:
+            raise
+        except Exception as exc:
+            status = (
+                422
+                if isinstance(exc, InputError)
+                else 503
+                if isinstance(exc, StorageError)
+                else 500
+            )
+            try:
+                await run_in_threadpool(
+                    service.db.close_admission,
+                    admission,
+                    status=status,
+                    outcome="rejected" if status == 422 else "error",
+                    reason=(str(exc) if status == 422 else type(exc).__name__)[:500],
+                    latency_ms=(time.perf_counter() - t0) * 1000,
+                )
+            except StorageError as err:
+                log.error("could not close audit row %s: %s", admission.audit_id, err)
+            raise
+
     # ---- errors -------------------------------------------------------------------------
+    def _reject(request: Request, status: int, detail: str, **kw: Any) -> JSONResponse:
+        request.state.reason = detail
+        return json_error(status, detail, **kw)
+
     @app.exception_handler(RequestValidationError)
-    async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _json_error(422, _validation_message(exc))
+    async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _reject(request, 422, _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _on_http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 400 and exc.detail == _PARSE_FAILED:
+            return _reject(request, 422, _unparseable(await request.body()))
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(InputError)
-    async def _on_input(_: Request, exc: InputError) -> JSONResponse:
-        return _json_error(422, str(exc))
+    async def _on_input(request: Request, exc: InputError) -> JSONResponse:
+        return _reject(request, 422, str(exc))
 
     @app.exception_handler(NoFilter)
     async def _on_no_filter(_: Request, exc: NoFilter) -> JSONResponse:
-        return _json_error(400, str(exc))
+        return json_error(400, str(exc))
 
     @app.exception_handler(AuthError)
-    async def _on_auth(_: Request, exc: AuthError) -> JSONResponse:
+    async def _on_auth(request: Request, exc: AuthError) -> JSONResponse:
         service.metrics.auth_failures.labels("key").inc()
-        return _json_error(401, str(exc), {"WWW-Authenticate": "Bearer"})
+        await anyio.sleep(service.config.auth.failure_delay_seconds)
+        return _reject(request, 401, str(exc), headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(AuthThrottled)
+    async def _on_auth_throttled(request: Request, exc: AuthThrottled) -> JSONResponse:
+        service.metrics.auth_failures.labels("throttled").inc()
+        await anyio.sleep(service.config.auth.failure_delay_seconds)
+        retry = str(max(1, math.ceil(exc.retry_after)))
+        return _reject(request, 429, str(exc), headers={"Retry-After": retry})
 
     @app.exception_handler(ScopeError)
-    async def _on_scope(_: Request, exc: ScopeError) -> JSONResponse:
+    async def _on_scope(request: Request, exc: ScopeError) -> JSONResponse:
         service.metrics.auth_failures.labels("scope").inc()
-        return _json_error(403, str(exc))
+        return _reject(request, 403, str(exc))
 
     @app.exception_handler(Refused)
-    async def _on_refused(_: Request, exc: Refused) -> JSONResponse:
+    async def _on_refused(request: Request, exc: Refused) -> JSONResponse:
+        request.state.audited = True  # the service wrote (or closed) the row
         retry = str(max(1, math.ceil(exc.retry_after)))
-        return _json_error(429, exc.reason, {"Retry-After": retry})
+        return json_error(429, exc.reason, {"Retry-After": retry})
 
     @app.exception_handler(StorageError)
-    async def _on_storage(_: Request, exc: StorageError) -> JSONResponse:
+    async def _on_storage(request: Request, exc: StorageError) -> JSONResponse:
         log.error("storage error: %s", exc)
-        return _json_error(503, "storage unavailable; the request was not processed.")
+        return _reject(request, 503, "storage unavailable; the request was not processed.")
 
     @app.exception_handler(Exception)
     async def _on_bug(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return _json_error(500, "internal error; the server log has the details.")
+        return json_error(500, "internal error; the server log has the details.")
 
     # ---- endpoints ----------------------------------------------------------------------
     @app.post("/v1/ask", response_model=AskResponse, tags=["rag"])
     async def ask(
-        body: AskRequest, key: Annotated[ApiKey, Depends(requires("ask"))]
+        request: Request, body: AskRequest, key: Annotated[ApiKey, Depends(requires("ask"))]
     ) -> dict[str, Any]:
         """Answer through the defended pipeline (budgets and extraction throttle apply)."""
         t0 = time.perf_counter()
         verdict = await run_in_threadpool(service.admit_ask, key, body)
+        assert verdict.admission is not None
+        request.state.admission = verdict.admission
         if verdict.delay > 0:
             await anyio.sleep(verdict.delay)  # holds no worker thread
-        result: dict[str, Any] = await anyio.to_thread.run_sync(
-            service.ask, key, body, verdict, t0, limiter=limiter
-        )
-        return result
+        return await run_admitted(request, verdict.admission, service.ask, key, body, verdict, t0)
 
     @app.post("/v1/filter", response_model=FilterResponse, tags=["rag"])
     async def filter_(
-        body: FilterRequest, key: Annotated[ApiKey, Depends(requires("filter"))]
+        request: Request,
+        body: FilterRequest,
+        key: Annotated[ApiKey, Depends(requires("filter"))],
     ) -> dict[str, Any]:
         """Run the defense chain on your own retrieved passages."""
         t0 = time.perf_counter()
-        await run_in_threadpool(service.admit_filter, key, body)
-        result: dict[str, Any] = await anyio.to_thread.run_sync(
-            service.filter, key, body, t0, limiter=limiter
-        )
-        return result
+        admission = await run_in_threadpool(service.admit_filter, key, body)
+        request.state.admission = admission
+        return await run_admitted(request, admission, service.filter, key, body, t0, admission)
 
     @app.get("/v1/health", response_model=HealthResponse, tags=["ops"])
     def health() -> dict[str, Any]:
@@ -302,7 +283,7 @@ def create_app(service: Service) -> FastAPI:
         return {"id": key_id, "unblocked": service.db.unblock(key_id)}
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=service.config.limits.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, service=service)
+    app.add_middleware(ObserveMiddleware, service=service, audit=audit)  # outermost
     return app
 
 

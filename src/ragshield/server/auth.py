@@ -1,15 +1,29 @@
-"""API keys: created once, stored as argon2id hashes, checked in constant time.
+"""API keys: created once, stored as argon2id hashes, checked without starving the server.
 
 A key reads ``rsk_<id>_<secret>``. The id is public (it names the key in ``keys list``,
 the audit log and the metrics); the secret is 32 random bytes shown once at creation and
-stored only as an argon2id hash (argon2-cffi). Verification looks the id up and lets
-argon2 compare the secret; an unknown id is verified against a dummy hash so a wrong id
-and a wrong secret cost the same time.
+stored only as an argon2id hash (argon2-cffi).
 
-argon2 is deliberately slow (~50-100 ms and 64 MiB per check at the default cost), so
-after one successful check the service keeps the SHA-256 of that secret in memory and
-compares later requests against it with :func:`hmac.compare_digest`; the key row (and so
-revocation) is still read from the database on every request.
+argon2 is deliberately slow (~50-100 ms and 64 MiB per check at the default cost), which
+makes it a lever for anyone holding no key at all (issue #15 item 4: 64 clients sending
+bad keys took a legitimate user from 169 to 0.19 requests/s). So:
+
+* an unknown key id is rejected after one indexed lookup, without hashing (the id is
+  public, so answering it faster than a wrong secret tells an attacker nothing new);
+* a secret that verified recently is trusted by its SHA-256 for ``verify_cache_seconds``
+  (compared with :func:`hmac.compare_digest`); the key row, and so revocation, is still
+  read on every request;
+* argon2 runs behind its own small limiter (``verify_concurrency``): in the async path
+  (:meth:`KeyManager.authenticate_async`, used by the app) a request waiting for a
+  verification slot holds no worker thread, so valid keys keep the thread pool;
+* a client (IP) with ``failure_limit`` failed checks inside ``failure_window_seconds``
+  gets :class:`AuthThrottled` (HTTP 429 + Retry-After) before any lookup or hash, except
+  for a secret already in the verified cache; the app answers every failure after
+  ``failure_delay_seconds`` (a sleeping coroutine), which caps how fast a connection can
+  guess or flood.
+
+The hasher is built in the constructor: built lazily, parallel first requests saw it
+half-built and answered 500 (issue #15 item 2).
 
 Example::
 
@@ -22,13 +36,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import re
 import secrets
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import anyio
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
@@ -45,6 +62,17 @@ class AuthError(RagshieldError):
 
 class ScopeError(RagshieldError):
     """A valid key without the scope the endpoint needs (HTTP 403)."""
+
+
+class AuthThrottled(RagshieldError):
+    """Too many failed authentications from one client (HTTP 429 + Retry-After)."""
+
+    def __init__(self, client: str, retry_after: float, limit: int, window: float) -> None:
+        super().__init__(
+            f"too many failed authentications from {client} ({limit} in {window:.0f} s); "
+            f"retry in {max(1, math.ceil(retry_after))} s."
+        )
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -65,6 +93,12 @@ class ApiKey:
             )
 
 
+def presented_id(token: str | None) -> str:
+    """The key id a token claims ('' if it is not a well-formed key): for logs and audit."""
+    m = _TOKEN.match(token.strip()) if token else None
+    return m.group(1) if m is not None else ""
+
+
 def check_scopes(scopes: Sequence[str] | str) -> tuple[str, ...]:
     items = [s.strip() for s in scopes.split(",")] if isinstance(scopes, str) else list(scopes)
     items = [s for s in items if s]
@@ -76,6 +110,57 @@ def check_scopes(scopes: Sequence[str] | str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
+class FailureThrottle:
+    """Sliding window of failed authentications per client, in memory (one process).
+
+    At most ``max_clients`` clients are tracked (least recently failing dropped first), so
+    a flood from many addresses cannot grow it without bound.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        window: float,
+        clock: Callable[[], float] = time.monotonic,
+        max_clients: int = 10_000,
+    ) -> None:
+        self.limit = limit
+        self.window = window
+        self.clock = clock
+        self.max_clients = max_clients
+        self._fails: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def retry_after(self, client: str) -> float:
+        """Seconds until ``client`` may try again; 0 when it is not throttled."""
+        now = self.clock()
+        with self._lock:
+            q = self._fails.get(client)
+            if q is None:
+                return 0.0
+            while q and q[0] <= now - self.window:
+                q.popleft()
+            if len(q) < self.limit:
+                return 0.0
+            return q[len(q) - self.limit] + self.window - now
+
+    def fail(self, client: str) -> None:
+        now = self.clock()
+        with self._lock:
+            q = self._fails.pop(client, None) or deque(maxlen=self.limit)
+            q.append(now)
+            self._fails[client] = q
+            while len(self._fails) > self.max_clients:
+                self._fails.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class _Presented:
+    key_id: str
+    secret: str
+    digest: bytes  # SHA-256 of the whole token: the verified-cache key
+
+
 class KeyManager:
     """Create, list, revoke and verify keys against the database."""
 
@@ -85,24 +170,18 @@ class KeyManager:
         self.db = db
         self.config = config
         self.clock = clock
-        self._hasher: PasswordHasher | None = None
-        self._dummy: str | None = None
-        self._verified: dict[str, tuple[str, bytes]] = {}  # key id -> (stored hash, sha256)
+        c = config
+        self.hasher = PasswordHasher(
+            time_cost=c.argon2_time_cost,
+            memory_cost=c.argon2_memory_kib,
+            parallelism=c.argon2_parallelism,
+        )
+        self.failures = FailureThrottle(c.failure_limit, c.failure_window_seconds)
+        # token digest -> (key id, stored hash it verified against, monotonic expiry)
+        self._verified: OrderedDict[bytes, tuple[str, str, float]] = OrderedDict()
         self._lock = threading.Lock()
-        self._verify_slots: threading.BoundedSemaphore | None = None
-
-    @property
-    def hasher(self) -> PasswordHasher:
-        if self._hasher is None:
-            c = self.config
-            self._hasher = PasswordHasher(
-                time_cost=c.argon2_time_cost,
-                memory_cost=c.argon2_memory_kib,
-                parallelism=c.argon2_parallelism,
-            )
-            self._dummy = self._hasher.hash(secrets.token_urlsafe(32))
-            self._verify_slots = threading.BoundedSemaphore(c.verify_concurrency)
-        return self._hasher
+        self._verify_slots = threading.BoundedSemaphore(c.verify_concurrency)
+        self._async_slots = anyio.CapacityLimiter(c.verify_concurrency)
 
     def create(
         self,
@@ -145,49 +224,101 @@ class KeyManager:
         if not self.db.revoke_key(key_id, self.clock()):
             raise InputError(f"API key {key_id!r} is already revoked.")
         with self._lock:
-            self._verified.pop(key_id, None)
+            for digest in [d for d, v in self._verified.items() if v[0] == key_id]:
+                del self._verified[digest]
 
-    def _argon2_ok(self, stored: str, secret: str) -> bool:
-        hasher = self.hasher
-        assert self._verify_slots is not None
-        with self._verify_slots:
-            try:
-                return bool(hasher.verify(stored, secret))
-            except (VerifyMismatchError, VerificationError, InvalidHashError):
-                return False
+    # ---- verification, in steps shared by the sync and async paths ----------------------
+    def _present(self, token: str | None, client: str) -> tuple[_Presented, bool]:
+        """Parse the token; return it and whether its secret verified recently.
 
-    def authenticate(self, token: str | None) -> ApiKey:
-        """The key behind ``token`` or :class:`AuthError` (one message per failure kind)."""
+        Raises :class:`AuthThrottled` for a throttled client (unless cached) and
+        :class:`AuthError` for a missing or malformed key.
+        """
         if not token:
             raise AuthError(
                 "missing API key: send 'Authorization: Bearer <key>' (create one with "
                 "'ragshield keys create NAME')."
             )
-        m = _TOKEN.match(token.strip())
+        token = token.strip()
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        cached = self._cached(digest)
+        if not cached:
+            wait = self.failures.retry_after(client)
+            if wait > 0:
+                raise AuthThrottled(client, wait, self.failures.limit, self.failures.window)
+        m = _TOKEN.match(token)
         if m is None:
+            self.failures.fail(client)
             raise AuthError("malformed API key: keys look like rsk_<12 hex>_<secret>.")
-        key_id, secret = m.group(1), m.group(2)
-        row = self.db.get_key(key_id)
-        if row is None:
-            self._argon2_ok(self._dummy_hash(), secret)  # same cost as a wrong secret
-            raise AuthError("invalid API key.")
-        digest = hashlib.sha256(secret.encode()).digest()
+        return _Presented(m.group(1), m.group(2), digest), cached
+
+    def _cached(self, digest: bytes) -> bool:
         with self._lock:
-            cached = self._verified.get(key_id)
-        if cached is not None and cached[0] == row.secret_hash:
-            ok = hmac.compare_digest(cached[1], digest)
-        else:
-            ok = self._argon2_ok(row.secret_hash, secret)
-            if ok:
-                with self._lock:
-                    self._verified[key_id] = (row.secret_hash, digest)
+            hit = self._verified.get(digest)
+            if hit is None:
+                return False
+            if hit[2] <= time.monotonic():
+                del self._verified[digest]
+                return False
+            return True
+
+    def _cache_matches(self, p: _Presented, row: KeyRow) -> bool:
+        """The cached verification still stands: same key id and same stored hash."""
+        with self._lock:
+            hit = self._verified.get(p.digest)
+        return hit is not None and hit[0] == row.id and hmac.compare_digest(hit[1], row.secret_hash)
+
+    def _remember(self, p: _Presented, row: KeyRow) -> None:
+        ttl = self.config.verify_cache_seconds
+        if ttl <= 0:
+            return
+        with self._lock:
+            self._verified[p.digest] = (row.id, row.secret_hash, time.monotonic() + ttl)
+            while len(self._verified) > 10_000:  # bounded: one entry per live secret
+                self._verified.popitem(last=False)
+
+    def _argon2(self, stored: str, secret: str) -> bool:
+        try:
+            return bool(self.hasher.verify(stored, secret))
+        except (VerifyMismatchError, VerificationError, InvalidHashError):
+            return False
+
+    def _conclude(self, p: _Presented, row: KeyRow, ok: bool, client: str) -> ApiKey:
         if not ok:
+            self.failures.fail(client)
             raise AuthError("invalid API key.")
+        self._remember(p, row)
         if row.revoked_at is not None:
-            raise AuthError(f"API key {key_id!r} was revoked.")
+            self.failures.fail(client)
+            raise AuthError(f"API key {row.id!r} was revoked.")
         return ApiKey(row.id, row.name, row.scopes, row.rpm, row.rpd)
 
-    def _dummy_hash(self) -> str:
-        _ = self.hasher
-        assert self._dummy is not None
-        return self._dummy
+    def _unknown(self, client: str) -> AuthError:
+        self.failures.fail(client)
+        return AuthError("invalid API key.")
+
+    def authenticate(self, token: str | None, client: str = "local") -> ApiKey:
+        """The key behind ``token`` or :class:`AuthError` (one message per failure kind)."""
+        p, cached = self._present(token, client)
+        row = self.db.get_key(p.key_id)
+        if row is None:
+            raise self._unknown(client)
+        if cached and self._cache_matches(p, row):
+            return self._conclude(p, row, True, client)
+        with self._verify_slots:
+            ok = self._argon2(row.secret_hash, p.secret)
+        return self._conclude(p, row, ok, client)
+
+    async def authenticate_async(self, token: str | None, client: str) -> ApiKey:
+        """:meth:`authenticate` for the event loop: a request queued for an argon2 slot
+        waits in an :class:`anyio.CapacityLimiter`, not in a worker thread."""
+        p, cached = self._present(token, client)
+        row = await anyio.to_thread.run_sync(self.db.get_key, p.key_id)
+        if row is None:
+            raise self._unknown(client)
+        if cached and self._cache_matches(p, row):
+            return self._conclude(p, row, True, client)
+        ok = await anyio.to_thread.run_sync(
+            self._argon2, row.secret_hash, p.secret, limiter=self._async_slots
+        )
+        return self._conclude(p, row, ok, client)

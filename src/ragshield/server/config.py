@@ -144,6 +144,16 @@ class AuthConfig(_Section):
     verify_concurrency: int = Field(default=2, ge=1)
     # protect /metrics with an admin-scoped key
     metrics_require_key: bool = False
+    # serve /docs and /openapi.json (they need no key; the shipped config turns them off)
+    docs_enabled: bool = False
+    # a verified secret is trusted (by its SHA-256) this long without argon2; 0 = never
+    verify_cache_seconds: float = Field(default=300.0, ge=0.0)
+    # failed authentications one client (IP) may make per window before it gets 429
+    failure_limit: int = Field(default=20, ge=1)
+    failure_window_seconds: float = Field(default=60.0, gt=0.0)
+    # a 401 / auth 429 is answered after this delay (a sleeping coroutine, no thread): it
+    # caps how fast one connection can guess or flood
+    failure_delay_seconds: float = Field(default=0.5, ge=0.0)
 
 
 class StorageConfig(_Section):
@@ -169,6 +179,8 @@ class AuditConfig(_Section):
     # key for HMAC-SHA256 of questions (set it via RAGSHIELD_SERVE_AUDIT__HASH_KEY); empty
     # = plain SHA-256. With a key, short questions cannot be recovered by guessing.
     hash_key: str = ""
+    # audit rows older than this are deleted at start-up and then hourly; 0 = keep forever
+    retention_days: float = Field(default=90.0, ge=0.0)
 
 
 class ServerConfig(BaseSettings, PipelineConfig):

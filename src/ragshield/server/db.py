@@ -5,9 +5,11 @@ SQLite (embedded, WAL mode) is the default; any SQLAlchemy URL works through the
 records what was applied and :func:`migrate` applies the rest in order, so a newer server
 upgrades an older database in place.
 
-Every write that belongs together (an audit record and the chunks it served; a budget
-check and its increment) happens in one transaction, so a crash never leaves half a
-record. On SQLite, write transactions start with ``BEGIN IMMEDIATE``: two writers then
+Every write that belongs together happens in one transaction, so a crash never leaves
+half a record: a budget check, its increment and the request's audit row (opened as
+``admitted``; a ``kill -9`` mid-request leaves it so, never a charge without a row); the
+coverage-cap check, the served-chunk ledger and the row's final state (two parallel
+answers cannot both pass the cap, issue #15 item 3). On SQLite, write transactions start with ``BEGIN IMMEDIATE``: two writers then
 queue on the busy timeout instead of failing with "database is locked" on lock upgrade.
 
 Example::
@@ -39,6 +41,7 @@ from sqlalchemy import (
     Table,
     Text,
     create_engine,
+    delete,
     event,
     func,
     insert,
@@ -116,7 +119,9 @@ audit_log = Table(
     Column("ts", Float, nullable=False),
     Column("endpoint", String(20), nullable=False),
     Column("status", Integer, nullable=False),
-    Column("outcome", String(20), nullable=False),  # ok | slowed | refused | rate_limited
+    # admitted (charged, not finished) | ok | slowed | refused | rate_limited | rejected |
+    # error; status 0 while admitted
+    Column("outcome", String(20), nullable=False),
     Column("question_hash", String(64), nullable=False),
     Column("k", Integer, nullable=True),
     Column("defenses", Text, nullable=False),  # JSON list of names
@@ -145,8 +150,17 @@ def _v2(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE audit_log ALTER COLUMN id TYPE BIGINT")
 
 
+def _v3(conn: Connection) -> None:
+    """An index on the audit timestamp, for retention pruning."""
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_audit_ts ON audit_log (ts)")
+
+
 # Versioned DDL: append (version, step); never edit an applied step.
-MIGRATIONS: tuple[tuple[int, Callable[[Connection], None]], ...] = ((1, _v1), (2, _v2))
+MIGRATIONS: tuple[tuple[int, Callable[[Connection], None]], ...] = (
+    (1, _v1),
+    (2, _v2),
+    (3, _v3),
+)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # PostgreSQL advisory-lock key held while migrating (any constant shared by all replicas)
 _MIGRATION_LOCK = 0x7261_6773_6869_656C  # "ragshiel"
@@ -169,6 +183,14 @@ class KeyRow:
 
 
 @dataclass(frozen=True)
+class Admission:
+    """The audit row a charged request opened (``request_id`` goes back to the client)."""
+
+    audit_id: int
+    request_id: str
+
+
+@dataclass(frozen=True)
 class WindowCheck:
     """Outcome of one budget check: ``allowed`` or how long until the window resets."""
 
@@ -176,6 +198,26 @@ class WindowCheck:
     window: str = ""
     limit: int = 0
     retry_after: float = 0.0
+    admission: Admission | None = None
+
+
+@dataclass(frozen=True)
+class CoverageCap:
+    """Distinct chunks a key may hold since ``since``; past it, block until ``block_until``."""
+
+    limit: int
+    since: float
+    block_until: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What :meth:`Database.finish` did: served (with ``novelty``) or refused over the cap."""
+
+    served: bool
+    novelty: float | None
+    coverage: int
 
 
 @dataclass(frozen=True)
@@ -379,16 +421,25 @@ class Database:
 
     # ---- budgets ------------------------------------------------------------------------
     def consume(
-        self, key_id: str, limits: Sequence[tuple[str, float, int | None]], now: float
+        self,
+        key_id: str,
+        limits: Sequence[tuple[str, float, int | None]],
+        now: float,
+        admit: AuditRecord | None = None,
     ) -> WindowCheck:
         """Count one request in every fixed window, or none if any window is full.
 
         ``limits`` holds ``(window name, window seconds, limit or None)``. Check and
-        increment happen in one transaction, so concurrent requests cannot overspend.
+        increment happen in one transaction, so concurrent requests cannot overspend; with
+        ``admit``, the request's audit row is opened in that same transaction (returned as
+        ``WindowCheck.admission``), so no charge exists without its row.
         """
         active = [(w, s, n) for w, s, n in limits if n is not None]
         if not active:
-            return WindowCheck(True)
+            if admit is None:
+                return WindowCheck(True)
+            with self.write() as conn:
+                return WindowCheck(True, admission=self._open(conn, admit))
         with self.write() as conn:
             _insert_ignore(
                 conn,
@@ -419,7 +470,8 @@ class Database:
                     .where(rate_windows.c.key_id == key_id, rate_windows.c.window == window)
                     .values(start=start, count=count)
                 )
-        return WindowCheck(True)
+            admission = self._open(conn, admit) if admit is not None else None
+        return WindowCheck(True, admission=admission)
 
     # ---- extraction state ---------------------------------------------------------------
     def coverage(self, key_id: str, since: float) -> int:
@@ -515,6 +567,75 @@ class Database:
         }
 
     # ---- audit --------------------------------------------------------------------------
+    @staticmethod
+    def _values(rec: AuditRecord, novelty: float | None) -> dict[str, Any]:
+        return {
+            "request_id": rec.request_id,
+            "key_id": rec.key_id,
+            "ts": rec.ts,
+            "endpoint": rec.endpoint,
+            "status": rec.status,
+            "outcome": rec.outcome,
+            "question_hash": rec.question_hash,
+            "k": rec.k,
+            "defenses": json.dumps(list(rec.defenses)),
+            "chunk_ids": json.dumps(list(rec.chunk_ids)),
+            "decisions": json.dumps(list(rec.decisions), allow_nan=False),
+            "novelty": novelty,
+            "coverage": rec.coverage,
+            "reason": rec.reason,
+            "latency_ms": rec.latency_ms,
+        }
+
+    def _open(self, conn: Connection, rec: AuditRecord) -> Admission:
+        res = conn.execute(insert(audit_log).values(**self._values(rec, rec.novelty)))
+        (audit_id,) = res.inserted_primary_key or (None,)
+        assert audit_id is not None
+        return Admission(int(audit_id), rec.request_id)
+
+    @staticmethod
+    def _ledger(conn: Connection, key_id: str, ids: list[str], ts: float) -> float:
+        """Mark ``ids`` (sorted, distinct) served to the key now; return their novelty."""
+        # Row locks are taken in chunk-id order (the locking SELECT, then the inserts): two
+        # PostgreSQL transactions serving overlapping chunks in different orders would
+        # otherwise deadlock. SQLite's BEGIN IMMEDIATE serialises writers, ignores FOR UPDATE.
+        seen = {
+            r.chunk_id
+            for r in conn.execute(
+                select(served_chunks.c.chunk_id)
+                .where(served_chunks.c.key_id == key_id, served_chunks.c.chunk_id.in_(ids))
+                .order_by(served_chunks.c.chunk_id)
+                .with_for_update()
+            ).all()
+        }
+        fresh = [c for c in ids if c not in seen]
+        if seen:
+            conn.execute(
+                update(served_chunks)
+                .where(served_chunks.c.key_id == key_id, served_chunks.c.chunk_id.in_(list(seen)))
+                .values(last_at=ts)
+            )
+        if fresh:
+            _insert_ignore(
+                conn,
+                served_chunks,
+                [{"key_id": key_id, "chunk_id": c, "first_at": ts, "last_at": ts} for c in fresh],
+            )
+        return len(fresh) / len(ids)
+
+    @staticmethod
+    def _lock_key(conn: Connection, key_id: str) -> Any:
+        """Hold the key's ``key_state`` row until commit: one ledger writer per key at a time
+        on PostgreSQL (SQLite's BEGIN IMMEDIATE already admits one writer)."""
+        _insert_ignore(
+            conn,
+            key_state,
+            [{"key_id": key_id, "blocked_until": None, "block_reason": None, "strikes": 0}],
+        )
+        return conn.execute(
+            select(key_state).where(key_state.c.key_id == key_id).with_for_update()
+        ).one()
+
     def record(self, rec: AuditRecord, *, served: Sequence[str] = ()) -> float | None:
         """Write one audit record and, for answers, update the key's served-chunk ledger.
 
@@ -524,68 +645,99 @@ class Database:
         novelty = rec.novelty
         with self.write() as conn:
             if served:
-                # Row locks are taken in chunk-id order (the locking SELECT, then the
-                # inserts): two PostgreSQL transactions serving overlapping chunks in
-                # different orders would otherwise deadlock. SQLite's BEGIN IMMEDIATE
-                # serialises writers and ignores FOR UPDATE.
-                ids = sorted(set(served))
-                seen = {
-                    r.chunk_id
-                    for r in conn.execute(
-                        select(served_chunks.c.chunk_id)
-                        .where(
-                            served_chunks.c.key_id == rec.key_id,
-                            served_chunks.c.chunk_id.in_(ids),
-                        )
-                        .order_by(served_chunks.c.chunk_id)
-                        .with_for_update()
-                    ).all()
-                }
-                fresh = [c for c in ids if c not in seen]
-                if seen:
-                    conn.execute(
-                        update(served_chunks)
-                        .where(
-                            served_chunks.c.key_id == rec.key_id,
-                            served_chunks.c.chunk_id.in_(list(seen)),
-                        )
-                        .values(last_at=rec.ts)
-                    )
-                if fresh:
-                    _insert_ignore(
-                        conn,
-                        served_chunks,
-                        [
-                            {
-                                "key_id": rec.key_id,
-                                "chunk_id": c,
-                                "first_at": rec.ts,
-                                "last_at": rec.ts,
-                            }
-                            for c in fresh
-                        ],
-                    )
-                novelty = len(fresh) / len(ids)
-            conn.execute(
-                insert(audit_log).values(
-                    request_id=rec.request_id,
-                    key_id=rec.key_id,
-                    ts=rec.ts,
-                    endpoint=rec.endpoint,
-                    status=rec.status,
-                    outcome=rec.outcome,
-                    question_hash=rec.question_hash,
-                    k=rec.k,
-                    defenses=json.dumps(list(rec.defenses)),
-                    chunk_ids=json.dumps(list(rec.chunk_ids)),
-                    decisions=json.dumps(list(rec.decisions), allow_nan=False),
-                    novelty=novelty,
-                    coverage=rec.coverage,
-                    reason=rec.reason,
-                    latency_ms=rec.latency_ms,
-                )
-            )
+                novelty = self._ledger(conn, rec.key_id, sorted(set(served)), rec.ts)
+            conn.execute(insert(audit_log).values(**self._values(rec, novelty)))
         return novelty
+
+    def record_many(self, recs: Sequence[AuditRecord]) -> None:
+        """Write audit rows that touch no ledger (rejected requests) in one transaction."""
+        if recs:
+            with self.write() as conn:
+                conn.execute(insert(audit_log), [self._values(r, r.novelty) for r in recs])
+
+    def finish(
+        self,
+        admission: Admission,
+        rec: AuditRecord,
+        *,
+        served: Sequence[str] = (),
+        cap: CoverageCap | None = None,
+    ) -> Finished:
+        """Close an admitted request's row as ``rec`` and record what it served.
+
+        With ``cap``, the key's coverage after this answer is computed under the key's row
+        lock, in the same transaction as the ledger update: if the answer would take the
+        key past ``cap.limit`` distinct chunks, nothing is recorded as served, the row is
+        closed as refused (429) and the key is blocked, all at once.
+        """
+        ids = sorted(set(served))
+        with self.write() as conn:
+            if ids and cap is not None:
+                state = self._lock_key(conn, rec.key_id)
+                window = served_chunks.c.key_id == rec.key_id, served_chunks.c.last_at >= cap.since
+                held = int(
+                    conn.execute(
+                        select(func.count()).select_from(served_chunks).where(*window)
+                    ).scalar()
+                    or 0
+                )
+                held_here = int(
+                    conn.execute(
+                        select(func.count())
+                        .select_from(served_chunks)
+                        .where(*window, served_chunks.c.chunk_id.in_(ids))
+                    ).scalar()
+                    or 0
+                )
+                after = held + len(ids) - held_here
+                if after > cap.limit:
+                    conn.execute(
+                        update(key_state)
+                        .where(key_state.c.key_id == rec.key_id)
+                        .values(
+                            blocked_until=max(cap.block_until, state.blocked_until or 0.0),
+                            block_reason=cap.reason,
+                            strikes=state.strikes + 1,
+                        )
+                    )
+                    refused = {
+                        **self._values(rec, None),
+                        "status": 429,
+                        "outcome": "refused",
+                        "chunk_ids": "[]",
+                        "coverage": held,
+                        "reason": cap.reason,
+                    }
+                    conn.execute(
+                        update(audit_log)
+                        .where(audit_log.c.id == admission.audit_id)
+                        .values(**refused)
+                    )
+                    return Finished(False, None, held)
+            novelty = self._ledger(conn, rec.key_id, ids, rec.ts) if ids else rec.novelty
+            conn.execute(
+                update(audit_log)
+                .where(audit_log.c.id == admission.audit_id)
+                .values(**self._values(rec, novelty))
+            )
+        return Finished(True, novelty, rec.coverage or 0)
+
+    def close_admission(
+        self, admission: Admission, *, status: int, outcome: str, reason: str, latency_ms: float
+    ) -> None:
+        """Close an admitted request that ended without an answer (refused, error)."""
+        with self.write() as conn:
+            conn.execute(
+                update(audit_log)
+                .where(audit_log.c.id == admission.audit_id)
+                .values(status=status, outcome=outcome, reason=reason, latency_ms=latency_ms)
+            )
+
+    def prune_audit(self, before: float) -> int:
+        """Delete audit rows older than ``before``; return how many (retention)."""
+        with self.write() as conn:
+            res = conn.execute(delete(audit_log).where(audit_log.c.ts < before))
+        return int(res.rowcount or 0)
 
     def count_audit(self, key_id: str | None = None) -> int:
         q = select(func.count()).select_from(audit_log)

@@ -2,7 +2,8 @@
 
 Exposed at ``GET /metrics`` in the Prometheus text format: requests and latency per
 endpoint, pipeline stage latency, passages removed per defense, throttle verdicts,
-budget refusals, authentication failures and the number of currently blocked keys.
+budget refusals, authentication failures (``key``, ``scope``, ``throttled``), audit rows
+lost and the number of currently blocked keys.
 """
 
 from __future__ import annotations
@@ -71,6 +72,11 @@ class Metrics:
             "ragshield_auth_failures",
             "Requests refused for a missing/invalid key or scope.",
             ["reason"],
+            registry=r,
+        )
+        self.audit_dropped = Counter(
+            "ragshield_audit_dropped",
+            "Audit rows of rejected requests lost (queue full or database down).",
             registry=r,
         )
         self.blocked = Gauge(

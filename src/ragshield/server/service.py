@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from ragshield.generate.base import Generator
 from ragshield.pipeline import RAGPipeline
 from ragshield.server.auth import ApiKey, KeyManager
 from ragshield.server.config import ServerConfig
-from ragshield.server.db import AuditRecord, Database
+from ragshield.server.db import Admission, AuditRecord, Database
 from ragshield.server.metrics import Metrics
 from ragshield.server.schemas import AskRequest, FilterRequest
 from ragshield.server.throttle import ALLOW, ExtractionThrottle, Verdict
@@ -285,7 +285,13 @@ class Service:
         retry_after: float,
         kind: str,
         coverage: int | None = None,
+        admission: Admission | None = None,
     ) -> Refused:
+        if admission is not None:  # charged already: close the row the charge opened
+            self.db.close_admission(
+                admission, status=429, outcome=outcome, reason=reason, latency_ms=0.0
+            )
+            return Refused(reason, retry_after, kind)
         self.db.record(
             AuditRecord(
                 request_id=uuid.uuid4().hex,
@@ -309,13 +315,31 @@ class Service:
 
     def _budget(
         self, key: ApiKey, endpoint: str, question: str, k: int | None, defenses: Sequence[str]
-    ) -> None:
+    ) -> Admission:
         lim = self.config.limits
         per = {
             "minute": key.rpm or lim.requests_per_minute or None,  # 0 = unlimited
             "day": key.rpd or lim.requests_per_day or None,
         }
-        check = self.db.consume(key.id, [(w, secs, per[w]) for w, secs in WINDOWS], self._now())
+        now = self._now()
+        opened = AuditRecord(  # the charge and this row commit together (issue #15 item 12)
+            request_id=uuid.uuid4().hex,
+            key_id=key.id,
+            ts=now,
+            endpoint=endpoint,
+            status=0,
+            outcome="admitted",
+            question_hash=self.question_hash(question),
+            k=k,
+            defenses=list(defenses),
+            chunk_ids=[],
+            decisions=[],
+            novelty=None,
+            coverage=None,
+            reason=None,
+            latency_ms=0.0,
+        )
+        check = self.db.consume(key.id, [(w, secs, per[w]) for w, secs in WINDOWS], now, opened)
         if not check.allowed:
             self.metrics.rate_limited.labels(check.window).inc()
             wait = math.ceil(check.retry_after)
@@ -334,13 +358,15 @@ class Service:
                 check.retry_after,
                 "budget",
             )
+        assert check.admission is not None
+        return check.admission
 
     def admit_ask(self, key: ApiKey, req: AskRequest) -> Verdict:
         """Budget, then the extraction throttle. Raises :class:`Refused`; else the verdict."""
         k = self.check_ask(req)
         names = self.resolve(req.defenses).names
-        self._budget(key, "ask", req.question, k, names)
-        verdict = self.throttle.check(key.id, req.question)
+        admission = self._budget(key, "ask", req.question, k, names)
+        verdict = replace(self.throttle.check(key.id, req.question), admission=admission)
         if verdict.action != "allow":
             self.metrics.throttled.labels(verdict.kind, verdict.action).inc()
         if verdict.action == "refuse":
@@ -355,13 +381,14 @@ class Service:
                 verdict.retry_after,
                 verdict.kind,
                 verdict.coverage,
+                admission,
             )
         return verdict
 
-    def admit_filter(self, key: ApiKey, req: FilterRequest) -> None:
+    def admit_filter(self, key: ApiKey, req: FilterRequest) -> Admission:
         self.check_filter(req)
         names = self.resolve(req.defenses).names
-        self._budget(key, "filter", req.query, None, names)
+        return self._budget(key, "filter", req.query, None, names)
 
     # ---- work ---------------------------------------------------------------------------
     def ask(
@@ -384,9 +411,10 @@ class Service:
             if stage in ans.timings:
                 self.metrics.stage.labels(stage).observe(ans.timings[stage])
         served = [r.id for r in ans.passages]
-        request_id = uuid.uuid4().hex
+        request_id = uuid.uuid4().hex if verdict.admission is None else verdict.admission.request_id
         latency = (time.perf_counter() - t0) * 1000
-        self.db.record(
+        self._close(
+            verdict.admission,
             AuditRecord(
                 request_id=request_id,
                 key_id=key.id,
@@ -404,7 +432,7 @@ class Service:
                 reason=verdict.reason or None,
                 latency_ms=latency,
             ),
-            served=served,
+            served,
         )
         timings = {name: round(v * 1000, 3) for name, v in ans.timings.items()}
         if verdict.delay:
@@ -429,8 +457,24 @@ class Service:
             "timings_ms": timings,
         }
 
+    def _close(self, admission: Admission | None, rec: AuditRecord, served: list[str]) -> None:
+        """Write the answer's audit row and ledger; refuse it if it would pass the cap."""
+        if admission is None:  # not charged through admit_* (direct library use)
+            self.db.record(rec, served=served)
+            return
+        cap = self.throttle.cap_check()
+        done = self.db.finish(admission, rec, served=served, cap=cap)
+        if not done.served:
+            assert cap is not None
+            self.metrics.throttled.labels("coverage", "refuse").inc()
+            raise Refused(cap.reason, self.config.throttle.cooldown_seconds, "coverage")
+
     def filter(
-        self, key: ApiKey, req: FilterRequest, started: float | None = None
+        self,
+        key: ApiKey,
+        req: FilterRequest,
+        started: float | None = None,
+        admission: Admission | None = None,
     ) -> dict[str, Any]:
         """Run the chain on the caller's own passages (they never touch the index)."""
         t0 = time.perf_counter() if started is None else started
@@ -459,8 +503,9 @@ class Service:
         for r in reports:
             for rm in r["removed"]:
                 self.metrics.removed.labels(r["defense"], rm["unit"]).inc()
-        request_id = uuid.uuid4().hex
-        self.db.record(
+        request_id = uuid.uuid4().hex if admission is None else admission.request_id
+        self._close(
+            admission,
             AuditRecord(
                 request_id=request_id,
                 key_id=key.id,
@@ -477,7 +522,8 @@ class Service:
                 coverage=None,
                 reason=None,
                 latency_ms=(time.perf_counter() - t0) * 1000,
-            )
+            ),
+            [],
         )
         return {
             "request_id": request_id,

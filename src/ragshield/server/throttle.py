@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragshield.server.config import ThrottleConfig
-from ragshield.server.db import Database
+from ragshield.server.db import Admission, CoverageCap, Database
 
 log = logging.getLogger("ragshield.server")
 
@@ -40,7 +40,8 @@ class Verdict:
 
     ``kind`` names the rule that fired: ``""`` (none), ``blocked``, ``signature``,
     ``coverage`` or ``novelty``. ``coverage`` is the key's distinct chunks in the window
-    when it was computed.
+    when it was computed. ``admission`` is the audit row the request opened when it was
+    charged (the service fills it in; the answer closes that row).
     """
 
     action: Action = "allow"
@@ -49,6 +50,7 @@ class Verdict:
     delay: float = 0.0
     retry_after: float = 0.0
     coverage: int | None = None
+    admission: Admission | None = None
 
 
 ALLOW = Verdict()
@@ -95,6 +97,24 @@ class ExtractionThrottle:
     def cap(self) -> int:
         c = self.config
         return coverage_cap(c.coverage_limit, c.coverage_min_chunks, self.n_chunks)
+
+    def cap_check(self) -> CoverageCap | None:
+        """The cap :meth:`Database.finish` enforces atomically with the ledger update.
+
+        :meth:`check` refuses a key already at the cap before any work; this is what stops
+        parallel requests that all passed that check together (issue #15 item 3).
+        """
+        c = self.config
+        if not c.enabled:
+            return None
+        now = self.clock()
+        reason = (
+            f"this answer would take the key past {self.cap} distinct chunks in "
+            f"{c.coverage_window_seconds:.0f} s ({c.coverage_limit:.1%} of {self.n_chunks})"
+        )
+        return CoverageCap(
+            self.cap, now - c.coverage_window_seconds, now + c.cooldown_seconds, reason
+        )
 
     def _block(self, key_id: str, kind: str, reason: str, now: float) -> Verdict:
         until = now + self.config.cooldown_seconds
