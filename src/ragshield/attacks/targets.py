@@ -139,7 +139,7 @@ class TargetAnswerWriter:
             for k in range(self.tries):
                 prompt = _PROMPTS[(k + seed) % len(_PROMPTS)]
                 reply = writer.write(prompt.format(question=question.strip(), correct=shown))
-                cand = _first_answer(reply.text)
+                cand = _first_answer(reply.raw)
                 if differs(cand, right):
                     return TargetAnswer(question, cand, right, writer.generated_by)
         return TargetAnswer(question, template_target(question, right, seed=seed), right, TEMPLATE)

@@ -67,7 +67,11 @@ _KNOWN = {
 def _strings(value: object, key: str, path: Path, line: int) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, str) and v.strip() for v in value)
+    ):
         raise DataFormatError(path, line, f"{key!r} must be a non-empty string or list of strings")
     return tuple(v.strip() for v in value)
 
