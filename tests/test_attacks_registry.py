@@ -16,6 +16,7 @@ CORPUS = [
     "injection-question",
     "misleading",
     "poisonedrag-blackbox",
+    "poisonedrag-whitebox",
     "suffix",
     "suffix-offtopic",
     "suffix-question",

@@ -68,6 +68,13 @@ _REGISTRY: dict[str, AttackSpec] = {
             "(Zou et al., USENIX Security 2025, black-box)",
         ),
         _spec(
+            "poisonedrag-whitebox",
+            "corpus",
+            f"{_A}.poisonedrag_whitebox:PoisonedRAGWhiteBoxAttack",
+            "PoisonedRAG passages whose question prefix is HotFlip-optimised against the "
+            "index's encoder (Zou et al. 2025, white-box)",
+        ),
+        _spec(
             "misleading",
             "corpus",
             f"{_A}.misleading:MisleadingPassageAttack",

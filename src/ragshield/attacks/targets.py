@@ -51,6 +51,11 @@ TEMPLATE_ANSWERS: tuple[str, ...] = (
     "Tessaly Brune",
     "Ostrevia",
 )
+#: "Wrong answer:", "The incorrect answer is:", "Answer -" ... before the answer itself.
+_LEAD = re.compile(
+    r"^\W*(?:the\s+)?(?:(?:plausible|wrong|incorrect|false)\s+)*(?:answer\s*)?(?:is\s*)?[:：\-]\s*",
+    re.IGNORECASE,
+)
 _NUMBER = re.compile(r"^\s*(\d{1,4})(?:\s|$)")
 
 
@@ -91,7 +96,7 @@ def template_target(question: str, correct: Sequence[str], *, seed: int = 0) -> 
 
 def _first_answer(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
-    line = re.sub(r"^(?:wrong|incorrect)?\s*answer\s*[:：]\s*", "", line, flags=re.IGNORECASE)
+    line = _LEAD.sub("", line)
     line = line.strip().strip("\"'“”*").rstrip(".").strip()
     words = line.split()
     return " ".join(words[:_MAX_WORDS]) if len(words) > _MAX_WORDS else line
