@@ -130,6 +130,18 @@ class TestTargets:
     def test_differs(self, candidate: str, correct: list[str], ok: bool) -> None:
         assert differs(candidate, correct) is ok
 
+    @pytest.mark.parametrize(
+        ("reply", "expected"),
+        [
+            ("The wrong answer is: The Hiroshima bomb", "The Hiroshima bomb"),
+            ("Incorrect answer - Perth.\nExplanation follows", "Perth"),
+            ('"George Harrison"', "George Harrison"),
+        ],
+    )
+    def test_reply_leads_are_stripped(self, reply: str, expected: str) -> None:
+        gen = Scripted(lambda q, k: reply)
+        assert TargetAnswerWriter(TextWriter(gen)).target_for(Q, ["Canberra"]).target == expected
+
     def test_llm_target_is_checked_and_retried(self) -> None:
         gen = Scripted(lambda q, k: "Canberra" if k == 1 else "Wrong answer: Sydney.\nBecause ...")
         t = TargetAnswerWriter(TextWriter(gen)).target_for(Q, ["Canberra"])
