@@ -424,13 +424,12 @@ def attack_factory(
 
     from ragshield.attacks import registry
 
-    try:
-        cls = registry.attack_class(name, kind="query")
-    except InputError:
+    if name not in registry.available("query"):
         raise InputError(
             f"unknown extraction attack {name!r}; available: "
             f"{', '.join(registry.available('query'))}."
-        ) from None
+        )
+    cls = registry.attack_class(name, kind="query")
     shared: dict[str, Any] = {
         "encoder": encoder,
         "max_queries": max_queries,
