@@ -14,7 +14,7 @@ import pytest
 from ragshield.attacks.misleading import MisleadingPassageAttack
 from ragshield.attacks.poisonedrag import PROMPT, PoisonedRAGAttack, question_prefixed
 from ragshield.attacks.targets import TargetAnswerWriter, differs, template_target
-from ragshield.attacks.writer import TextWriter, clean_reply, truncate_words
+from ragshield.attacks.writer import TextWriter, clean_reply, drop_unfinished, truncate_words
 from ragshield.errors import InputError
 from ragshield.generate.cache import CachedGenerator
 from ragshield.types import Generation
@@ -163,6 +163,9 @@ def test_reply_cleaning() -> None:
     text = "One two three. Four five six seven eight nine."
     assert truncate_words(text, 5) == "One two three."
     assert truncate_words(text, 50) == text
+    assert drop_unfinished("One sentence. Two is cut at the") == "One sentence."
+    assert drop_unfinished("Only an unfinished one") == "Only an unfinished one"
+    assert drop_unfinished('He said "yes."') == 'He said "yes."'
 
 
 @pytest.mark.llm

@@ -17,7 +17,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragshield.attacks.writer import TEMPLATE, TextWriter, truncate_words
+from ragshield.attacks.writer import TEMPLATE, TextWriter, drop_unfinished, truncate_words
 from ragshield.errors import check_int, check_query
 from ragshield.text import contains_answer, normalize_answer
 
@@ -146,7 +146,7 @@ class LLMPassageAttack:
                     instruction += f" (Version {variant + 1}.)"
                 cursor += 1
                 reply = writer.write(instruction)
-                body = truncate_words(reply.text, 2 * self.words)
+                body = truncate_words(drop_unfinished(reply.text), 2 * self.words)
                 key = normalize_answer(body)
                 if not body or key in seen or not contains_answer(body, target_answer):
                     continue

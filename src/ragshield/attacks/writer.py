@@ -171,3 +171,13 @@ def truncate_words(text: str, max_words: int) -> str:
     if cut.endswith((".", "!", "?")):
         return cut
     return cut[: end + 1] if end > len(cut) // 3 else cut
+
+
+def drop_unfinished(text: str) -> str:
+    """Cut a trailing unfinished sentence (a reply that hit the token budget), when at
+    least one full sentence comes before it."""
+    text = text.strip()
+    if not text or text.endswith((".", "!", "?", '"', "”", ")")):
+        return text
+    end = max(text.rfind(". "), text.rfind("! "), text.rfind("? "))
+    return text[: end + 1] if end > 0 else text
