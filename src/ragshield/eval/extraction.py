@@ -424,23 +424,28 @@ def attack_factory(
     seed: int = 0,
     **params: Any,
 ) -> AttackFactory:
-    """``"rag-thief"`` or ``"worm"`` with the shared budget; ``params`` go to the class."""
-    from ragshield.attacks.extraction import RAGThief, WormAttack
+    """A query attack of the registry (``"rag-thief"``, ``"worm"``, ...) with the shared
+    budget; ``params`` go to the class. The attacker's generator goes to classes that take
+    one (RAG-Thief's reflection)."""
+    import inspect
 
-    if name == "rag-thief":
-        return lambda: RAGThief(
-            attacker_generator,
-            encoder,
-            max_queries=max_queries,
-            max_seconds=max_seconds,
-            seed=seed,
-            **params,
+    from ragshield.attacks import registry
+
+    if name not in registry.available("query"):
+        raise InputError(
+            f"unknown extraction attack {name!r}; available: "
+            f"{', '.join(registry.available('query'))}."
         )
-    if name == "worm":
-        return lambda: WormAttack(
-            encoder, max_queries=max_queries, max_seconds=max_seconds, seed=seed, **params
-        )
-    raise InputError(f"unknown extraction attack {name!r}; available: rag-thief, worm.")
+    cls = registry.attack_class(name, kind="query")
+    shared: dict[str, Any] = {
+        "encoder": encoder,
+        "max_queries": max_queries,
+        "max_seconds": max_seconds,
+        "seed": seed,
+    }
+    if "generator" in inspect.signature(cls).parameters:
+        shared["generator"] = attacker_generator
+    return lambda: registry.build_attack(name, kind="query", **shared, **params)
 
 
 # ---- the run ------------------------------------------------------------------------------

@@ -30,7 +30,6 @@ generator would read; metrics: see :mod:`ragshield.eval.metrics` and
 
 from __future__ import annotations
 
-import importlib
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ragshield.attacks import registry as attack_registry
 from ragshield.attacks.base import CorpusAttack
 from ragshield.defenses.base import PassageFilter
 from ragshield.embed.base import Encoder, l2_normalize
@@ -67,45 +67,36 @@ METRIC_LABELS: dict[str, str] = {
     "filter_ms": "ms/query",
 }
 
-# name -> factory for CorpusAttack objects ("module:Class" strings are imported on use),
-# so attacks written elsewhere plug in by name: register_attack("injection", "...:Class").
-_ATTACKS: dict[str, str | Callable[[], CorpusAttack]] = {
-    "injection": "ragshield.attacks.injection:PromptInjectionAttack",
-    "suffix": "ragshield.attacks.suffix:AdversarialSuffixAttack",
-}
-
 
 def register_attack(name: str, factory: str | Callable[[], CorpusAttack]) -> None:
-    """Make a :class:`CorpusAttack` available to :func:`run_poisoning_eval` by name."""
+    """Make a :class:`CorpusAttack` available by name, in the one attack registry
+    (:mod:`ragshield.attacks.registry`), so :func:`run_poisoning_eval`, ``scan`` and the CLI
+    all resolve it."""
     if name in (*ATTACK_SOURCES, MIXED, CLEAN):
         raise InputError(f"attack name {name!r} is reserved for the data-backed attacks.")
-    _ATTACKS[name] = factory
+    attack_registry.register(name, factory, "corpus")
 
 
 def available_attacks() -> list[str]:
-    return [*ATTACK_SOURCES, MIXED, *sorted(_ATTACKS)]
+    """The data-backed attacks, ``mixed``, then every corpus attack of the registry."""
+    return [*ATTACK_SOURCES, MIXED, *attack_registry.available("corpus")]
 
 
 def resolve_attack(attack: str | CorpusAttack) -> str | CorpusAttack:
-    """A data-backed attack name stays a name; anything else becomes a CorpusAttack."""
+    """A data-backed attack name stays a name; anything else becomes a CorpusAttack
+    (a registry name, or ``"package.module:Class"`` of any CorpusAttack)."""
     if isinstance(attack, str):
         if attack in ATTACK_SOURCES or attack == MIXED:
             return attack
-        factory = _ATTACKS.get(attack, attack if ":" in attack else None)
-        if factory is None:
+        if attack in attack_registry.available("corpus"):
+            attack = attack_registry.build_attack(attack, kind="corpus")
+        elif ":" in attack:
+            attack = attack_registry.load_target(attack)()
+        else:
             raise InputError(
                 f"unknown attack {attack!r}; available: {', '.join(available_attacks())} "
                 "(or 'package.module:Class' of a CorpusAttack)."
             )
-        if isinstance(factory, str):
-            module, _, attr = factory.partition(":")
-            try:
-                obj = getattr(importlib.import_module(module), attr)()
-            except (ImportError, AttributeError) as exc:
-                raise InputError(f"cannot load attack {attack!r} from {factory!r}: {exc}") from exc
-        else:
-            obj = factory()
-        attack = obj
     if not isinstance(attack, CorpusAttack):
         raise InputError(
             f"attacks must be names or CorpusAttack objects; got {type(attack).__name__}."
