@@ -889,7 +889,7 @@ class RAGDefender(_RAGDefenderBase):
         rest = np.flatnonzero(~work.removed)
         sub = sim[np.ix_(rest, rest)]
         if rest.size >= 2 and mode == "single_hop":
-            est = clustering_estimate(vectors[rest], [texts[i] for i in rest], self.m)
+            est = clustering_estimate(vectors[rest], [texts[i] for i in rest.tolist()], self.m)
             n_adv_rest = est.n_adv
             details["groups"] = [rest[g].tolist() for g in _labels_to_groups(est.labels)]
             details["top_terms"] = list(est.terms.terms)

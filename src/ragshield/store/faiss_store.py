@@ -183,7 +183,7 @@ class FaissStore:
         path = Path(path)
         if meta.get("store", "faiss") != "faiss":
             raise InputError(f"{path} is a {meta['store']} index, not a FAISS one")
-        params = _meta_params(meta, path / "meta.json")
+        params = _meta_params(dict(meta), path / "meta.json")
         store = cls(meta["dim"], **params)
         store._index = _read_faiss(path / "index.faiss", store.dim, store.index_type)
         if store.index_type == "hnsw":
