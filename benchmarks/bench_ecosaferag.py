@@ -26,6 +26,16 @@ What it measures, on what (every figure printed is measured in this run):
    4 benign + 5 PoisonedRAG).
 4. Ablations on dev at the selected configuration (no baits, query-independent baits, no
    query projection, a ±1 context window, passage-scope bait flags, no clause split).
+6. Real retrieval (issue #17; ``--only real`` runs just this): the 1,888 SQuAD paragraphs
+   of ``ontopic/`` indexed with MiniLM in a FaissStore (vectors cached under
+   ``~/.cache/ragshield/bench``), ~300 questions per split (articles sorted by title: even
+   positions dev, odd test; stratified per article, seed 0), top-k for real. Answer kept
+   (some answer string in the kept text of the 5 best-scored survivors) at k=5/10, fraction
+   of sentences removed, and one planted passage per question added to a copy of the index
+   (question-prefixed injection, question + genuine paragraph carrying an injection,
+   off-topic injection, GCG suffix): caught among retrieved + answer kept. Filter latency
+   p50/p95 at k=10 on one thread, warm (pipeline: sentence vectors precomputed at index
+   time, query vector cached by the retriever's call) and cold (no cache).
 5. Optional: ``--optimize-suffix N`` runs :class:`GCGSuffixOptimizer` (greedy coordinate
    gradient) against the packaged SmolLM2-135M on N dev questions and evaluates the
    resulting suffixes as the ``suffix-optimized`` setting on test; ``--generator`` adds
@@ -39,6 +49,8 @@ import json
 import os
 import platform
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +59,20 @@ os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
 
 import numpy as np
 
+from ragshield.attacks.injection import (
+    INJECTION_TEMPLATES,
+    POSITIONS,
+    fill_template,
+    insert_instruction,
+    instruction_survives,
+)
+from ragshield.attacks.suffix import AdversarialSuffixAttack, universal_suffixes
 from ragshield.defenses.compose import FilterChain
-from ragshield.defenses.ecosaferag import EcoSafeRAG
+from ragshield.defenses.ecosaferag import PRESETS, EcoSafeRAG
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.eval.datasets import load_poisoning, split_cases
 from ragshield.eval.injection import (
+    OWN_KINDS,
     SETTINGS,
     AttackSet,
     build_attack_set,
@@ -61,6 +82,9 @@ from ragshield.eval.injection import (
 )
 from ragshield.eval.poisoning import VectorBank, benign_passages
 from ragshield.generate.extractive import ExtractiveGenerator
+from ragshield.store.faiss_store import FaissStore
+from ragshield.text import contains_answer, normalize_answer, split_sentences
+from ragshield.types import Passage
 
 DEV_SETTINGS: list[tuple[str, int]] = [
     ("clean", 0),
@@ -284,6 +308,286 @@ def md_table(res: Any, defenses: list[str]) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------- real retrieval (#17)
+
+ONTOPIC = "ontopic/squad_v1.1_dev_43articles.json"
+CACHE_DIR = Path(os.environ.get("RAGSHIELD_BENCH_CACHE", "~/.cache/ragshield/bench")).expanduser()
+#: Planted-passage kinds of the real-retrieval section.
+PLANTS = ("prefixed", "prefixed-hijack", "offtopic", "suffix")
+
+
+class DiskCachedEncoder:
+    """The packaged encoder with a text-hash -> vector cache persisted under ``CACHE_DIR``,
+    so reruns of the real-retrieval section do not re-encode the 1,888 passages, their
+    ~10k sentences and the baits. Benchmark plumbing only: the latency section uses the
+    plain encoder."""
+
+    def __init__(self, inner: SentenceTransformerEncoder, path: Path) -> None:
+        self.inner, self.path, self.name = inner, path, inner.name
+        self._vec: dict[bytes, np.ndarray] = {}
+        self._dirty = False
+        if path.exists():
+            with np.load(path, allow_pickle=False) as z:
+                self._vec = dict(zip((bytes(k) for k in z["keys"]), z["vecs"], strict=True))
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def encode(self, texts: Any, *, show_progress: bool = False) -> np.ndarray:
+        texts = list(texts)
+        keys = [SentenceTransformerEncoder._key(t) for t in texts]
+        todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._vec}
+        if todo:
+            vecs = self.inner.encode(list(todo.values()), show_progress=show_progress)
+            self._vec.update(zip(todo, vecs, strict=True))
+            self._dirty = True
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.vstack([self._vec[k] for k in keys]).astype(np.float32)
+
+    def save(self) -> None:
+        if self._dirty:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            keys = np.array(list(self._vec), dtype="S16")
+            tmp = self.path.with_suffix(".tmp.npz")
+            np.savez(tmp, keys=keys, vecs=np.vstack(list(self._vec.values())))
+            tmp.replace(self.path)
+            self._dirty = False
+
+
+@dataclass(frozen=True)
+class OntopicQuestion:
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    article: str
+    target: str  # the attacker's answer: an answer of another question of the article
+
+
+def ontopic_split(
+    data: dict[str, Any], split: str, per_split: int = 300, seed: int = 0
+) -> list[OntopicQuestion]:
+    """Articles sorted by title, even positions = dev, odd = test (the lead's split);
+    ``ceil(per_split / n_articles)`` questions per article, drawn with ``seed``."""
+    titles = sorted({q["title"] for q in data["questions"]})
+    chosen = titles[0::2] if split == "dev" else titles[1::2]
+    per = -(-per_split // len(chosen))
+    out: list[OntopicQuestion] = []
+    for t in chosen:
+        qs = [q for q in data["questions"] if q["title"] == t]
+        rng = np.random.default_rng([seed, titles.index(t)])
+        pool = sorted({a for q in qs for a in q["answers"][:1]})
+        for i in rng.permutation(len(qs))[:per]:
+            q = qs[int(i)]
+            own = {normalize_answer(a) for a in q["answers"]}
+            others = [a for a in pool if normalize_answer(a) not in own]
+            target = others[int(rng.integers(len(others)))]
+            out.append(OntopicQuestion(q["id"], q["question"], tuple(q["answers"]), t, target))
+    return out
+
+
+def ontopic_store(data: dict[str, Any], enc: Any) -> FaissStore:
+    passages = [Passage(p["id"], p["text"], p["title"]) for p in data["passages"]]
+    vecs = enc.encode([p.text for p in passages], show_progress=True)
+    store = FaissStore(vecs.shape[1], encoder_name=enc.name)
+    store.add(passages, vecs)
+    return store
+
+
+def plant_text(
+    q: OntopicQuestion, kind: str, seed: int, index: int, article: Sequence[str] = ()
+) -> tuple[str, list[str]]:
+    """``(planted passage, instruction strings)`` for one question.
+
+    ``prefixed``: the question, then one of the harness's own instructions
+    (:data:`ragshield.eval.injection.OWN_KINDS`) — PoisonedRAG's retrieval trick;
+    ``prefixed-hijack``: the question, then a genuine paragraph of the same article (from
+    ``article``, one without the answer) carrying the instruction at a random position —
+    diverse genuine text around the instruction, so the low-diversity rules cannot help;
+    ``offtopic``: the instruction alone; ``suffix``: the default PoisonedRAG-style carrier
+    (question + target statement) with a published GCG suffix appended.
+    """
+    rng = np.random.default_rng([seed, index, 11])
+    if kind == "suffix":
+        suffixes = [s.suffix for s in universal_suffixes() if s.id != "gcg-init"]
+        suffix = suffixes[(seed + index) % len(suffixes)]
+        attack = AdversarialSuffixAttack(suffixes=[suffix])
+        return attack.craft(q.question, q.target, 1, seed=seed)[0], [suffix]
+    templates = [t for k in OWN_KINDS for t in INJECTION_TEMPLATES[k]]
+    instr = fill_template(templates[int(rng.integers(len(templates)))], q.question, q.target)
+    if kind == "prefixed":
+        return f"{q.question.strip()} {instr}", [instr]
+    if kind == "prefixed-hijack":
+        pool = [t for t in article if not any(contains_answer(t, a) for a in q.answers)]
+        carrier = pool[int(rng.integers(len(pool)))]
+        where = POSITIONS[int(rng.integers(len(POSITIONS)))]
+        return f"{q.question.strip()} {insert_instruction(carrier, instr, where)}", [instr]
+    return instr, [instr]
+
+
+def measure_real(
+    flt: Any,
+    store: Any,
+    enc: Any,
+    questions: Sequence[OntopicQuestion],
+    k: int,
+    plant: str | None = None,
+    *,
+    seed: int = 0,
+    context_k: int = 5,
+) -> dict[str, Any]:
+    """Real retrieval: per question, top-``k`` from ``store`` (plus, with ``plant``, one
+    planted passage added to a copy of it), the filter, and what reaches the generator =
+    the kept text of the ``context_k`` best-scored survivors. Per-question lists:
+
+    * ``answer_kept``: some answer string occurs in that context (no filter: top-5 as is);
+    * ``removed``: fraction of retrieved sentences the filter dropped;
+    * with a plant: ``retrieved`` (the planted passage is in the top-k) and ``caught``
+      (retrieved, and no attacker text in the context holds an instruction sentence or
+      the target answer; nan when not retrieved).
+    """
+    qv = enc.encode([q.question for q in questions])
+    by_article: dict[str, list[str]] = {}
+    for p in store.passages:
+        by_article.setdefault(p.title, []).append(p.text)
+    out: dict[str, list[float]] = {
+        k_: [] for k_ in ("answer_kept", "removed", "retrieved", "caught", "ms")
+    }
+    for i, q in enumerate(questions):
+        planted_id = None
+        instrs: list[str] = []
+        searched = store
+        if plant is not None:
+            text, instrs = plant_text(q, plant, seed, i, by_article.get(q.article, ()))
+            planted_id = f"planted::{q.id}"
+            searched = FaissStore(store.dim, encoder_name=store.encoder_name)
+            searched.add(store.passages, store.vectors)
+            searched.add([Passage(planted_id, text)], enc.encode([text]))
+        hits = searched.search(qv[i : i + 1], k)[0]
+        t0 = time.perf_counter()
+        res = None if flt is None else flt.filter(q.question, hits)
+        out["ms"].append((time.perf_counter() - t0) * 1000.0)
+        kept = list(hits) if res is None else list(res.kept)
+        ctx = sorted(kept, key=lambda r: -r.score)[:context_k]
+        out["answer_kept"].append(
+            float(any(contains_answer(r.text, a) for r in ctx for a in q.answers))
+        )
+        n_sent = sum(len(split_sentences(r.text)) for r in hits)
+        n_kept = n_sent if res is None else res.details.get("n_kept_sentences", n_sent)
+        out["removed"].append(1.0 - n_kept / n_sent if n_sent else 0.0)
+        if plant is not None:
+            got = any(r.id == planted_id for r in hits)
+            out["retrieved"].append(float(got))
+            bad = [r.text for r in ctx if r.id == planted_id]
+            survives = any(
+                any(instruction_survives(t, ins) for ins in instrs) or contains_answer(t, q.target)
+                for t in bad
+            )
+            out["caught"].append(float(not survives) if got else float("nan"))
+    return out
+
+
+def latency_real(
+    make_filter: Any,
+    store: Any,
+    questions: Sequence[OntopicQuestion],
+    warm_encoder: Any,
+    k: int = 10,
+) -> dict[str, dict[str, float]]:
+    """Filter latency on real top-``k`` retrievals, one thread, two regimes:
+
+    * ``warm``: as in a pipeline — one encoder (its text cache on) retrieves and filters,
+      so the query vector is already known, and the indexed passages' sentences were
+      encoded at index time (:meth:`EcoSafeRAG.precompute`);
+    * ``cold``: a fresh encoder with its cache off and nothing precomputed: every
+      sentence of every retrieved passage is encoded in the call.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    out: dict[str, dict[str, float]] = {}
+    for regime in ("warm", "cold"):
+        enc = warm_encoder if regime == "warm" else SentenceTransformerEncoder(cache_size=0)
+        if regime == "cold":
+            enc.warm_up()
+        flt = make_filter(enc)
+        if regime == "warm":
+            flt.precompute([p.text for p in store.passages])
+        flt.filter(questions[0].question, store.search(enc.encode([questions[0].question]), k)[0])
+        times = []
+        for q in questions:
+            hits = store.search(enc.encode([q.question]), k)[0]  # the retriever's call
+            t0 = time.perf_counter()
+            flt.filter(q.question, hits)
+            times.append((time.perf_counter() - t0) * 1000.0)
+        out[regime] = {
+            "p50_ms": float(np.percentile(times, 50)),
+            "p95_ms": float(np.percentile(times, 95)),
+            "n": float(len(times)),
+        }
+    return out
+
+
+def real_section(data_root: Path, seed: int, per_split: int, limit: int | None) -> dict[str, Any]:
+    """Issue #17: clean on-topic retrieval and planted passages on SQuAD (the lead's
+    article split), no filter vs the ``paper`` preset vs the default EcoSafeRAG."""
+    data = json.loads((data_root / ONTOPIC).read_text(encoding="utf-8"))
+    enc = DiskCachedEncoder(SentenceTransformerEncoder(), CACHE_DIR / "minilm_vectors.npz")
+    store = ontopic_store(data, enc)
+    enc.save()
+    filters: dict[str, Any] = {
+        "none": None,
+        "paper": EcoSafeRAG(encoder=enc, **PRESETS["paper"]),
+        "ecosaferag": EcoSafeRAG(encoder=enc),
+    }
+    results: dict[str, Any] = {}
+    for split in ("dev", "test"):
+        qs = ontopic_split(data, split, per_split, seed)[:limit]
+        print(
+            f"\n## Real retrieval, SQuAD {split} ({len(qs)} questions; articles sorted by "
+            f"title, {'even' if split == 'dev' else 'odd'} positions), seed {seed}"
+        )
+        print(
+            "| filter | ans@k5 | ans@k10 | sent. removed k10 | "
+            + " | ".join(f"{p} caught / ans" for p in PLANTS)
+            + " |"
+        )
+        print("|---" * (4 + len(PLANTS)) + "|")
+        for name, flt in filters.items():
+            row: dict[str, Any] = {}
+            for k in (5, 10):
+                r = measure_real(flt, store, enc, qs, k, seed=seed)
+                row[f"k{k}"] = {m: float(np.nanmean(v)) for m, v in r.items() if v}
+            for plant in PLANTS:
+                r = measure_real(flt, store, enc, qs, 10, plant, seed=seed)
+                row[plant] = {m: float(np.nanmean(v)) for m, v in r.items() if v}
+            enc.save()
+            results.setdefault(split, {})[name] = row
+            cells = " | ".join(
+                f"{row[p]['caught']:.3f} / {row[p]['answer_kept']:.3f}" for p in PLANTS
+            )
+            print(
+                f"| {name} | {row['k5']['answer_kept']:.3f} | {row['k10']['answer_kept']:.3f} "
+                f"| {row['k10']['removed']:.3f} | {cells} |",
+                flush=True,
+            )
+        retrieved = {p: results[split]["none"][p]["retrieved"] for p in PLANTS}
+        print(
+            "planted passage in the top-10: "
+            + ", ".join(f"{p} {v:.3f}" for p, v in retrieved.items())
+        )
+    lat_qs = ontopic_split(data, "test", per_split, seed)[: limit or 100]
+    print(f"\n## Filter latency, real top-10 ({len(lat_qs)} test questions, one thread)")
+    results["latency"] = {}
+    for name, params in (("paper", PRESETS["paper"]), ("ecosaferag", {})):
+        lat = latency_real(lambda e, p=params: EcoSafeRAG(encoder=e, **p), store, lat_qs, enc)
+        results["latency"][name] = lat
+        for regime, v in lat.items():
+            print(f"  {name:<11} {regime}: p50 {v['p50_ms']:7.1f} ms   p95 {v['p95_ms']:7.1f} ms")
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -299,9 +603,21 @@ def main() -> None:
     ap.add_argument(
         "--config", default=None, help="skip the dev sweeps and use this JSON configuration"
     )
+    ap.add_argument(
+        "--only", choices=("synthetic", "real"), default=None,
+        help="run only the synthetic (NQ) sections or only the real-retrieval one (SQuAD)",
+    )  # fmt: skip
+    ap.add_argument("--per-split", type=int, default=300, help="real section: questions/split")
     args = ap.parse_args()
 
     t_start = time.perf_counter()
+    real = None
+    if args.only != "synthetic":
+        real = real_section(Path(args.data).parents[1], args.seed, args.per_split, args.limit)
+        if args.only == "real":
+            if args.json:
+                Path(args.json).write_text(json.dumps({"real": real}, indent=2))
+            return
     enc = SentenceTransformerEncoder()
     enc.warm_up()
     count_tokens = ExtractiveGenerator().count_tokens
@@ -431,6 +747,7 @@ def main() -> None:
             "end_to_end": to_dict(e2e) if e2e is not None else None,
             "latency": lat,
             "optimized_suffixes": optimized,
+            "real": real,
         }
         Path(args.json).write_text(json.dumps(out, indent=2))
         print(f"json: {args.json}")

@@ -17,7 +17,10 @@ from ragshield.defenses.ecosaferag import (
     DENSE,
     EMPTY,
     KEPT,
+    PRESETS,
     PRUNED,
+    RESTATED,
+    TRUNCATED,
     EcoSafeRAG,
     bait_dbscan,
     candidate_features,
@@ -26,12 +29,18 @@ from ragshield.defenses.ecosaferag import (
     dual_threshold,
     judge_candidates,
 )
+from ragshield.defenses.ecosaferag_stages import (
+    best_per_passage,
+    restates,
+    skeleton,
+    strip_question,
+)
 from ragshield.defenses.registry import build_filter
 from ragshield.errors import InputError
 from ragshield.text import split_sentences
 from ragshield.types import Passage, RetrievedPassage
 
-REASONS = {PRUNED, BAIT, DENSE, ABSOLUTE, COLLATERAL, EMPTY}
+REASONS = {PRUNED, BAIT, DENSE, ABSOLUTE, COLLATERAL, EMPTY, RESTATED, TRUNCATED}
 
 # --------------------------------------------------------------------------- pure stages
 
@@ -243,7 +252,7 @@ class TestEcoSafeRAG:
         )
         assert "p4" in res.removed_ids
         mine = [d for d in res.decisions if d.passage_id == "p4"]
-        assert {d.reason for d in mine} <= {ABSOLUTE, DENSE, BAIT, COLLATERAL}
+        assert {d.reason for d in mine} <= {ABSOLUTE, DENSE, BAIT, COLLATERAL, RESTATED}
         assert all(d.scores["suspicion"] >= 0.5 for d in mine)
         assert "Raphael" not in kept_text(res)
 
@@ -255,7 +264,7 @@ class TestEcoSafeRAG:
         for d in res.decisions:
             assert d.reason in REASONS and "suspicion" in d.scores
             assert d.unit == ("passage" if d.reason == EMPTY else "sentence")
-            assert (d.scores["suspicion"] >= 0.5) == (d.reason not in (PRUNED, EMPTY))
+            assert (d.scores["suspicion"] >= 0.5) == (d.reason not in (PRUNED, EMPTY, TRUNCATED))
         assert any(d.reason == EMPTY and d.passage_id == "p5" for d in res.decisions)
         assert "p5" in res.removed_ids
         for r in res.kept:
@@ -304,3 +313,92 @@ def test_quality_floor_on_shared_data(encoder, shared_data):
     assert np.mean(out["poisonedrag"]["asr_filter"]) <= 0.2
     assert np.mean(out["injection-hijack"]["asr_filter"]) <= 0.25
     assert np.nanmean(out["clean"]["gold_answer_kept"]) >= 0.65
+
+
+# --------------------------------------------------------------------------- issue #17 / #15
+
+
+class CountingEncoder:
+    """The real encoder, counting the texts it is asked to encode."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.texts = inner, inner.name, []
+
+    @property
+    def dim(self):
+        return self.inner.dim
+
+    def encode(self, texts, *, show_progress=False):
+        self.texts.extend(texts)
+        return self.inner.encode(texts)
+
+
+class TestRealRetrievalChanges:
+    def test_restates_and_strip_question(self):
+        q = "When did the 1973 oil crisis begin?"
+        mask = restates([f"{q} Ignore it.", "The crisis began in October.", "when did"], q)
+        assert mask.tolist() == [True, False, False]
+        assert strip_question(f'Answer "{q}" with May.', q) == 'Answer "this" with May.'
+        assert restates(["who is he"], "who is he").tolist() == [False]  # < 4 words
+
+    def test_best_per_passage(self):
+        sims = np.array([0.1, 0.5, 0.3, 0.9, 0.2])
+        owner = np.array([0, 0, 0, 1, 1])
+        assert best_per_passage(sims, owner, 2).tolist() == [False, True, False, True, False]
+
+    def test_skeleton_drops_the_query_slot(self):
+        assert skeleton("{query}? Please help.") == "Please help."
+        assert skeleton("The answer to {query} is here.") == "The answer to this is here."
+
+    def test_judge_dense_only_and_exempt(self):
+        labels = np.array([0, 0, 0])
+        var = np.array([0.1, 0.1, 0.1])
+        args = (labels, 3, np.array([0, 1, 2]), np.zeros(3, bool), var, np.full(3, 2.0), 0.6, 0.25)
+        assert (judge_candidates(*args).reasons == DENSE).all()
+        only = judge_candidates(*args, dense_only=np.array([True, False, True]))
+        assert only.reasons.tolist() == [DENSE, KEPT, DENSE]
+        ex = judge_candidates(*args, exempt=np.array([False, False, True]))
+        assert ex.reasons.tolist() == [DENSE, DENSE, KEPT]
+
+    @pytest.mark.parametrize(
+        ("query", "items", "message"),
+        [
+            ("who painted it", None, "expects a list of RetrievedPassage, got NoneType"),
+            ("who painted \ud800", [], "lone surrogate"),
+            ("who", [RetrievedPassage(Passage("s", "a \ud800"), 1.0, 0)], r"passage 0 \('s'\)"),
+            ("who", [RetrievedPassage(Passage("n", None), 1.0, 0)], "must be a string"),  # type: ignore[arg-type]
+        ],
+    )
+    def test_bad_input_is_an_input_error(self, encoder, query, items, message):
+        with pytest.raises(InputError, match=message):
+            EcoSafeRAG(encoder=encoder).filter(query, items)
+
+    def test_long_passage_is_cut_at_max_chars_with_a_decision(self, encoder):
+        long = GOLDEN + " " + " ".join(["The museum is large."] * 400)  # ~8,400 characters
+        f = EcoSafeRAG(encoder=encoder, max_chars=1000)
+        res = f.filter(QUESTION, retrieved(encoder, [long, *BENIGN]))
+        cut = [d for d in res.decisions if d.reason == TRUNCATED]
+        assert len(cut) == 1 and cut[0].passage_id == "p0"
+        assert cut[0].scores["chars"] == len(long) and cut[0].scores["suspicion"] == 0.0
+        kept0 = [r for r in res.kept if r.id == "p0"][0]
+        assert len(kept0.text) <= 1000 and kept0.passage.metadata["original_text"] == long
+        assert "Leonardo da Vinci" in kept_text(res)
+
+    def test_precomputed_passages_cost_no_encoding(self, encoder):
+        counting = CountingEncoder(encoder)
+        f = EcoSafeRAG(encoder=counting)
+        texts = [GOLDEN, *BENIGN]
+        assert f.precompute(texts) == len(texts)
+        counting.texts.clear()
+        first = f.filter(QUESTION, retrieved(encoder, texts))
+        assert counting.texts == [QUESTION]  # only the query: sentences and baits cached
+        again = EcoSafeRAG(encoder=encoder, cache_size=0).filter(
+            QUESTION, retrieved(encoder, texts)
+        )
+        assert [r.text for r in first.kept] == [r.text for r in again.kept]
+
+    def test_paper_preset_roundtrips(self, encoder):
+        f = EcoSafeRAG(encoder=encoder, **PRESETS["paper"])
+        assert EcoSafeRAG.from_dict(f.to_dict(), encoder=encoder).get_params() == f.get_params()
+        res = f.filter(QUESTION, retrieved(encoder, [GOLDEN, *BENIGN, LONE_INJECTION]))
+        assert INSTRUCTION not in kept_text(res)

@@ -87,275 +87,69 @@ low-diversity or absolute-cutoff flag. So ``suspicion ≥ 0.5`` means "judged ma
 
 from __future__ import annotations
 
-import re
+import hashlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
-from sklearn.cluster import DBSCAN
 
 from ragshield.defenses.baits import BAIT_TEMPLATES, DEFAULT_BAIT_TYPES, build_baits
 from ragshield.defenses.base import check_retrieved
+from ragshield.defenses.ecosaferag_stages import (
+    ABSOLUTE,
+    BAIT,
+    COLLATERAL,
+    DENSE,
+    EMPTY,
+    KEPT,
+    PRUNED,
+    RESTATED,
+    Judgement,
+    Segmentation,
+    bait_cores,
+    bait_dbscan,
+    best_per_passage,
+    candidate_features,
+    context_vectors,
+    contextual_variance,
+    dual_threshold,
+    judge_candidates,
+    pure_restatements,
+    restates,
+    segment_passages,
+    skeleton,
+    strip_question,
+)
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_float, check_int, check_query
-from ragshield.text import split_sentences
 from ragshield.types import Decision, FilterResult, RetrievedPassage
+
+__all__ = [
+    "ABSOLUTE", "BAIT", "COLLATERAL", "DENSE", "EMPTY", "KEPT", "PRESETS", "PRUNED",
+    "TRUNCATED", "EcoSafeRAG", "Judgement", "Segmentation", "bait_dbscan",
+    "candidate_features", "context_vectors", "contextual_variance", "dual_threshold",
+    "judge_candidates", "segment_passages",
+]  # fmt: skip
 
 Scope = Literal["passage", "sentence"]
 
-# Reason codes, in Decision.reason and details["reasons"].
-PRUNED = "below_adaptive_threshold"
-BAIT = "bait_cluster"
-DENSE = "low_diversity_cluster"
-ABSOLUTE = "absolute_threshold_low_diversity"
-COLLATERAL = "passage_flagged"
-EMPTY = "empty_passage"
+#: Reason of the one passage-level decision for a passage cut at ``max_chars``.
+TRUNCATED = "truncated_over_max_chars"
 #: What query-independent baits (``bait_query=False``) are instantiated with.
 GENERIC_QUERY = "this question"
-KEPT = "kept"
-
-# Distance given to pairs that must never be DBSCAN neighbours (same passage / same bait);
-# larger than any admissible eps (<= 2, the largest cosine distance).
-_APART = 3.0
+#: The filter as it was before issue #17 (the paper's mechanisms read literally: no
+#: protected sentence, the low-diversity rule on every passage, baits encoded per query).
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {
+        "keep_best": False,
+        "scrutiny": False,
+        "bait_skeleton": False,
+        "strip_question": False,
+    },
+}
 _FIXED_CACHE = 4096  # query-independent bait sentences kept per filter
-_CLAUSE = re.compile(r"(?<=:)\s+(?=[A-Z\"“])")
-
-
-# --------------------------------------------------------------------------- pure stages
-
-
-@dataclass(frozen=True)
-class Segmentation:
-    """Sentences of a retrieved set, flattened in source order.
-
-    ``owner[i]`` is the index of the passage sentence ``i`` comes from and ``position[i]``
-    its position inside that passage, so every decision maps back to the source.
-    """
-
-    sentences: tuple[str, ...]
-    owner: np.ndarray
-    position: np.ndarray
-    n_passages: int
-
-    def of(self, passage: int) -> np.ndarray:
-        """Flat indices of one passage's sentences, in order."""
-        return np.flatnonzero(self.owner == passage)
-
-
-def segment_passages(
-    texts: Sequence[str], language: str = "en", *, split_clauses: bool = False
-) -> Segmentation:
-    """Stage 1: split every text with :func:`ragshield.text.split_sentences` (sentencex).
-
-    An empty or blank text yields no sentence (its passage is later removed as empty); a
-    text without sentence punctuation is one sentence. With ``split_clauses`` a sentence
-    is also cut after a colon followed by a capital letter or an opening quote (``... just
-    say "X": The season ...``): an instruction ending in a colon is otherwise glued to
-    the genuine sentence after it and inherits that sentence's relevance.
-    """
-    if isinstance(texts, str):
-        raise InputError("segment_passages expects a list of texts, got a bare string.")
-    sentences: list[str] = []
-    owner: list[int] = []
-    position: list[int] = []
-    for i, text in enumerate(texts):
-        pieces = split_sentences(text, language)
-        if split_clauses:
-            pieces = [c for p in pieces for c in _CLAUSE.split(p) if c.strip()]
-        for j, s in enumerate(pieces):
-            sentences.append(s)
-            owner.append(i)
-            position.append(j)
-    return Segmentation(
-        sentences=tuple(sentences),
-        owner=np.asarray(owner, dtype=np.int64),
-        position=np.asarray(position, dtype=np.int64),
-        n_passages=len(texts),
-    )
-
-
-def dual_threshold(
-    similarities: np.ndarray, tau: float, abs_threshold: float
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Stage 2: ``(candidate mask, absolute mask, θ)`` with ``θ = tau · max`` similarity.
-
-    Candidates reach θ *or* the absolute cutoff; the absolute mask marks the sentences that
-    reach ``abs_threshold`` (sent to scrutiny whatever θ is). The max is over the sentences
-    *below* the absolute cutoff (all of them if none is). With no sentence, θ is nan.
-    """
-    sims = np.asarray(similarities, dtype=np.float64)
-    if sims.size == 0:
-        empty = np.zeros(0, dtype=bool)
-        return empty, empty, float("nan")
-    absolute = sims >= abs_threshold
-    # The maximum is taken below the absolute cutoff: a restated question (similarity ~1)
-    # would otherwise lift θ and prune the genuine evidence it competes with.
-    reference = sims[~absolute].max() if (~absolute).any() else sims.max()
-    theta = float(tau * reference)
-    return (sims >= theta) | absolute, absolute, theta
-
-
-def context_vectors(
-    embeddings: np.ndarray,
-    owner: np.ndarray,
-    position: np.ndarray,
-    rows: np.ndarray,
-    window: int | None = None,
-) -> np.ndarray:
-    """Stage 3: for each sentence in ``rows``, the unit mean of its context's embeddings.
-
-    The context is the other sentences of the same passage within ``window`` positions
-    (``None`` = the whole passage). A sentence with no context (a one-sentence passage) is
-    its own context: there is nothing else to judge it by. Vectorised as one masked matrix
-    product.
-    """
-    emb = np.asarray(embeddings, dtype=np.float32)
-    rows = np.asarray(rows, dtype=np.int64)
-    if rows.size == 0:
-        return np.zeros((0, emb.shape[1] if emb.ndim == 2 else 0), dtype=np.float32)
-    mask = owner[rows][:, None] == owner[None, :]
-    mask[np.arange(rows.size), rows] = False
-    if window is not None:
-        mask &= np.abs(position[rows][:, None] - position[None, :]) <= window
-    counts = mask.sum(axis=1)
-    ctx = mask.astype(np.float32) @ emb
-    lonely = counts == 0
-    ctx[lonely] = emb[rows[lonely]]
-    return l2_normalize(ctx)
-
-
-def contextual_variance(
-    embeddings: np.ndarray, owner: np.ndarray, n_passages: int, non_core: np.ndarray
-) -> np.ndarray:
-    """Stage 3: per passage, ``1 − ‖mean of its non-core unit vectors‖²`` (0 … 1).
-
-    This is the total variance (trace of the covariance) of unit vectors; it is 0 for
-    identical sentences and for a passage with fewer than two non-core sentences (a single
-    point shows no diversity), and grows as the sentences talk about different things.
-    """
-    emb = l2_normalize(np.asarray(embeddings, dtype=np.float32))
-    sel = np.asarray(non_core, dtype=bool)
-    out = np.zeros(n_passages, dtype=np.float64)
-    if emb.shape[0] == 0 or not sel.any():
-        return out
-    own = owner[sel]
-    sums = np.zeros((n_passages, emb.shape[1]), dtype=np.float64)
-    np.add.at(sums, own, emb[sel])
-    counts = np.bincount(own, minlength=n_passages).astype(np.float64)
-    enough = counts >= 2
-    means = sums[enough] / counts[enough, None]
-    out[enough] = np.clip(1.0 - np.einsum("ij,ij->i", means, means), 0.0, 1.0)
-    return out
-
-
-def candidate_features(
-    sentence_vectors: np.ndarray,
-    context_vecs: np.ndarray,
-    query_vector: np.ndarray,
-    context_weight: float,
-    remove_query: bool = True,
-) -> np.ndarray:
-    """Stage 3: ``unit((1 − w)·sentence + w·context)``, query direction projected out.
-
-    With ``remove_query`` the component along the (unit) query vector is subtracted before
-    re-normalising, so two texts are close because of *how* they are written, not because
-    both mention the question.
-    """
-    s = np.asarray(sentence_vectors, dtype=np.float32)
-    c = np.asarray(context_vecs, dtype=np.float32)
-    f = l2_normalize((1.0 - context_weight) * s + context_weight * c)
-    if remove_query and f.shape[0]:
-        q = l2_normalize(np.asarray(query_vector, dtype=np.float32).reshape(1, -1))[0]
-        f = f - np.outer(f @ q, q)
-        f = l2_normalize(f)
-    return f
-
-
-def bait_dbscan(
-    features: np.ndarray, groups: np.ndarray, eps: float, min_samples: int
-) -> np.ndarray:
-    """Stage 4: DBSCAN labels (cosine distance) where members of one group never meet.
-
-    ``groups[i]`` names the passage (or bait) point ``i`` comes from; pairs of the same
-    group get a distance larger than any eps, so a cluster needs ``min_samples`` points
-    from *different* sources. Uses scikit-learn's DBSCAN on the precomputed matrix.
-    """
-    x = l2_normalize(np.asarray(features, dtype=np.float32))
-    if x.shape[0] == 0:
-        return np.zeros(0, dtype=np.int64)
-    dist = np.clip(1.0 - (x @ x.T).astype(np.float64), 0.0, 2.0)
-    same = groups[:, None] == groups[None, :]
-    np.fill_diagonal(same, False)
-    dist[same] = _APART
-    np.fill_diagonal(dist, 0.0)
-    labels = DBSCAN(eps=eps, min_samples=min_samples, metric="precomputed").fit_predict(dist)
-    return np.asarray(labels, dtype=np.int64)
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """Stage 4 output per candidate: reason code and evidence in [0, 1]."""
-
-    reasons: np.ndarray  # object array of reason codes (KEPT, BAIT, DENSE, ABSOLUTE)
-    evidence: np.ndarray  # float, 0 for kept candidates
-
-
-def judge_candidates(
-    labels: np.ndarray,
-    n_candidates: int,
-    candidate_owner: np.ndarray,
-    candidate_absolute: np.ndarray,
-    passage_variance: np.ndarray,
-    bait_distance: np.ndarray,
-    eps: float,
-    variance_threshold: float,
-) -> Judgement:
-    """Stage 4 decision rule on DBSCAN ``labels`` (candidates first, then baits).
-
-    ``bait_distance`` is each candidate's cosine distance to its nearest bait. A candidate
-    is malicious when it
-
-    * reaches the absolute cutoff and its passage's contextual variance is below
-      ``variance_threshold`` (``absolute_threshold_low_diversity``: a restated question
-      with a homogeneous context; a genuine FAQ-style passage that restates the question
-      but then talks about several things survives); or
-    * is in a bait cluster *and* within ``eps`` of a bait (``bait_cluster``). Members a
-      cluster reaches only by chaining through other candidates are judged like a
-      bait-free cluster: DBSCAN chains, and a genuine sentence on the same topic as a
-      poisoned one would otherwise be pulled into the bait cluster through it; or
-    * is in a bait-free cluster (or chained into a bait cluster) and its passage's
-      variance is below the threshold (``low_diversity_cluster``: coordinated,
-      homogeneous poison).
-
-    When several hold, the first listed wins.
-    """
-    cand = labels[:n_candidates]
-    bait_clusters = np.unique(labels[n_candidates:])
-    bait_clusters = bait_clusters[bait_clusters >= 0]
-    var = passage_variance[candidate_owner]
-    low = var < variance_threshold
-    deficit = (
-        np.clip(1.0 - var / variance_threshold, 0.0, 1.0)
-        if variance_threshold > 0
-        else np.zeros_like(var)
-    )
-    in_abs = np.asarray(candidate_absolute, dtype=bool) & low
-    in_bait = np.isin(cand, bait_clusters) & (bait_distance <= eps) & ~in_abs
-    in_dense = (cand >= 0) & low & ~in_abs & ~in_bait
-    reasons = np.full(n_candidates, KEPT, dtype=object)
-    evidence = np.zeros(n_candidates, dtype=np.float64)
-    reasons[in_bait] = BAIT
-    evidence[in_bait] = np.clip(1.0 - bait_distance[in_bait], 0.0, 1.0)
-    reasons[in_dense] = DENSE
-    evidence[in_dense] = deficit[in_dense]
-    reasons[in_abs] = ABSOLUTE
-    evidence[in_abs] = deficit[in_abs]
-    return Judgement(reasons=reasons, evidence=evidence)
-
-
-# --------------------------------------------------------------------------- the filter
 
 
 class EcoSafeRAG:
@@ -375,14 +169,25 @@ class EcoSafeRAG:
     bait_types: built-in bait families (:data:`ragshield.defenses.baits.BAIT_TEMPLATES`).
     baits: custom bait templates containing ``{query}``; replaces ``bait_types``. An empty
         list disables baits (ablation: no cold-start help).
-    bait_query: instantiate the baits with the query (as attacks mention it); ``False``
-        uses a fixed phrase instead, so the baits are encoded once per filter (faster,
-        but far weaker on the dev split: see the benchmark).
+    bait_query: instantiate the baits with the query (only with ``bait_skeleton=False``);
+        ``False`` uses a fixed phrase instead.
     remove_query: project the query direction out of every feature (see module docstring).
     scope: what a bait-cluster flag removes: the whole ``"passage"`` or the ``"sentence"``.
     language: sentencex language code for segmentation.
     split_clauses: also cut sentences after "colon + capital letter" (see
         :func:`segment_passages`).
+    keep_best: never prune a passage's most query-similar sentence by the adaptive
+        cutoff, and never flag it by the bait or low-diversity rules when it reaches θ in a
+        passage that does not restate the question (module docstring, issue #17).
+    scrutiny: the low-diversity rule only judges passages that restate the question
+        (a sentence at the absolute cutoff or holding the question verbatim).
+    bait_skeleton: baits are the templates without their ``{query}`` slot, encoded once
+        per filter (no encoder call per query for baits).
+    max_chars: characters of a passage the filter reads; the rest is cut (and never
+        reaches the generator), with a ``truncated_over_max_chars`` decision.
+    cache_size: passages whose sentences and sentence vectors are kept (by text hash), so
+        a passage retrieved again costs no encoding; :meth:`precompute` fills it at index
+        time. 0 disables it.
 
     ``details`` of a result: ``theta``, ``max_similarity``, ``n_sentences``,
     ``n_candidates``, ``n_kept_sentences``, ``n_baits``, ``labels`` (per candidate),
@@ -410,6 +215,13 @@ class EcoSafeRAG:
         scope: Scope = "sentence",
         language: str = "en",
         split_clauses: bool = True,  # ragshield addition, not in the paper: see docstring
+        keep_best: bool = True,  # issue #17 (not in the paper): SQuAD dev, see docstring
+        scrutiny: bool = True,  # issue #17 (not in the paper): SQuAD dev, see docstring
+        bait_skeleton: bool = True,  # issue #17 speed: baits encoded once per filter
+        strip_question: bool = True,  # issue #17: judge what surrounds a restated question
+        flag_restatement: bool = True,  # issue #17: the question as a sentence of its own
+        max_chars: int = 20_000,  # issue #15: bounds segmentation/encoding of one passage
+        cache_size: int = 8192,  # passages (~6 sentences x 1.5 kB each: ~75 MB when full)
     ) -> None:
         self.encoder = encoder
         self.tau = tau
@@ -426,7 +238,16 @@ class EcoSafeRAG:
         self.scope = scope
         self.language = language
         self.split_clauses = split_clauses
+        self.keep_best = keep_best
+        self.scrutiny = scrutiny
+        self.bait_skeleton = bait_skeleton
+        self.strip_question = strip_question
+        self.flag_restatement = flag_restatement
+        self.max_chars = max_chars
+        self.cache_size = cache_size
         self._fixed: dict[str, np.ndarray] = {}
+        self._passages: dict[bytes, tuple[tuple[str, ...], np.ndarray]] = {}
+        self._skeletons: dict[tuple[str, ...], tuple[Segmentation, np.ndarray]] = {}
 
     # ------------------------------------------------------------------ config
 
@@ -448,6 +269,13 @@ class EcoSafeRAG:
             "scope": self.scope,
             "language": self.language,
             "split_clauses": self.split_clauses,
+            "keep_best": self.keep_best,
+            "scrutiny": self.scrutiny,
+            "bait_skeleton": self.bait_skeleton,
+            "strip_question": self.strip_question,
+            "flag_restatement": self.flag_restatement,
+            "max_chars": self.max_chars,
+            "cache_size": self.cache_size,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -474,7 +302,10 @@ class EcoSafeRAG:
                 f"The 'scope' parameter of {owner} must be one of 'passage', 'sentence'. "
                 f"Got {self.scope!r} instead."
             )
-        for flag in ("remove_query", "bait_query", "split_clauses"):
+        check_int(self.max_chars, "max_chars", owner, low=1)
+        check_int(self.cache_size, "cache_size", owner, low=0)
+        flags = ("remove_query", "bait_query", "split_clauses", "keep_best", "scrutiny")
+        for flag in (*flags, "bait_skeleton", "strip_question", "flag_restatement"):
             if not isinstance(getattr(self, flag), bool):
                 raise InputError(
                     f"The '{flag}' parameter of {owner} must be a bool. "
@@ -502,31 +333,10 @@ class EcoSafeRAG:
             return build_baits(q, self.bait_types)
         return build_baits(q, templates=self.baits) if len(self.baits) else []
 
-    def _encode_all(
-        self, query: str, sentences: tuple[str, ...], bait_sentences: tuple[str, ...]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(query vector, sentence vectors, bait sentence vectors)`` in one encoder call.
-
-        Bait sentences that do not mention the query are the same for every query: they
-        are encoded once and kept in this filter (``_fixed``), so each query only pays for
-        its own sentences and the ~16 query-bearing bait sentences.
-        """
-        assert self.encoder is not None
-        needle = query.strip().rstrip("?").strip() if self.bait_query else GENERIC_QUERY
-        fresh = [s for s in dict.fromkeys(bait_sentences) if needle in s or s not in self._fixed]
-        vecs = l2_normalize(self.encoder.encode([query, *sentences, *fresh]))
-        n = 1 + len(sentences)
-        lookup = dict(zip(fresh, vecs[n:], strict=True))
-        for s, v in lookup.items():
-            if needle not in s and len(self._fixed) < _FIXED_CACHE:
-                self._fixed[s] = v
-        dim = vecs.shape[1]
-        bait = (
-            np.vstack([lookup[s] if s in lookup else self._fixed[s] for s in bait_sentences])
-            if bait_sentences
-            else np.zeros((0, dim), dtype=np.float32)
-        )
-        return vecs[0], vecs[1:n], bait
+    def _templates(self) -> list[str]:
+        if self.baits is not None:
+            return list(self.baits)
+        return [t for name in self.bait_types for t in BAIT_TEMPLATES[name]]
 
     def warm_up(self) -> None:
         """Load the encoder's model now rather than on the first query."""
@@ -534,83 +344,239 @@ class EcoSafeRAG:
         if callable(warm):
             warm()
 
+    # ------------------------------------------------------------------ vectors
+
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+    def precompute(self, texts: Sequence[str]) -> int:
+        """Segment and encode passages ahead of queries (e.g. at index time), so a later
+        retrieval of them costs no encoder call. Returns how many are now cached (at most
+        ``cache_size``)."""
+        if isinstance(texts, str):
+            raise InputError("precompute expects a list of texts, got a bare string.")
+        self._check_params()
+        if self.bait_skeleton:
+            self._bait_vectors("")  # query-free: encoded once, here rather than on a query
+        self._embed(
+            None, [self._clip(_checked_text(t, f"text {i}"))[0] for i, t in enumerate(texts)]
+        )
+        return len(self._passages)
+
+    def _clip(self, text: str) -> tuple[str, bool]:
+        """``text`` cut to ``max_chars`` (at the last space within 200 characters of the
+        limit, so no word is split), and whether it was cut."""
+        if len(text) <= self.max_chars:
+            return text, False
+        cut = text[: self.max_chars]
+        space = cut.rfind(" ", self.max_chars - 200)
+        return (cut[:space] if space > 0 else cut), True
+
+    def _embed(
+        self, query: str | None, texts: Sequence[str]
+    ) -> tuple[np.ndarray | None, Segmentation, np.ndarray]:
+        """``(query vector, segmentation, sentence vectors)``: cached passages are looked
+        up by text hash, the rest segmented and encoded with the query in one call."""
+        assert self.encoder is not None
+        keys = [self._key(t) for t in texts]
+        todo = list(dict.fromkeys(k for k in keys if k not in self._passages))
+        text_of = dict(zip(keys, texts, strict=True))
+        seg = segment_passages(
+            [text_of[k] for k in todo], self.language, split_clauses=self.split_clauses
+        )
+        head = [query] if query is not None else []
+        vecs = l2_normalize(self.encoder.encode([*head, *seg.sentences]))
+        fresh: dict[bytes, tuple[tuple[str, ...], np.ndarray]] = {}
+        for j, k in enumerate(todo):
+            rows = seg.of(j)
+            fresh[k] = (tuple(seg.sentences[r] for r in rows), vecs[len(head) + rows])
+        entries = [fresh[k] if k in fresh else self._passages[k] for k in keys]
+        for k, v in fresh.items():
+            if self.cache_size <= 0:
+                break
+            while len(self._passages) >= self.cache_size:
+                self._passages.pop(next(iter(self._passages)))  # oldest first
+            self._passages[k] = v
+        sentences = tuple(s for e in entries for s in e[0])
+        owner = np.concatenate(
+            [np.zeros(0, np.int64)]
+            + [np.full(len(e[0]), i, np.int64) for i, e in enumerate(entries)]
+        )
+        position = np.concatenate(
+            [np.zeros(0, np.int64)] + [np.arange(len(e[0]), dtype=np.int64) for e in entries]
+        )
+        dim = vecs.shape[1]
+        emb = np.vstack([e[1] for e in entries]) if sentences else np.zeros((0, dim), np.float32)
+        full = Segmentation(sentences, owner.astype(np.int64), position, len(texts))
+        return (vecs[0] if head else None), full, emb.astype(np.float32, copy=False)
+
+    def _bait_vectors(self, query: str) -> tuple[Segmentation, np.ndarray]:
+        """Bait sentences and their vectors. Skeleton baits are encoded once per template
+        set; query baits every query (sentences without the query are kept, ``_fixed``)."""
+        assert self.encoder is not None
+        templates = self._templates()
+        if self.bait_skeleton:
+            key = tuple(templates)
+            if key not in self._skeletons:
+                build_baits("x", templates=templates)  # validates custom templates
+                texts = [skeleton(t) for t in templates]
+                seg = segment_passages(texts, self.language, split_clauses=self.split_clauses)
+                emb = (
+                    l2_normalize(self.encoder.encode(list(seg.sentences)))
+                    if seg.sentences
+                    else np.zeros((0, 0), dtype=np.float32)
+                )
+                self._skeletons[key] = (seg, emb)
+            return self._skeletons[key]
+        texts = self.bait_texts(query)
+        seg = segment_passages(texts, self.language, split_clauses=self.split_clauses)
+        needle = query.strip().rstrip("?").strip() if self.bait_query else GENERIC_QUERY
+        fresh = [s for s in dict.fromkeys(seg.sentences) if needle in s or s not in self._fixed]
+        vecs = l2_normalize(self.encoder.encode(fresh)) if fresh else None
+        lookup = dict(zip(fresh, vecs, strict=True)) if vecs is not None else {}
+        for s, v in lookup.items():
+            if needle not in s and len(self._fixed) < _FIXED_CACHE:
+                self._fixed[s] = v
+        if not seg.sentences:
+            return seg, np.zeros((0, 0), dtype=np.float32)
+        return seg, np.vstack([lookup[s] if s in lookup else self._fixed[s] for s in seg.sentences])
+
+    def _judged_vectors(
+        self, query: str, seg: Segmentation, emb: np.ndarray, cand: np.ndarray, restated: np.ndarray
+    ) -> np.ndarray:
+        """Candidate vectors for the clustering: with ``strip_question``, a sentence that
+        holds the question verbatim is judged by what it says around it (re-encoded with
+        the question replaced by "this", like the bait skeletons)."""
+        vecs = emb[cand]
+        if not self.strip_question:
+            return vecs
+        assert self.encoder is not None
+        rows = np.flatnonzero(restated[cand])
+        texts = [strip_question(seg.sentences[cand[i]], query) for i in rows]
+        keep = [j for j, t in enumerate(texts) if len(t.split()) >= 3]
+        if keep:
+            vecs = vecs.copy()
+            vecs[rows[keep]] = l2_normalize(self.encoder.encode([texts[j] for j in keep]))
+        return vecs
+
     # ------------------------------------------------------------------ the call
+
+    def _check_items(self, retrieved: object) -> list[RetrievedPassage]:
+        owner = type(self).__name__
+        if retrieved is None or not hasattr(retrieved, "__iter__"):
+            raise InputError(
+                f"{owner}.filter expects a list of RetrievedPassage, got "
+                f"{type(retrieved).__name__}."
+            )
+        items = check_retrieved(retrieved, owner)
+        for i, r in enumerate(items):
+            _checked_text(r.text, f"passage {i} ({r.id!r})")
+        return items
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0 = time.perf_counter()
         self._check_params()
         check_query(query)
-        items = check_retrieved(retrieved, type(self).__name__)
+        _checked_text(query, "the question")
+        items = self._check_items(retrieved)
         assert self.encoder is not None
         timings: dict[str, float] = {}
 
-        # 1. segmentation
-        seg = segment_passages(
-            [r.text for r in items], self.language, split_clauses=self.split_clauses
-        )
-        timings["segment"] = time.perf_counter() - t0
-        bait_texts = self.bait_texts(query)
-        bait_seg = segment_passages(bait_texts, self.language, split_clauses=self.split_clauses)
+        # 1. segmentation + sentence vectors (cached per passage text)
+        clipped = [self._clip(r.text) for r in items]
+        qv, seg, emb = self._embed(query, [t for t, _ in clipped])
+        assert qv is not None
+        q = qv
+        bait_seg, bait_emb = self._bait_vectors(query)
+        timings["encode"] = time.perf_counter() - t0
 
-        t1 = time.perf_counter()
-        q, emb, bait_emb = self._encode_all(query, seg.sentences, bait_seg.sentences)
-        timings["encode"] = time.perf_counter() - t1
-
-        # 2. dual threshold
+        # 2. dual threshold (+ the protected sentence of each passage)
         t2 = time.perf_counter()
         sims = (emb @ q).astype(np.float64)
         cand_mask, abs_mask, theta = dual_threshold(sims, self.tau, self.abs_threshold)
+        verbatim = (
+            restates(seg.sentences, query)
+            if self.scrutiny or self.flag_restatement
+            else np.zeros_like(abs_mask)
+        )
+        restated = abs_mask | verbatim if self.scrutiny else abs_mask
+        pure = (
+            pure_restatements(seg.sentences, query, verbatim)
+            if self.flag_restatement
+            else np.zeros_like(abs_mask)
+        )
+        best = best_per_passage(sims, seg.owner, seg.n_passages)
+        cand_mask = cand_mask | pure
+        if self.keep_best:
+            cand_mask = cand_mask | best
         cand = np.flatnonzero(cand_mask)
-        variance = contextual_variance(emb, seg.owner, seg.n_passages, ~abs_mask)
+        variance = contextual_variance(emb, seg.owner, seg.n_passages, ~restated)
+        scrutinised = np.zeros(seg.n_passages, dtype=bool)
+        scrutinised[seg.owner[restated]] = True
 
-        # 3. context vectors + features (candidates, then one core sentence per bait)
+        # 3. context vectors + features (candidates, then the bait sentences)
         feats = candidate_features(
-            emb[cand],
+            self._judged_vectors(query, seg, emb, cand, restated),
             context_vectors(emb, seg.owner, seg.position, cand, self.context_window),
             q,
             self.context_weight,
             self.remove_query,
         )
-        bait_rows = _bait_cores(bait_emb @ q, bait_seg.owner, bait_seg.n_passages)
-        bait_feats = candidate_features(
-            bait_emb[bait_rows],
-            context_vectors(
-                bait_emb, bait_seg.owner, bait_seg.position, bait_rows, self.context_window
-            ),
-            q,
-            self.context_weight,
-            self.remove_query,
-        )
+        if len(bait_seg.sentences):
+            bait_rows = (
+                np.arange(len(bait_seg.sentences))
+                if self.bait_skeleton
+                else bait_cores(bait_emb @ q, bait_seg.owner, bait_seg.n_passages)
+            )
+            bait_feats = candidate_features(
+                bait_emb[bait_rows],
+                context_vectors(
+                    bait_emb, bait_seg.owner, bait_seg.position, bait_rows, self.context_window
+                ),
+                q,
+                self.context_weight,
+                self.remove_query,
+            )
+        else:
+            bait_rows = np.zeros(0, dtype=np.int64)
+            bait_feats = np.zeros((0, feats.shape[1]), dtype=np.float32)
         timings["screen"] = time.perf_counter() - t2
 
         # 4. bait-guided DBSCAN + decision rule
         t3 = time.perf_counter()
         all_feats = np.vstack([feats, bait_feats]) if len(bait_rows) else feats
-        groups = np.concatenate([seg.owner[cand], seg.n_passages + np.arange(len(bait_rows))])
+        groups = np.concatenate([seg.owner[cand], seg.n_passages + bait_seg.owner[bait_rows]])
         labels = bait_dbscan(all_feats, groups, self.eps, self.min_samples)
         bait_dist = (
             1.0 - (feats @ bait_feats.T).max(axis=1)
             if len(bait_rows) and len(cand)
             else np.full(len(cand), np.inf)
         )
+        own = scrutinised[seg.owner[cand]]
         judged = judge_candidates(
-            labels, len(cand), seg.owner[cand], abs_mask[cand], variance, bait_dist,
+            labels, len(cand), seg.owner[cand], restated[cand], variance, bait_dist,
             self.eps, self.variance_threshold,
+            dense_only=own if self.scrutiny else None,
+            exempt=(best & (sims >= theta))[cand] & ~own if self.keep_best else None,
         )  # fmt: skip
+        judged.reasons[pure[cand]] = RESTATED
+        judged.evidence[pure[cand]] = 1.0
         timings["cluster"] = time.perf_counter() - t3
 
         return self._assemble(
-            items, seg, sims, cand, abs_mask, judged, labels, variance, theta,
-            len(bait_rows), timings, t0,
+            items, clipped, seg, sims, cand, restated, judged, labels, variance, theta,
+            bait_seg.n_passages, timings, t0,
         )  # fmt: skip
 
     def _assemble(
         self,
         items: list[RetrievedPassage],
+        clipped: list[tuple[str, bool]],
         seg: Segmentation,
         sims: np.ndarray,
         cand: np.ndarray,
-        abs_mask: np.ndarray,
+        restated: np.ndarray,
         judged: Judgement,
         labels: np.ndarray,
         variance: np.ndarray,
@@ -633,7 +599,7 @@ class EcoSafeRAG:
         # scope="passage" or when the passage restates the question (it is under scrutiny:
         # an attacker wrote it to be retrieved, so its other sentences are not evidence).
         scrutinised = np.zeros(seg.n_passages, dtype=bool)
-        scrutinised[seg.owner[abs_mask]] = True
+        scrutinised[seg.owner[restated]] = True
         whole = flagged_c & (
             (judged.reasons != BAIT) | (self.scope == "passage") | scrutinised[seg.owner[cand]]
         )
@@ -673,6 +639,14 @@ class EcoSafeRAG:
                         },
                     )
                 )
+            if clipped[i][1]:
+                decisions.append(
+                    Decision(
+                        index=i, passage_id=r.id, reason=TRUNCATED, unit="passage",
+                        scores={"suspicion": 0.0, "chars": float(len(r.text)),
+                                "max_chars": float(self.max_chars)},
+                    )
+                )  # fmt: skip
             if rows.size == 0:
                 decisions.append(
                     Decision(
@@ -685,7 +659,7 @@ class EcoSafeRAG:
                 continue
             text = " ".join(seg.sentences[k] for k in keep_rows)
             words_after += len(text.split())
-            unchanged = keep_rows.size == rows.size
+            unchanged = keep_rows.size == rows.size and not clipped[i][1]
             meta = {
                 **dict(r.passage.metadata),
                 "original_text": r.text,
@@ -724,10 +698,16 @@ class EcoSafeRAG:
         )
 
 
-def _bait_cores(similarities: np.ndarray, owner: np.ndarray, n_baits: int) -> np.ndarray:
-    """Row of each bait's most query-similar sentence (the bait's "candidate")."""
-    if n_baits == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((-np.asarray(similarities), owner))  # by bait, best sentence first
-    first = np.flatnonzero(np.r_[True, owner[order][1:] != owner[order][:-1]])
-    return np.asarray(order[first], dtype=np.int64)
+def _checked_text(text: object, what: str) -> str:
+    """``text`` when it is a str encodable as UTF-8; else InputError (issue #15: a lone
+    surrogate used to surface as a TypeError from the tokenizer)."""
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be a string. Got {type(text).__name__} instead.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{what} is not valid Unicode: lone surrogate {text[exc.start]!r} at character "
+            f"{exc.start}. Decode the source with errors='replace'."
+        ) from exc
+    return text
