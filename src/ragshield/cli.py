@@ -337,8 +337,10 @@ def _mount_optional() -> None:
             continue
         parent.add_typer(sub, name=name)
     from ragshield.eval.poisoning_cli import poisoning
+    from ragshield.eval.scan_cli import scan
 
     eval_app.command("poisoning")(poisoning)
+    app.command("scan")(scan)
     try:
         server_cli = importlib.import_module("ragshield.server.cli")
     except ImportError as exc:  # the [server] extra is not installed: say so when asked
