@@ -244,7 +244,7 @@ def build_chains(specs: Sequence[str], encoder: Encoder) -> dict[str, PassageFil
     return chains
 
 
-def _example(t: QuestionTrace) -> dict[str, Any]:
+def _example(t: QuestionTrace, context_k: int) -> dict[str, Any]:
     """A compact, JSON-able audit of one question: every retrieved passage, whether it was
     planted, kept, in the generator's context, and each stage's reasons."""
     res = t.result
@@ -257,6 +257,8 @@ def _example(t: QuestionTrace) -> dict[str, Any]:
             unit = "" if d.unit == "passage" else f" ({d.unit})"
             reasons.setdefault(d.passage_id, []).append(f"{st.name}{unit}: {d.reason}")
     kept_text = {r.id: r.text for r in kept}
+    survivors = list(t.retrieved) if res is None else kept
+    context = {r.id for r in sorted(survivors, key=lambda r: -r.score)[:context_k]}
     passages = []
     for r in t.retrieved:
         p = t.planted.get(r.id)
@@ -267,7 +269,7 @@ def _example(t: QuestionTrace) -> dict[str, Any]:
                 "text": r.text[:_TEXT_CHARS], "kept": r.id in kept_ids,
                 "kept_text": kept_text.get(r.id, r.text)[:_TEXT_CHARS]
                 if r.id in kept_ids else "",
-                "reasons": reasons.get(r.id, []),
+                "reasons": reasons.get(r.id, []), "in_context": r.id in context,
             }
         )  # fmt: skip
     target = next((p.target for p in t.planted.values() if p.question_id == t.case.id), "")
@@ -324,7 +326,7 @@ def run_scan(
         cell = examples.setdefault((t.setting, t.defense), [])
         wanted = t.setting != "clean" and t.scores["adv_retrieved"] > 0
         if wanted and len(cell) < _EXAMPLES_PER_CELL:
-            cell.append(_example(t))
+            cell.append(_example(t, context_k))
 
     with _timed(timings, "attack_and_filter"):
         try:

@@ -108,6 +108,26 @@ def _split(spec: str | None, sep: str, default: tuple[str, ...]) -> list[str]:
     return items
 
 
+def _check_names(settings: list[str], chains: list[str]) -> None:
+    """Every attack and defense name resolves before anything is opened or written."""
+    from ragshield.defenses.registry import plan
+    from ragshield.eval.plant import REAL_SETTINGS
+
+    unknown = [s for s in settings if s not in REAL_SETTINGS]
+    if unknown:
+        raise InputError(
+            f"unknown setting(s) {', '.join(unknown)}; available: {', '.join(REAL_SETTINGS)}"
+        )
+    for spec in chains:
+        p = plan(spec)
+        other = ([p.index] if p.index else []) + list(p.wrappers)
+        if other:
+            raise InputError(
+                f"--defenses {spec!r}: scan compares post-retrieval filters; {', '.join(other)} "
+                "transforms the index or the generator (scan that index directly instead)"
+            )
+
+
 def scan(
     index: Annotated[
         str | None, typer.Argument(help="Index directory (FAISS or pgvector pointer).")
@@ -162,6 +182,9 @@ def scan(
         raise InputError("use --questions FILE or --generate N, not both")
     if index is not None and not Path(index).is_dir():
         raise InputError(f"index {index} is not a directory (build one with: ragshield index)")
+    settings = _split(attacks, ",", DEFAULT_ATTACKS)
+    chains = _split(defenses, ";", DEFAULT_DEFENSES)
+    _check_names(settings, chains)
     qs = read_questions(questions) if questions is not None else None
     out_dir = out or Path(f"scan-{'demo' if demo else Path(str(index)).resolve().name}")
     n = generate if generate is not None else DEMO_QUESTIONS if demo else 0
@@ -188,8 +211,7 @@ def scan(
         gen = make_generator(generator, opened[1])
     err.print(f"scanning {index_path}: {len(opened[0])} passages, {len(qs)} questions …")
     result = run_scan(
-        index_path, qs, attacks=_split(attacks, ",", DEFAULT_ATTACKS),
-        defenses=_split(defenses, ";", DEFAULT_DEFENSES), k=k, context_k=context_k,
+        index_path, qs, attacks=settings, defenses=chains, k=k, context_k=context_k,
         seed=seed, generator=gen, out_dir=out_dir, question_source=source,
         show_progress=_show_progress(), opened=opened, timings=timings,
     )  # fmt: skip

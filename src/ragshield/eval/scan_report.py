@@ -63,13 +63,16 @@ def _num(v: Any, key: str) -> str:
     return f"{v:.1f}" if key in ("filter_ms", "adv_retrieved") else f"{v:.3f}"
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], rec_row: int = -1) -> str:
+def _table(
+    head: Sequence[str], rows: Sequence[Sequence[str]], rec_row: int = -1, numeric: bool = True
+) -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = []
     for i, row in enumerate(rows):
         cls = ' class="rec"' if i == rec_row else ""
         tds = "".join(
-            f'<td class="num">{c}</td>' if j else f"<td>{c}</td>" for j, c in enumerate(row)
+            f'<td class="num">{c}</td>' if j and numeric else f"<td>{c}</td>"
+            for j, c in enumerate(row)
         )
         body.append(f"<tr{cls}>{tds}</tr>")
     return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -79,7 +82,7 @@ def bar_chart(values: dict[str, dict[str, float]], title: str) -> str:
     """Grouped bars, one group per setting and one bar per defense, values in [0, 1]."""
     settings = list(values)
     defenses = list(dict.fromkeys(d for s in settings for d in values[s]))
-    bw, gap, h, top, left = 16, 26, 220, 30, 46
+    bw, gap, h, top, left = 22, 30, 240, 30, 46
     group_w = bw * len(defenses) + gap
     width = left + group_w * max(len(settings), 1) + 10
     legend_h = 20 * len(defenses)
@@ -182,6 +185,8 @@ def _example_html(e: Mapping[str, Any]) -> str:
             if p["kept"]
             else '<span class="tag rm">removed</span>'
         )
+        if p.get("in_context"):
+            state += " <b>in context</b>"
         reasons = "<br>".join(escape(x) for x in p["reasons"]) or (
             "–" if p["kept"] else "removed (no reason recorded)"
         )
@@ -197,7 +202,7 @@ def _example_html(e: Mapping[str, Any]) -> str:
         f'<span class="muted">setting {escape(e["setting"])}, chain {escape(e["defense"])}, '
         f"right answer: {answers}, attacker's target: {escape(e['target']) or '–'}</span> "
         f"— {verdict}</p>"
-        + _table(["retrieved passage", "text", "decision", "defense reasons"], rows)
+        + _table(["retrieved passage", "text", "decision", "defense reasons"], rows, numeric=False)
         + "</div>"
     )
 
