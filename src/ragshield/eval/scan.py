@@ -357,8 +357,20 @@ def write_outputs(scan: ScanResult, out: Path) -> None:
 
     with _timed(scan.timings, "report"):
         (out / "report.html").write_text(render_report(scan), encoding="utf-8")
-    (out / "results.json").write_text(json.dumps(scan.to_dict(), indent=2), encoding="utf-8")
-    rows = scan.to_dict()["rows"]
+    data = _no_nan(scan.to_dict())
+    (out / "results.json").write_text(json.dumps(data, indent=2, allow_nan=False), encoding="utf-8")
     (out / "results.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+        "".join(json.dumps(r, allow_nan=False) + "\n" for r in data["rows"]), encoding="utf-8"
     )
+
+
+def _no_nan(value: Any) -> Any:
+    """NaN (a metric with no question to average, e.g. ``caught`` on clean) -> null, so the
+    files are strict JSON for any reader."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_no_nan(v) for v in value]
+    return value

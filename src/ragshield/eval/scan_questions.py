@@ -9,8 +9,8 @@ Example::
 
 Why template questions: a scan must run on an index that came with no questions. Until an
 LLM question generator is plugged in (``QuestionSource``), :func:`template_questions`
-makes cloze questions offline — the first sentence of a sampled passage with one number or
-named entity blanked out, which is then the answer. They are easy to retrieve (the
+makes cloze questions offline — a few words around one number or named entity of an early
+sentence of a sampled passage, that word blanked out (it is the answer). They are easy to retrieve (the
 sentence is in the index) and every report labels them ``template questions``.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ragshield.errors import DataFormatError, InputError
-from ragshield.text import split_sentences
+from ragshield.text import normalize_answer, split_sentences
 from ragshield.types import Passage
 
 TEMPLATE_SOURCE = "template questions"
@@ -87,6 +87,12 @@ _NUMBER = re.compile(r"\b\d[\d,.]*\d\b|\b\d\b")
 _ENTITY = re.compile(r"(?<=\s)([A-Z][\w'-]+(?:\s+(?:of\s+|de\s+)?[A-Z][\w'-]+)*)")
 
 
+# A window around the blank, not the whole sentence: a question that restates a passage
+# sentence verbatim is exactly PoisonedRAG's retrieval trick, and sentence-level defenses
+# rightly treat such a sentence as bait; real questions share a few words with the answer.
+_BEFORE, _AFTER = 6, 5
+
+
 def _cloze(passage: Passage) -> ScanQuestion | None:
     sentences = split_sentences(passage.text)
     for sentence in sentences[:3]:
@@ -97,8 +103,21 @@ def _cloze(passage: Passage) -> ScanQuestion | None:
         if m is None:
             continue
         answer = m.group(0).strip(",.")
-        masked = sentence[: m.start()] + "____" + sentence[m.start() + len(answer) :]
-        return ScanQuestion(f"Fill in the blank: {masked}", (answer,))
+        before = sentence[: m.start()].split()[-_BEFORE:]
+        after: list[str] = []
+        for w in sentence[m.start() + len(answer) :].rstrip(".!?").split()[:_AFTER]:
+            if w in (",", ";"):
+                break
+            after.append(w.rstrip(",;:"))
+            if w != after[-1]:  # the clause ends here
+                break
+        if len(before) + len(after) < 4:  # too little to retrieve by: keep the clause going
+            after = sentence[m.start() + len(answer) :].rstrip(".!?").split()[:_AFTER]
+        title, a = normalize_answer(passage.title), normalize_answer(answer)
+        show = title and a not in title and title not in a and passage.title not in before
+        head = f"{passage.title}: " if show else ""
+        cloze = re.sub(r"\s+([,;:])", r"\1", " ".join([*before, "____", *after]))
+        return ScanQuestion(f"{head}{cloze}?", (answer,))
     return None
 
 

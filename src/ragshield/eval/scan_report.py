@@ -274,6 +274,10 @@ generator reads, with its payload (target answer, instruction, suffix) still in 
 Planted texts are labelled: <b>shared</b> = published attack texts, <b>template</b> =
 ragshield's attack templates.</p>
 <h2>Results per attack</h2>{_setting_tables(scan)}
+<p class="muted"><b>benign removed</b> counts a benign passage as removed when the defense
+does not return that very passage: a sentence-level filter (EcoSafeRAG) returns a rewritten
+copy of every passage it keeps, so its figure is an upper bound; <b>answer kept</b> says
+whether the right answer still reached the context.</p>
 <h2>Worst examples</h2>{_examples(scan)}
 </body></html>
 """
