@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,43 @@ def test_recommend_excludes_chains_that_lose_accuracy() -> None:
 def test_bar_chart_escapes_names() -> None:
     svg = bar_chart({"<script>": {"x&y": 0.5}}, "t")
     assert "<script>" not in svg and "&lt;script&gt;" in svg and "x&amp;y" in svg
+
+
+@pytest.fixture(scope="module")
+def pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A local PostgreSQL for this module (the URI ``ragshield db start`` prints)."""
+    try:
+        from ragshield.store import pgserver_local
+
+        data = tmp_path_factory.mktemp("pgdata")
+        uri = pgserver_local.start(data, persistent=False)
+    except Exception as exc:  # pragma: no cover - environment-dependent
+        pytest.skip(f"cannot start a local PostgreSQL with pgserver: {exc}")
+    yield uri
+    pgserver_local.stop(data)
+
+
+def _table_digest(uri: str, table: str) -> tuple[int, str]:
+    import psycopg
+
+    with psycopg.connect(uri) as conn:
+        n, digest = conn.execute(
+            f"SELECT count(*), md5(string_agg(id || title || text || embedding::text, '|' "
+            f"ORDER BY row_id)) FROM {table}"
+        ).fetchone()
+    return int(n), str(digest)
+
+
+def test_scan_reads_a_pgvector_table_without_writing_it(pg_uri: str, tmp_path: Path) -> None:
+    from ragshield.eval.scan import run_scan
+    from ragshield.eval.scan_questions import ScanQuestion
+
+    idx = tmp_path / "pg-idx"
+    argv = ["index", str(demo_files()[0]), "--out", str(idx), "--store", pg_uri]
+    assert run([*argv, "--table", "scan_demo"]) == 0
+    before = _table_digest(pg_uri, "scan_demo")
+    qs = [ScanQuestion("What is the capital city of Australia?", ("Canberra",))]
+    scan = run_scan(idx, qs, attacks=["poisonedrag"], defenses=["none"], k=5)
+    assert scan.store_kind == "PgVectorStore" and scan.n_passages == 30
+    assert scan.results.get("none", "poisonedrag").metrics["adv_retrieved"] > 0
+    assert _table_digest(pg_uri, "scan_demo") == before == (30, before[1])
