@@ -40,7 +40,7 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.real_retrieval import QuestionTrace, RealResults, run_real_eval
-from ragshield.eval.scan_questions import ScanQuestion
+from ragshield.eval.scan_questions import ScanQuestion, decoy_targets
 from ragshield.generate.base import Generator
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
@@ -148,12 +148,14 @@ def _copy_table(store: Any) -> FaissStore:
 def to_cases(
     questions: Sequence[ScanQuestion], store: FaissStore, encoder: Encoder, *, split: str
 ) -> tuple[list[QACase], int]:
-    """QACases: gold = the passages holding a given answer, else the top-1 retrieved one.
+    """QACases: gold = the passages holding a given answer, else the top-1 retrieved one;
+    the attacker's target from :func:`decoy_targets`.
 
     Returns the cases and how many fell back to top-1 gold."""
     if not questions:
         raise InputError("no questions to scan")
     top1 = store.search(encoder.encode([q.question for q in questions]), 1)
+    targets = decoy_targets(questions, store.passages)
     fallback = 0
     cases: list[QACase] = []
     for i, (q, hit) in enumerate(zip(questions, top1, strict=True)):
@@ -164,7 +166,7 @@ def to_cases(
             fallback += 1
             gold = (hit[0].id,)
         cases.append(
-            QACase(f"q{i}", q.question, q.answers, gold, "scan", split, target_answer=q.target)
+            QACase(f"q{i}", q.question, q.answers, gold, "scan", split, target_answer=targets[i])
         )
     return cases, fallback
 
@@ -265,7 +267,7 @@ def _example(t: QuestionTrace, context_k: int) -> dict[str, Any]:
         passages.append(
             {
                 "id": r.id, "score": round(r.score, 4), "planted": p is not None,
-                "attack": p.attack if p else "", "source": p.source if p else "",
+                "attack": p.attack if p else "", "for_question": p.question_id if p else "", "source": p.source if p else "",
                 "text": r.text[:_TEXT_CHARS], "kept": r.id in kept_ids,
                 "kept_text": kept_text.get(r.id, r.text)[:_TEXT_CHARS]
                 if r.id in kept_ids else "",

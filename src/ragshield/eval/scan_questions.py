@@ -112,13 +112,48 @@ def _cloze(passage: Passage) -> ScanQuestion | None:
             if w != after[-1]:  # the clause ends here
                 break
         if len(before) + len(after) < 4:  # too little to retrieve by: keep the clause going
-            after = sentence[m.start() + len(answer) :].rstrip(".!?").split()[:_AFTER]
+            after = sentence[m.start() + len(answer) :].rstrip(".!?").split()[: _AFTER + 3]
         title, a = normalize_answer(passage.title), normalize_answer(answer)
         show = title and a not in title and title not in a and passage.title not in before
         head = f"{passage.title}: " if show else ""
         cloze = re.sub(r"\s+([,;:])", r"\1", " ".join([*before, "____", *after]))
         return ScanQuestion(f"{head}{cloze}?", (answer,))
     return None
+
+
+def decoy_targets(
+    questions: Sequence[ScanQuestion], passages: Sequence[Passage], seed: int = 0
+) -> list[str]:
+    """An attacker's answer per question: the user's ``target``, else a number (for a
+    numeric answer) or a name from the index that is *no* question's right answer.
+
+    Why not another question's answer (what :func:`ragshield.eval.plant.pick_target` does
+    on a shared topic): every target is planted into one corpus, so a passage pushing
+    question A's target into question B's context would then assert B's right answer and
+    be scored as an attack that reached B."""
+    right = {normalize_answer(a) for q in questions for a in q.answers}
+    numbers: set[str] = set()
+    names: set[str] = set()
+    for p in passages[:5000]:  # plenty of candidates; bounded on a large index
+        for sentence in split_sentences(p.text)[:3]:
+            numbers.update(m.group(0) for m in _NUMBER.finditer(sentence))
+            names.update(m.group(0) for m in _ENTITY.finditer(sentence))
+
+    def usable(c: str) -> bool:
+        n = normalize_answer(c)
+        return bool(n) and not any(n in r or r in n for r in right)
+
+    pools = {kind: sorted(c for c in pool if usable(c)) for kind, pool in
+             (("number", numbers), ("name", names))}  # fmt: skip
+    out = []
+    for i, q in enumerate(questions):
+        if q.target:
+            out.append(q.target)
+            continue
+        numeric = bool(q.answers) and all(_NUMBER.fullmatch(a) for a in q.answers)
+        pool = pools["number" if numeric else "name"] or pools["name"] or pools["number"]
+        out.append(random.Random(f"{seed}:{i}").choice(pool) if pool else "")
+    return out
 
 
 class TemplateQuestions:

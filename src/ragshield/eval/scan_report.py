@@ -192,15 +192,18 @@ def _example_html(e: Mapping[str, Any]) -> str:
         )
         text = p["kept_text"] if p["kept"] and p["kept_text"] != p["text"] else p["text"]
         edited = " <em>(kept text after sentence removal)</em>" if text != p["text"] else ""
-        label = f"{tag}{escape(p['id'])}" + (
-            f" <em>{escape(p['attack'])}</em>" if p["planted"] else ""
-        )
+        label = f"{tag}{escape(p['id'])}"
+        if p["planted"]:
+            mine = " (this question)" if p["for_question"] == e["question_id"] else ""
+            label += f"<br><em>{escape(p['attack'])}, planted for {escape(p['for_question'])}</em>"
+            label += mine
         rows.append([label, f'<div class="passage">{escape(text)}{edited}</div>', state, reasons])
     answers = ", ".join(escape(a) for a in e["answers"]) or "–"
     return (
         f'<div class="example"><p><b>{escape(e["question"])}</b><br>'
         f'<span class="muted">setting {escape(e["setting"])}, chain {escape(e["defense"])}, '
-        f"right answer: {answers}, attacker's target: {escape(e['target']) or '–'}</span> "
+        f"id {escape(e['question_id'])}, right answer: {answers}, attacker's target: "
+        f"{escape(e['target']) or '–'}</span> "
         f"— {verdict}</p>"
         + _table(["retrieved passage", "text", "decision", "defense reasons"], rows, numeric=False)
         + "</div>"
@@ -251,8 +254,10 @@ def render_report(scan: ScanResult) -> str:
     )
     when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     template = (
-        "<p class='muted'>Questions are <b>template questions</b>: cloze sentences from sampled "
-        "passages (the blanked number or name is the answer), not real user questions.</p>"
+        "<p class='muted'>Questions are <b>template questions</b>: a few words around a number "
+        "or name of a sampled passage, that word blanked out (it is the answer) — not real "
+        "user questions. Attackers' targets are numbers or names from the index that answer "
+        "no question.</p>"
         if scan.question_source == "template questions"
         else ""
     )
@@ -277,7 +282,9 @@ ragshield's attack templates.</p>
 <p class="muted"><b>benign removed</b> counts a benign passage as removed when the defense
 does not return that very passage: a sentence-level filter (EcoSafeRAG) returns a rewritten
 copy of every passage it keeps, so its figure is an upper bound; <b>answer kept</b> says
-whether the right answer still reached the context.</p>
+whether the right answer still reached the context. <b>filter ms/q</b> is wall time per
+question with one encoder shared by every chain, whose cache keeps each text's vector: the
+first chain to meet a sentence pays for encoding it, later chains reuse it.</p>
 <h2>Worst examples</h2>{_examples(scan)}
 </body></html>
 """
