@@ -380,7 +380,7 @@ class TestRealRetrievalChanges:
         cut = [d for d in res.decisions if d.reason == TRUNCATED]
         assert len(cut) == 1 and cut[0].passage_id == "p0"
         assert cut[0].scores["chars"] == len(long) and cut[0].scores["suspicion"] == 0.0
-        kept0 = [r for r in res.kept if r.id == "p0"][0]
+        kept0 = next(r for r in res.kept if r.id == "p0")
         assert len(kept0.text) <= 1000 and kept0.passage.metadata["original_text"] == long
         assert "Leonardo da Vinci" in kept_text(res)
 

@@ -347,11 +347,13 @@ def _mount_optional() -> None:
             continue
         parent.add_typer(sub, name=name)
     from ragshield.eval.poisoning_cli import poisoning
+    from ragshield.eval.scan_cli import scan
 
     eval_app.command("poisoning")(poisoning)
     from ragshield.eval.retrieval_cli import retrieval
 
     eval_app.command("retrieval")(retrieval)
+    app.command("scan")(scan)
     try:
         server_cli = importlib.import_module("ragshield.server.cli")
     except ImportError as exc:  # the [server] extra is not installed: say so when asked

@@ -341,6 +341,6 @@ def pure_restatements(sentences: Sequence[str], query: str, contains: np.ndarray
     """Mask of sentences that are the question and nothing else (fewer than 3 words
     once the question is taken out): PoisonedRAG's retrieval prefix."""
     out = np.zeros(len(sentences), dtype=bool)
-    for i in np.flatnonzero(contains):
+    for i in np.flatnonzero(contains).tolist():
         out[i] = len(_WORD.findall(strip_question(sentences[i], query))) < 3
     return out

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,7 @@ from ragshield.eval.plant import REAL_SETTINGS, PlantedPassage, attack_passages,
 from ragshield.generate.base import Generator
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
-from ragshield.types import RetrievedPassage
+from ragshield.types import FilterResult, RetrievedPassage
 
 CLEAN_KEYS = ("benign_removed", "touched", "gold_kept", "answer_kept", "filter_ms")
 ATTACK_KEYS = ("adv_retrieved", "attack_reaches", "adv_majority", "caught", "gold_retrieved",
@@ -70,6 +70,20 @@ class RealRow:
     m_planted: float  # planted passages per target (after de-duplication)
     sources: str  # "shared", "template" or "shared+template"
     metrics: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class QuestionTrace:
+    """One question under one (defense, setting), for callers that audit single decisions
+    (``ragshield scan``'s worst examples); ``result`` is ``None`` for no defense."""
+
+    setting: str
+    defense: str
+    case: QACase
+    retrieved: Sequence[RetrievedPassage]
+    result: FilterResult | None
+    scores: Mapping[str, float]
+    planted: Mapping[str, PlantedPassage]
 
 
 @dataclass(frozen=True)
@@ -210,8 +224,11 @@ def run_real_eval(
     cache_dir: str | os.PathLike[str] | None = None,
     base_store: FaissStore | None = None,
     show_progress: bool = False,
+    on_question: Callable[[QuestionTrace], None] | None = None,
 ) -> RealResults:
-    """Plant, retrieve for real, filter, score (see the module docstring for the metrics)."""
+    """Plant, retrieve for real, filter, score (see the module docstring for the metrics).
+
+    ``on_question`` sees every scored question (progress bars, per-question audits)."""
     if not cases:
         raise InputError("no questions to evaluate")
     unknown = [s for s in settings if s not in REAL_SETTINGS]
@@ -240,15 +257,16 @@ def run_real_eval(
             scores: list[dict[str, float]] = []
             for case, retrieved in zip(cases, hits, strict=True):
                 t0 = time.perf_counter()
-                kept = list(retrieved) if defense is None else list(
-                    defense.filter(case.question, retrieved).kept
-                )  # fmt: skip
+                res = None if defense is None else defense.filter(case.question, retrieved)
+                kept = list(retrieved) if res is None else list(res.kept)
                 ms = (time.perf_counter() - t0) * 1000.0
                 s = _score_question(case, retrieved, kept, planted, context_k)
                 s["filter_ms"] = ms
                 if generator is not None:
                     s.update(_end_to_end(generator, case, kept, planted, context_k))
                 scores.append(s)
+                if on_question is not None:
+                    on_question(QuestionTrace(setting, name, case, retrieved, res, s, planted))
             rows.append(RealRow(name, setting, len(cases), per_target, sources, _mean(scores)))
             if show_progress:
                 print(f"  {setting:<20} {name:<24} done", flush=True)

@@ -1,0 +1,378 @@
+"""``ragshield scan``: red-team your own index offline, on a copy, and pick a defense.
+
+Example::
+
+    from ragshield.eval.scan import run_scan
+    from ragshield.eval.scan_questions import read_questions
+
+    scan = run_scan("my-index", read_questions("questions.jsonl"), out_dir="scan-my-index")
+    print(scan.recommendation.chain, scan.out_dir / "report.html")
+
+Why: a defense's published numbers come from someone else's corpus. This runs the
+real-retrieval harness (:mod:`ragshield.eval.real_retrieval`) on the user's index: every
+attack setting is planted into an in-memory *copy* (a pgvector table is copied into FAISS
+first), every question is retrieved for real, and each defense chain filters the top-k.
+The user's index is only read.
+
+Attack texts come from :func:`ragshield.eval.plant.attack_passages` (published texts when a
+question has them, else labelled templates), so an attack-text generator plugs in there.
+
+The recommended chain is the one with the lowest ``attack_reaches`` averaged over the
+attack settings, among the chains whose clean ``answer_kept`` is within
+:data:`ACCURACY_TOLERANCE` of no defense (``gold_kept`` when no question has an answer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragshield.defenses.base import PassageFilter, warm_up
+from ragshield.embed.base import Encoder
+from ragshield.errors import InputError
+from ragshield.eval.ontopic import OnTopicData, QACase
+from ragshield.eval.real_retrieval import QuestionTrace, RealResults, run_real_eval
+from ragshield.eval.scan_questions import ScanQuestion, decoy_targets
+from ragshield.generate.base import Generator
+from ragshield.store.faiss_store import FaissStore
+from ragshield.text import contains_answer
+from ragshield.types import Passage
+
+DEFAULT_ATTACKS: tuple[str, ...] = (
+    "clean", "poisonedrag", "mixed-2x", "injection-prefixed", "injection-hijack", "suffix",
+)  # fmt: skip
+DEFAULT_DEFENSES: tuple[str, ...] = ("none", "ragdefender", "ecosaferag", "ragdefender,ecosaferag")
+#: Clean accuracy a recommended chain may lose against no defense (1 point).
+ACCURACY_TOLERANCE = 0.01
+#: Written into every scan output directory; a directory without it is never written to.
+MARKER = ".ragshield-scan"
+OUTPUT_FILES = ("results.json", "results.jsonl", "report.html")
+_EXAMPLES_PER_CELL = 8  # audited questions kept per (setting, defense) for the report
+_TEXT_CHARS = 600
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The chosen chain and why; ``eligible`` = chains within the accuracy tolerance."""
+
+    chain: str
+    attack_reaches: float
+    clean_quality: float
+    baseline_quality: float
+    quality_metric: str
+    eligible: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """Everything a scan measured; ``examples`` are audited questions for the report."""
+
+    index: str
+    store_kind: str
+    n_passages: int
+    question_source: str
+    questions: tuple[QACase, ...]
+    results: RealResults
+    recommendation: Recommendation
+    timings: dict[str, float]  # seconds per stage; "report" is added when it is written
+    examples: tuple[Mapping[str, Any], ...] = ()
+    out_dir: Path | None = None
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.results.to_dict(),
+            "index": self.index,
+            "store": self.store_kind,
+            "n_passages": self.n_passages,
+            "n_questions": len(self.questions),
+            "question_source": self.question_source,
+            "recommendation": self.recommendation.__dict__ | {
+                "eligible": list(self.recommendation.eligible)
+            },
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "scan_notes": dict(self.notes),
+        }  # fmt: skip
+
+
+# ---- the index ---------------------------------------------------------------------------
+
+
+def open_scan_store(index_path: str | os.PathLike[str]) -> tuple[FaissStore, Encoder, str]:
+    """The index as an in-memory FAISS store the scan may copy, its query encoder and its
+    kind. A pgvector table is read into FAISS (rows are only SELECTed)."""
+    from ragshield.indexing import open_index
+
+    path = Path(index_path)
+    if not path.is_dir():
+        raise InputError(f"index {path} is not a directory (build one with: ragshield index)")
+    store, encoder = open_index(path)
+    if isinstance(store, FaissStore):
+        return store, encoder, "faiss"
+    return _copy_table(store), encoder, type(store).__name__
+
+
+def _copy_table(store: Any) -> FaissStore:
+    table = getattr(store, "table", None)
+    if table is None or not hasattr(store, "connect"):
+        raise InputError(f"cannot scan a {type(store).__name__} index: no way to read its rows")
+    conn = store.connect()
+    with conn.transaction():
+        conn.execute("SET TRANSACTION READ ONLY")
+        rows = conn.execute(
+            f"SELECT id, title, text, metadata, embedding FROM {table} ORDER BY row_id"
+        ).fetchall()
+    if not rows:
+        raise InputError(f"table {table} is empty: nothing to scan")
+    from ragshield.store.pgvector_store import _to_numpy
+
+    passages = [Passage(i, text, title, dict(meta or {})) for i, title, text, meta, _ in rows]
+    vectors = np.stack([_to_numpy(r[4]) for r in rows]).astype(np.float32)
+    out = FaissStore(int(vectors.shape[1]), encoder_name=getattr(store, "encoder_name", ""))
+    out.add(passages, vectors)
+    return out
+
+
+# ---- questions -> cases ------------------------------------------------------------------
+
+
+def to_cases(
+    questions: Sequence[ScanQuestion], store: FaissStore, encoder: Encoder, *, split: str
+) -> tuple[list[QACase], int]:
+    """QACases: gold = the passages holding a given answer, else the top-1 retrieved one;
+    the attacker's target from :func:`decoy_targets`.
+
+    Returns the cases and how many fell back to top-1 gold."""
+    if not questions:
+        raise InputError("no questions to scan")
+    top1 = store.search(encoder.encode([q.question for q in questions]), 1)
+    targets = decoy_targets(questions, store.passages)
+    fallback = 0
+    cases: list[QACase] = []
+    for i, (q, hit) in enumerate(zip(questions, top1, strict=True)):
+        gold = tuple(
+            p.id for p in store.passages if any(contains_answer(p.text, a) for a in q.answers)
+        )
+        if not gold:
+            fallback += 1
+            gold = (hit[0].id,)
+        cases.append(
+            QACase(f"q{i}", q.question, q.answers, gold, "scan", split, target_answer=targets[i])
+        )
+    return cases, fallback
+
+
+# ---- recommendation ----------------------------------------------------------------------
+
+
+def recommend(results: RealResults, chains: Sequence[str], quality: str) -> Recommendation:
+    """Lowest mean ``attack_reaches`` among chains that keep clean ``quality`` within
+    :data:`ACCURACY_TOLERANCE` of no defense; ties go to higher quality, then speed."""
+    attacked = sorted({r.setting for r in results.rows if r.setting != "clean"})
+    clean = {c: results.get(c, "clean").metrics for c in chains}
+    base_name = "none" if "none" in chains else max(chains, key=lambda c: clean[c][quality])
+    base = clean[base_name][quality]
+    eligible = [c for c in chains if clean[c][quality] >= base - ACCURACY_TOLERANCE - 1e-9]
+
+    def reach(c: str) -> float:
+        vals = [results.get(c, s).metrics["attack_reaches"] for s in attacked]
+        return float(np.mean(vals)) if vals else 0.0
+
+    best = min(eligible, key=lambda c: (reach(c), -clean[c][quality], clean[c]["filter_ms"]))
+    dropped = [c for c in chains if c not in eligible]
+    reason = (
+        f"lowest mean attack_reaches ({reach(best):.3f} over {len(attacked)} attack settings) "
+        f"among chains keeping clean {quality} within {ACCURACY_TOLERANCE:.2f} of "
+        f"{base_name!r} ({base:.3f})"
+    )
+    if dropped:
+        reason += f"; excluded for accuracy loss: {', '.join(dropped)}"
+    return Recommendation(
+        best, reach(best), clean[best][quality], base, quality, tuple(eligible), reason
+    )
+
+
+# ---- output directory --------------------------------------------------------------------
+
+
+def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
+    """Create ``out_dir``, or reuse it when a previous scan wrote it (it holds
+    :data:`MARKER`); refuse any other non-empty path."""
+    out = Path(out_dir)
+    if out.exists():
+        if not out.is_dir():
+            raise InputError(f"--out {out} is a file; choose a directory")
+        if any(out.iterdir()) and not (out / MARKER).is_file():
+            raise InputError(
+                f"refusing to write into {out}: it is not a ragshield scan output "
+                f"(no {MARKER}); choose another --out"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by ragshield scan\n", encoding="utf-8")
+    return out
+
+
+# ---- the scan ----------------------------------------------------------------------------
+
+
+@contextmanager
+def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    t0 = time.perf_counter()
+    yield
+    timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - t0
+
+
+def build_chains(specs: Sequence[str], encoder: Encoder) -> dict[str, PassageFilter | None]:
+    """One FilterChain per spec through the defense registry (``none`` = no filter)."""
+    from ragshield.defenses.registry import build_chain
+
+    if not specs:
+        raise InputError("no defense chain to scan; e.g. --defenses 'none;ragdefender'")
+    chains: dict[str, PassageFilter | None] = {}
+    for spec in specs:
+        name = ",".join(s.strip() for s in spec.split(",") if s.strip()) or "none"
+        chain = build_chain(name, encoder)
+        chain.warm_up()
+        chains[name] = chain if chain.filters else None
+    return chains
+
+
+def _example(t: QuestionTrace, context_k: int) -> dict[str, Any]:
+    """A compact, JSON-able audit of one question: every retrieved passage, whether it was
+    planted, kept, in the generator's context, and each stage's reasons."""
+    res = t.result
+    kept = [] if res is None else list(res.kept)
+    kept_ids = {r.id for r in (t.retrieved if res is None else kept)}
+    reasons: dict[str, list[str]] = {}
+    stages = [] if res is None else list(res.details.get("stages", [res]))
+    for st in stages:
+        for d in st.decisions:
+            unit = "" if d.unit == "passage" else f" ({d.unit})"
+            reasons.setdefault(d.passage_id, []).append(f"{st.name}{unit}: {d.reason}")
+    kept_text = {r.id: r.text for r in kept}
+    survivors = list(t.retrieved) if res is None else kept
+    context = {r.id for r in sorted(survivors, key=lambda r: -r.score)[:context_k]}
+    passages = []
+    for r in t.retrieved:
+        p = t.planted.get(r.id)
+        passages.append(
+            {
+                "id": r.id, "score": round(r.score, 4), "planted": p is not None,
+                "attack": p.attack if p else "", "for_question": p.question_id if p else "", "source": p.source if p else "",
+                "text": r.text[:_TEXT_CHARS], "kept": r.id in kept_ids,
+                "kept_text": kept_text.get(r.id, r.text)[:_TEXT_CHARS]
+                if r.id in kept_ids else "",
+                "reasons": reasons.get(r.id, []), "in_context": r.id in context,
+            }
+        )  # fmt: skip
+    target = next((p.target for p in t.planted.values() if p.question_id == t.case.id), "")
+    return {
+        "setting": t.setting, "defense": t.defense, "question_id": t.case.id,
+        "question": t.case.question, "answers": list(t.case.answers), "target": target,
+        "reached": bool(t.scores["attack_reaches"]), "passages": passages,
+    }  # fmt: skip
+
+
+def run_scan(
+    index_path: str | os.PathLike[str],
+    questions: Sequence[ScanQuestion],
+    *,
+    attacks: Sequence[str] = DEFAULT_ATTACKS,
+    defenses: Sequence[str] = DEFAULT_DEFENSES,
+    k: int = 10,
+    context_k: int = 5,
+    seed: int = 0,
+    generator: Generator | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    question_source: str = "questions file",
+    show_progress: bool = False,
+    opened: tuple[FaissStore, Encoder, str] | None = None,
+    timings: dict[str, float] | None = None,
+) -> ScanResult:
+    """Scan ``index_path`` (see the module docstring); with ``out_dir``, write
+    ``results.json``, ``results.jsonl`` and ``report.html`` there. ``opened`` passes an
+    already opened :func:`open_scan_store` (e.g. after generating questions from it), and
+    ``timings`` the seconds its caller already spent per stage."""
+    timings = dict(timings or {})
+    out = prepare_out_dir(out_dir) if out_dir is not None else None
+    with _timed(timings, "open_index"):
+        store, encoder, kind = opened or open_scan_store(index_path)
+        warm_up(encoder)  # the model load counts as opening, not as question time
+    settings = list(dict.fromkeys(["clean", *attacks]))  # clean anchors the recommendation
+    with _timed(timings, "questions"):
+        split = f"scan seed {seed}"
+        cases, fallback = to_cases(questions, store, encoder, split=split)
+    with _timed(timings, "build_defenses"):
+        chains = build_chains(defenses, encoder)
+    data = OnTopicData(Path(index_path).name, tuple(store.passages), tuple(cases))
+    examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=len(settings) * len(chains) * len(cases), desc="scan", unit="q",
+        disable=not show_progress, leave=False,
+    )  # fmt: skip
+
+    def on_question(t: QuestionTrace) -> None:
+        bar.update(1)
+        bar.set_postfix_str(f"{t.setting} / {t.defense}", refresh=False)
+        cell = examples.setdefault((t.setting, t.defense), [])
+        wanted = t.setting != "clean" and t.scores["adv_retrieved"] > 0
+        if wanted and len(cell) < _EXAMPLES_PER_CELL:
+            cell.append(_example(t, context_k))
+
+    with _timed(timings, "attack_and_filter"):
+        try:
+            results = run_real_eval(
+                data, cases, chains, settings, encoder=encoder, k=k, context_k=context_k,
+                seed=seed, split=split, generator=generator, base_store=store,
+                on_question=on_question,
+            )  # fmt: skip
+        finally:
+            bar.close()
+    quality = "answer_kept" if any(c.answers for c in cases) else "gold_kept"
+    rec = recommend(results, list(chains), quality)
+    scan = ScanResult(
+        index=str(index_path), store_kind=kind, n_passages=len(store),
+        question_source=question_source, questions=tuple(cases), results=results,
+        recommendation=rec, timings=timings,
+        examples=tuple(e for cell in examples.values() for e in cell), out_dir=out,
+        notes={"gold_from_top1": fallback, "generator": getattr(generator, "name", "")},
+    )  # fmt: skip
+    if out is not None:
+        write_outputs(scan, out)
+    return scan
+
+
+def write_outputs(scan: ScanResult, out: Path) -> None:
+    """``report.html`` first (its time is part of ``results.json``), then the results."""
+    from ragshield.eval.scan_report import render_report
+
+    with _timed(scan.timings, "report"):
+        (out / "report.html").write_text(render_report(scan), encoding="utf-8")
+    data = _no_nan(scan.to_dict())
+    (out / "results.json").write_text(json.dumps(data, indent=2, allow_nan=False), encoding="utf-8")
+    (out / "results.jsonl").write_text(
+        "".join(json.dumps(r, allow_nan=False) + "\n" for r in data["rows"]), encoding="utf-8"
+    )
+
+
+def _no_nan(value: Any) -> Any:
+    """NaN (a metric with no question to average, e.g. ``caught`` on clean) -> null, so the
+    files are strict JSON for any reader."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_no_nan(v) for v in value]
+    return value

@@ -1,0 +1,239 @@
+"""``ragshield scan``: a thin typer layer over :func:`ragshield.eval.scan.run_scan`.
+
+Example::
+
+    ragshield scan my-index --questions questions.jsonl --fail-on "attack_reaches>0.2"
+    ragshield scan --demo          # the shipped demo corpus, template questions
+
+Exit codes: 0 = scanned and every ``--fail-on`` rule held; 1 = a rule failed (for CI);
+2 = bad input (index, questions file, flags), one line on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ragshield.errors import InputError
+from ragshield.eval.scan import DEFAULT_ATTACKS, DEFAULT_DEFENSES, ScanResult
+
+_RULE = re.compile(r"^\s*([a-z_]+)\s*([<>])\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
+DEMO_QUESTIONS = 8
+
+
+@dataclass(frozen=True)
+class FailRule:
+    """``metric>value`` fails when the metric exceeds ``value``; ``metric<value`` when it
+    falls below it."""
+
+    metric: str
+    op: str
+    value: float
+
+    def fails(self, v: float) -> bool:
+        return v > self.value if self.op == ">" else v < self.value
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.value:g}"
+
+
+def parse_rules(specs: list[str] | None) -> list[FailRule]:
+    rules = []
+    for spec in specs or []:
+        for part in (p for p in spec.split(",") if p.strip()):
+            m = _RULE.match(part)
+            if m is None:
+                raise InputError(
+                    f"--fail-on {part!r}: expected metric>value or metric<value, "
+                    "e.g. attack_reaches>0.05"
+                )
+            rules.append(FailRule(m.group(1), m.group(2), float(m.group(3))))
+    return rules
+
+
+def check_rules(scan: ScanResult, rules: list[FailRule]) -> list[str]:
+    """Failures over the *recommended* chain's attacked rows (every setting but clean):
+    the configuration the report tells the user to deploy is the one CI gates on."""
+    chain = scan.recommendation.chain
+    rows = [r for r in scan.results.rows if r.defense == chain and r.setting != "clean"]
+    known = set(rows[0].metrics) if rows else set()
+    failures = []
+    for rule in rules:
+        if rule.metric not in known:
+            hint = " (asr needs --generator)" if rule.metric in ("asr", "accuracy") else ""
+            raise InputError(
+                f"--fail-on: unknown metric {rule.metric!r}{hint}; available: "
+                f"{', '.join(sorted(known))}"
+            )
+        for r in rows:
+            v = r.metrics[rule.metric]
+            if v == v and rule.fails(v):
+                failures.append(f"{rule} failed: {r.setting} under {chain}: {v:.3f}")
+    return failures
+
+
+def _show_progress() -> bool:
+    if os.environ.get("RAGSHIELD_NO_PROGRESS", "") not in ("", "0") or os.environ.get("CI"):
+        return False
+    return sys.stderr.isatty()
+
+
+def _demo_index(out: Path) -> Path:
+    """The shipped demo corpus indexed into the scan's own output directory."""
+    from ragshield.demo import demo_files
+    from ragshield.indexing import index_corpus
+
+    path = out / "demo-index"
+    if not (path / "meta.json").is_file():
+        index_corpus(demo_files()[0], path)
+    return path
+
+
+def _split(spec: str | None, sep: str, default: tuple[str, ...]) -> list[str]:
+    if spec is None:
+        return list(default)
+    items = [s.strip() for s in spec.split(sep) if s.strip()]
+    if not items:
+        raise InputError(f"empty list {spec!r}")
+    return items
+
+
+def _check_names(settings: list[str], chains: list[str]) -> None:
+    """Every attack and defense name resolves before anything is opened or written."""
+    from ragshield.defenses.registry import plan
+    from ragshield.eval.plant import REAL_SETTINGS
+
+    unknown = [s for s in settings if s not in REAL_SETTINGS]
+    if unknown:
+        raise InputError(
+            f"unknown setting(s) {', '.join(unknown)}; available: {', '.join(REAL_SETTINGS)}"
+        )
+    for spec in chains:
+        p = plan(spec)
+        other = ([p.index] if p.index else []) + list(p.wrappers)
+        if other:
+            raise InputError(
+                f"--defenses {spec!r}: scan compares post-retrieval filters; {', '.join(other)} "
+                "transforms the index or the generator (scan that index directly instead)"
+            )
+
+
+def scan(
+    index: Annotated[
+        str | None, typer.Argument(help="Index directory (FAISS or pgvector pointer).")
+    ] = None,
+    questions: Annotated[
+        Path | None,
+        typer.Option(help='JSONL: {"question": ..., "answer"?: str|list, "target"?: str}.'),
+    ] = None,
+    generate: Annotated[
+        int | None,
+        typer.Option(help="Make N template (cloze) questions from sampled passages instead."),
+    ] = None,
+    attacks: Annotated[
+        str | None,
+        typer.Option(help=f"Comma-separated settings [{','.join(DEFAULT_ATTACKS)}]."),
+    ] = None,
+    defenses: Annotated[
+        str | None,
+        typer.Option(help=f"';'-separated chains [{';'.join(DEFAULT_DEFENSES)}]."),
+    ] = None,
+    generator: Annotated[
+        str | None,
+        typer.Option(help="Also answer end to end (ASR): extractive, a packaged model or path."),
+    ] = None,
+    k: Annotated[int, typer.Option("--k", help="Passages retrieved per question.")] = 10,
+    context_k: Annotated[int, typer.Option(help="Survivors a generator reads.")] = 5,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Output directory [scan-<index name>].")
+    ] = None,
+    fail_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Exit 1 when the recommended chain breaks a rule on any attack setting, "
+            "e.g. 'attack_reaches>0.05' or 'answer_kept<0.8' (repeat or comma-separate)."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for question sampling and attack texts.")] = 0,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Scan the shipped demo corpus (indexed into --out).")
+    ] = False,
+) -> None:
+    """Red-team your own index offline (attacks planted in a copy) and write an HTML report."""
+    from ragshield.defenses.base import warm_up
+    from ragshield.eval.scan import open_scan_store, prepare_out_dir, run_scan
+    from ragshield.eval.scan_questions import TEMPLATE_SOURCE, read_questions, template_questions
+
+    console, err = Console(), Console(stderr=True)
+    rules = parse_rules(fail_on)
+    if demo == (index is not None):
+        raise InputError("give an INDEX directory, or --demo (not both)")
+    if questions is not None and generate is not None:
+        raise InputError("use --questions FILE or --generate N, not both")
+    if index is not None and not Path(index).is_dir():
+        raise InputError(f"index {index} is not a directory (build one with: ragshield index)")
+    settings = _split(attacks, ",", DEFAULT_ATTACKS)
+    chains = _split(defenses, ";", DEFAULT_DEFENSES)
+    _check_names(settings, chains)
+    qs = read_questions(questions) if questions is not None else None
+    out_dir = out or Path(f"scan-{'demo' if demo else Path(str(index)).resolve().name}")
+    n = generate if generate is not None else DEMO_QUESTIONS if demo else 0
+    if qs is None and n == 0:
+        raise InputError("no questions: pass --questions FILE or --generate N")
+    prepare_out_dir(out_dir)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    index_path = _demo_index(out_dir) if demo else Path(str(index))
+    opened = open_scan_store(index_path)
+    warm_up(opened[1])  # the model load is part of opening the index
+    timings["open_index"] = time.perf_counter() - t0
+    if qs is None:
+        t0 = time.perf_counter()
+        qs = template_questions(opened[0].passages, n, seed)
+        timings["generate_questions"] = time.perf_counter() - t0
+        source = TEMPLATE_SOURCE
+    else:
+        source = f"questions file {questions}"
+    gen = None
+    if generator:
+        from ragshield.generate.factory import make_generator
+
+        gen = make_generator(generator, opened[1])
+    err.print(f"scanning {index_path}: {len(opened[0])} passages, {len(qs)} questions …")
+    result = run_scan(
+        index_path, qs, attacks=settings, defenses=chains, k=k, context_k=context_k,
+        seed=seed, generator=gen, out_dir=out_dir, question_source=source,
+        show_progress=_show_progress(), opened=opened, timings=timings,
+    )  # fmt: skip
+    _print_summary(console, result)
+    failures = check_rules(result, rules)
+    for f in failures:
+        err.print(f"[red]FAIL[/red] {escape(f)}", highlight=False)
+    if failures:
+        raise typer.Exit(1)
+
+
+def _print_summary(console: Console, scan: ScanResult) -> None:
+    r = scan.results
+    chains = list(dict.fromkeys(row.defense for row in r.rows))
+    table = Table("setting", *chains, title="attack_reaches (clean row: answer_kept)")
+    for s in dict.fromkeys(row.setting for row in r.rows):
+        key = "answer_kept" if s == "clean" else "attack_reaches"
+        table.add_row(s, *[f"{r.get(d, s).metrics[key]:.3f}" for d in chains])
+    console.print(table)
+    rec = scan.recommendation
+    console.print(f"recommended: [bold]--filter {escape(rec.chain)}[/bold] ({escape(rec.reason)})")
+    t = ", ".join(f"{k} {v:.1f}s" for k, v in scan.timings.items())
+    console.print(f"time per stage: {t}", markup=False)
+    if scan.out_dir is not None:
+        console.print(f"report: {scan.out_dir / 'report.html'}", markup=False, soft_wrap=True)
