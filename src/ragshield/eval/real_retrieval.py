@@ -185,9 +185,9 @@ def _score_question(
     planted: Mapping[str, PlantedPassage],
     context_k: int,
 ) -> dict[str, float]:
-    kept_ids = {id(r.passage) for r in kept}
+    kept_ids = {r.id for r in kept}  # sentence filters return rebuilt passages: match ids
     benign = [r for r in retrieved if r.id not in planted]
-    removed_benign = [r for r in benign if id(r.passage) not in kept_ids]
+    removed_benign = [r for r in benign if r.id not in kept_ids]
     context = sorted(kept, key=lambda r: -r.score)[:context_k]
     mine = {pid for pid, p in planted.items() if p.question_id == case.id}
     adv_ctx = [r for r in context if r.id in mine and _payload_in(r.text, planted[r.id].payload)]
