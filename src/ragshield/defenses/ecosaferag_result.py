@@ -91,7 +91,7 @@ def assemble(
     words_before = words_after = 0
     for i, r in enumerate(items):
         rows = seg.of(i)
-        words_before += len(r.text.split())
+        words_before += len(clipped[i][0].split())  # what the filter read (max_chars)
         keep_rows = rows[reason[rows] == KEPT]
         for k in rows[reason[rows] != KEPT]:
             decisions.append(
