@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote_plus
 
 import numpy as np
 from sklearn.cluster import DBSCAN
@@ -222,6 +223,7 @@ def judge_candidates(
     *,
     dense_only: np.ndarray | None = None,
     exempt: np.ndarray | None = None,
+    bait_near: np.ndarray | None = None,
 ) -> Judgement:
     """Stage 4 decision rule on DBSCAN ``labels`` (candidates first, then baits).
 
@@ -242,7 +244,8 @@ def judge_candidates(
 
     When several hold, the first listed wins. ``dense_only`` (per candidate, optional)
     limits the low-diversity rule to those candidates; ``exempt`` candidates are never
-    flagged by the low-diversity rule (both: see :class:`EcoSafeRAG`'s
+    flagged by the low-diversity rule; ``bait_near`` candidates need only be within
+    ``eps`` of a bait, no cluster (all three: see :class:`EcoSafeRAG`'s
     ``scrutiny`` and ``keep_best``).
     """
     cand = labels[:n_candidates]
@@ -256,7 +259,10 @@ def judge_candidates(
         else np.zeros_like(var)
     )
     in_abs = np.asarray(candidate_absolute, dtype=bool) & low
-    in_bait = np.isin(cand, bait_clusters) & (bait_distance <= eps) & ~in_abs
+    clustered = np.isin(cand, bait_clusters)
+    if bait_near is not None:
+        clustered |= np.asarray(bait_near, dtype=bool)
+    in_bait = clustered & (bait_distance <= eps) & ~in_abs
     in_dense = (cand >= 0) & low & ~in_abs & ~in_bait
     if dense_only is not None:
         in_dense &= np.asarray(dense_only, dtype=bool)
@@ -300,10 +306,11 @@ def best_per_passage(similarities: np.ndarray, owner: np.ndarray, n_passages: in
 _WORD = re.compile(r"\w+")
 
 
-def restates(sentences: Sequence[str], query: str, min_words: int = 4) -> np.ndarray:
+def restates(sentences: Sequence[str], query: str, min_words: int = 3) -> np.ndarray:
     """Mask of sentences that contain the question's words verbatim, in order (case and
     punctuation ignored): what PoisonedRAG-style attacks write so their passage is
-    retrieved ("<question>. <payload>"), inside a sentence or as one. Questions shorter
+    retrieved ("<question>. <payload>"), inside a sentence or as one, or URL-encoded in a
+    link (``?q=Which+group+...``, exfiltration). Questions shorter
     than ``min_words`` words never match (too common to mean anything).
     """
     q = " ".join(_WORD.findall(query.lower()))
@@ -311,7 +318,7 @@ def restates(sentences: Sequence[str], query: str, min_words: int = 4) -> np.nda
     if len(q.split()) < min_words:
         return out
     for i, s in enumerate(sentences):
-        out[i] = f" {q} " in f" {' '.join(_WORD.findall(s.lower()))} "
+        out[i] = f" {q} " in f" {' '.join(_WORD.findall(unquote_plus(s).lower()))} "
     return out
 
 
@@ -323,7 +330,7 @@ def strip_question(sentence: str, query: str) -> str:
     if not words:
         return sentence
     pattern = r"\b" + r"\W+".join(re.escape(w) for w in words) + r"\b[?.!]?"
-    out = re.sub(pattern, "this", sentence, flags=re.IGNORECASE)
+    out = re.sub(pattern, "this", unquote_plus(sentence), flags=re.IGNORECASE)
     return re.sub(r"\s+", " ", out).strip()
 
 
