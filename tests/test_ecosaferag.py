@@ -290,11 +290,6 @@ class TestEcoSafeRAG:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="open (issue #17): the real-retrieval EcoSafeRAG merged at its last commit lets "
-    "0.5 of this synthetic attack set through (floor 0.25); re-tune before closing #17",
-)
 def test_quality_floor_on_shared_data(encoder, shared_data):
     """Dev questions (never the test split): one real PoisonedRAG passage is caught and the
     golden answer survives a clean retrieval."""
