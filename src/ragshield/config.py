@@ -48,6 +48,7 @@ from pydantic import (
 
 from ragshield.defenses import registry
 from ragshield.defenses.base import PassageFilter
+from ragshield.defenses.calibration import calibrate
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.generate.base import Generator
@@ -295,7 +296,9 @@ def assemble(
     chain = list(filters)
     for name in plan.filters:
         if name not in cache:
-            cache[name] = registry.build_filter(name, parts.encoder, params.get(name))
+            built = registry.build_filter(name, parts.encoder, params.get(name))
+            calibrate(built, getattr(parts.store, "profile", None))  # index-time statistics
+            cache[name] = built
         chain.append(cache[name])
     generator = parts.generator
     if plan.wrappers:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from ragshield.corpus import MAX_CHARS, chunk_passages, read_corpus
+from ragshield.defenses.calibration import profile_vectors
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.errors import InputError
 from ragshield.store.base import VectorStore
@@ -69,6 +70,8 @@ def build_index(
     else:
         store = FaissStore(encoder.dim, index_type, encoder_name=encoder.name)
         store.add(passages, vectors)
+    profile = profile_vectors(vectors)  # what "natural" similarity is in this index
+    store.profile = profile.to_dict() if profile is not None else None
     store.save(out)
     return store
 

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -54,6 +54,9 @@ from ragshield.defenses.params import Boolean, Interval, Options, ParamsMixin, P
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_query
 from ragshield.types import Decision, FilterResult, RetrievedPassage
+
+if TYPE_CHECKING:
+    from ragshield.defenses.calibration import IndexProfile
 
 Mode = Literal["single_hop", "multi_hop", "auto"]
 _MODES = ("single_hop", "multi_hop", "auto")
@@ -699,6 +702,12 @@ class RAGDefender(_RAGDefenderBase):
 
     def _check(self) -> None:
         self._check_common()
+
+    def calibrate(self, profile: IndexProfile) -> None:
+        """Take the index's natural nearest-neighbour similarity (recorded at index time,
+        :mod:`ragshield.defenses.calibration`) unless ``natural_similarity`` was set."""
+        if self.natural_similarity is None:
+            self.natural_similarity = round(float(profile.natural_similarity), 4)
 
     def evidence_threshold(self) -> float:
         """Group density that no natural neighbourhood of the index reaches: the index's own

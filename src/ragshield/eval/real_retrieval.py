@@ -223,6 +223,7 @@ def run_real_eval(
     generator: Generator | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     base_store: FaissStore | None = None,
+    calibrate_index: bool = True,
     show_progress: bool = False,
     on_question: Callable[[QuestionTrace], None] | None = None,
 ) -> RealResults:
@@ -236,6 +237,12 @@ def run_real_eval(
         raise InputError(f"unknown setting(s) {unknown}; available: {', '.join(REAL_SETTINGS)}")
     cache = str(cache_dir) if cache_dir else None
     store = base_store or build_base_store(data, encoder, cache)
+    if calibrate_index:  # as a pipeline over a saved index does (config.assemble)
+        from ragshield.defenses.calibration import calibrate, profile_vectors
+
+        profile = profile_vectors(store.vectors)
+        for defense in defenses.values():
+            calibrate(defense, profile)
     if not 1 <= k <= len(store):
         raise InputError(f"k ({k}) must be in 1..{len(store)} (the index size)")
     text_of = {p.id: p.text for p in data.passages}

@@ -76,6 +76,8 @@ class FaissStore:
         self._passages: list[Passage] = []
         self._vectors = np.zeros((0, dim), dtype=np.float32)
         self._ids: set[str] = set()
+        #: nearest-neighbour statistics recorded at index time (defenses/calibration.py)
+        self.profile: dict[str, Any] | None = None
 
     def _new_index(self) -> Any:
         if self.index_type == "hnsw":
@@ -165,6 +167,8 @@ class FaissStore:
                 "ef_search": self.ef_search,
                 "nprobe": self.nprobe,
             }
+            if self.profile is not None:
+                meta["profile"] = self.profile
             (tmp / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
     @classmethod
@@ -193,6 +197,8 @@ class FaissStore:
         store._vectors = _read_vectors(path / "vectors.npy", store.dim)
         store._passages = _read_passages(path / "passages.jsonl")
         store._ids = {p.id for p in store._passages}
+        if isinstance(meta.get("profile"), dict):
+            store.profile = dict(meta["profile"])
         counts = {
             "index.faiss": int(store._index.ntotal),
             "vectors.npy": len(store._vectors),

@@ -82,6 +82,8 @@ class PgVectorStore:
         self.ef_search = ef_search
         self.exact = exact
         self.encoder_name = encoder_name
+        #: nearest-neighbour statistics recorded at index time (defenses/calibration.py)
+        self.profile: dict[str, Any] | None = None
         self._conn: Any = None
 
     # ---- connection & schema ------------------------------------------------------------
@@ -262,6 +264,7 @@ class PgVectorStore:
                 "encoder_name": self.encoder_name,
                 "hnsw_m": self.hnsw_m,
                 "ef_search": self.ef_search,
+                **({"profile": self.profile} if self.profile is not None else {}),
             },
         )
 
@@ -271,7 +274,7 @@ class PgVectorStore:
     ) -> PgVectorStore:
         """The table a pointer directory names; ``uri`` overrides the recorded address (the
         pointer holds no password)."""
-        return cls(
+        store = cls(
             uri or str(meta["uri"]),
             int(meta["dim"]),
             table=str(meta["table"]),
@@ -279,6 +282,9 @@ class PgVectorStore:
             ef_search=int(meta.get("ef_search", 40)),
             encoder_name=str(meta.get("encoder_name", "")),
         )
+        if isinstance(meta.get("profile"), dict):
+            store.profile = dict(meta["profile"])
+        return store
 
 
 def _to_numpy(value: Any) -> np.ndarray:
