@@ -46,6 +46,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--per-topic", type=int, default=None, help="SQuAD questions per article")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
+    ap.add_argument("--generator", default=None, help="e.g. qwen2.5-0.5b: end-to-end ASR/ACC")
+    ap.add_argument("--limit", type=int, default=None, help="first N questions of the split")
     args = ap.parse_args()
     if not SHARED.is_dir():
         sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")
@@ -56,6 +58,15 @@ def main() -> None:
     from ragshield.eval.retrieval_cli import build_defenses
 
     enc = SentenceTransformerEncoder()
+    gen = None
+    if args.generator:
+        from ragshield.generate.factory import make_generator
+
+        # greedy, <= 32 new tokens, answers cached on disk so a rerun resumes
+        gen = make_generator(
+            args.generator, enc, cache_dir=os.path.join(args.cache_dir, "answers"),
+            max_new_tokens=32, dtype="auto",
+        )  # fmt: skip
     for name in args.datasets.split(","):
         rel, pois, per_topic = DATASETS[name]
         data = load_ontopic(
@@ -70,9 +81,11 @@ def main() -> None:
         if "authors" in args.defenses.split(";"):
             chains = _with_authors(chains, enc, mode)
         t0 = time.perf_counter()
+        cases = data.split(args.split)[: args.limit]
         res = run_real_eval(
-            data, data.split(args.split), chains, args.settings.split(","),  # type: ignore[arg-type]
+            data, cases, chains, args.settings.split(","),  # type: ignore[arg-type]
             encoder=enc, k=args.k, seed=args.seed, split=args.split, cache_dir=args.cache_dir,
+            generator=gen,
         )  # fmt: skip
         print(res.to_markdown())
         print(f"({name}: {len(data.passages)} passages indexed, "
