@@ -11,9 +11,10 @@ Example::
     result = ours.filter(question, retrieved)                  # a FilterResult
     print(result.details["n_adv"], result.details["groups"])
 
-The math lives in pure functions (``cosine_matrix``, ``tfidf_top_terms``,
-``clustering_estimate``, ``concentration_estimate``, ``frequency_scores``...) shared by both
-classes, so every step is unit-testable on hand-built vectors without a model.
+The paper's math lives in pure functions (:mod:`ragdefender_math`: ``cosine_matrix``,
+``tfidf_top_terms``, ``clustering_estimate``, ``frequency_scores``...), the attack evidence in
+:mod:`ragdefender_evidence`, the faithful class in :mod:`ragdefender_paper`; all are
+re-exported here. Every step is unit-testable on hand-built vectors without a model.
 
 :class:`PaperRAGDefender` follows §4 of the paper. Its Stage 1 always yields two clusters, so
 it removes at least one passage from *every* set, clean or not. :class:`RAGDefender` keeps
@@ -35,528 +36,82 @@ measured in ``benchmarks/bench_poisoning.py`` against the faithful version:
   it carries the tight group's *signature*: a word every tight member uses and the question
   does not (for PoisonedRAG-style attacks, the target answer). Benign passages on the
   question's topic join the loose group through topic words alone and are kept.
+
+Real retrieval (issue #17) added the rest, because in a real index the top-k of a question
+are on its topic and *dense by nature*: density alone removed ~40 % of the benign passages
+of clean SQuAD retrievals and lost the golden paragraph for ~1 question in 3. Chosen on the
+dev split of ``../shared/data/ontopic`` (SQuAD even-position articles, HotpotQA
+non-targets), reported on the test split by ``benchmarks/bench_real_retrieval.py``:
+
+* ``restated_question`` — a passage containing the whole question word for word is
+  removed on its own (PoisonedRAG's black-box passages are ``question + "." + text``; 0 of
+  the benign top-10 passages of the dev questions do that);
+* ``require_evidence`` — a dense group is removed only with attack evidence: a restating
+  member, a typo copy (whose original is then protected), a density no natural
+  neighbourhood of the index reaches (``natural_similarity``, recorded at index time by
+  :mod:`ragshield.defenses.calibration`, else ``dense_threshold``), or the signature of an
+  evidenced tight group;
+* source trust — a passage whose metadata has ``trusted: true`` is never removed, and
+  ``details["trusted_kept"]`` says so.
+
+``RAGDefender(require_evidence=False, restated_question=False)`` is the density-only
+behaviour of earlier releases (what the synthetic tables measured).
 """
 
 from __future__ import annotations
 
-import math
-import re
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from numbers import Real
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from ragshield.defenses.base import check_retrieved, passage_vectors
-from ragshield.defenses.params import Boolean, Interval, Options, ParamsMixin, ParamTable
-from ragshield.embed.base import Encoder, l2_normalize
-from ragshield.errors import InputError, check_query
-from ragshield.types import Decision, FilterResult, RetrievedPassage
+from ragshield.defenses.params import Boolean, Interval, Options, ParamTable
+from ragshield.defenses.ragdefender_evidence import (
+    calibrate_guard,
+    char_trigram_cosine,
+    content_words,
+    dense_groups,
+    group_signature,
+    oov_rate,
+    outlier_to_spare,
+    restates_question,
+    trigram_cosine_matrix,
+    typo_copies,
+)
+from ragshield.defenses.ragdefender_math import (
+    ClusteringEstimate,
+    ConcentrationEstimate,
+    PairScores,
+    TermEvidence,
+    _labels_to_groups,
+    clustering_estimate,
+    concentration_estimate,
+    cosine_matrix,
+    frequency_scores,
+    largest_gap_ratio,
+    n_adv_from_clusters,
+    n_pairs_for,
+    tfidf_top_terms,
+    top_n_by_score,
+)
+from ragshield.defenses.ragdefender_paper import Mode, PaperRAGDefender, _RAGDefenderBase
+from ragshield.embed.base import Encoder
+from ragshield.types import FilterResult, RetrievedPassage
 
 if TYPE_CHECKING:
     from ragshield.defenses.calibration import IndexProfile
 
-Mode = Literal["single_hop", "multi_hop", "auto"]
-_MODES = ("single_hop", "multi_hop", "auto")
-
-
-# --------------------------------------------------------------------------- pure math
-
-
-def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
-    """Pairwise cosine similarities of the rows (re-normalised, so any vectors work)."""
-    x = l2_normalize(np.asarray(vectors, dtype=np.float32))
-    sim = (x @ x.T).astype(np.float64)
-    np.clip(sim, -1.0, 1.0, out=sim)
-    return sim
-
-
-def _off_diagonal(sim: np.ndarray) -> np.ndarray:
-    """Row i holds sim(i, j) for every j != i: shape (n, n - 1)."""
-    n = sim.shape[0]
-    return sim[~np.eye(n, dtype=bool)].reshape(n, n - 1)
-
-
-@dataclass(frozen=True)
-class TermEvidence:
-    """Eq. 1 inputs: the top-m TF-IDF terms, their summed scores, and who contains them."""
-
-    terms: tuple[str, ...]
-    scores: tuple[float, ...]
-    presence: np.ndarray  # (n, m) bool: passage i contains term j
-    n_tfidf: int  # passages containing more than m/2 of the terms
-
-
-def tfidf_top_terms(texts: Sequence[str], m: int) -> TermEvidence:
-    """§4.1 Eq. 1: TF-IDF over the retrieved set, the m terms with the highest summed score,
-    and ``N_TF-IDF`` = passages containing more than m/2 of them.
-
-    "Contains" is token membership under the vectoriser's own analyser (lower-cased), the
-    paper's ``t_j ∈ r_i``. (The authors' code tests case-sensitive substrings of lower-cased
-    terms, so "france" is never found in "France"; we do not copy that.)
-    """
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    n = len(texts)
-    try:
-        vec = TfidfVectorizer(stop_words="english")
-        x = vec.fit_transform(list(texts))
-    except ValueError:  # every token is a stop word (or the texts are empty)
-        return TermEvidence((), (), np.zeros((n, 0), dtype=bool), 0)
-    summed = np.asarray(x.sum(axis=0)).ravel()
-    top = np.argsort(-summed, kind="stable")[:m]  # ties: vocabulary (alphabetical) order
-    names = vec.get_feature_names_out()
-    presence = (x[:, top] > 0).toarray()
-    n_tfidf = int(np.sum(presence.sum(axis=1) > m / 2))
-    return TermEvidence(
-        terms=tuple(str(names[j]) for j in top),
-        scores=tuple(float(summed[j]) for j in top),
-        presence=presence,
-        n_tfidf=n_tfidf,
-    )
-
-
-@dataclass(frozen=True)
-class ClusteringEstimate:
-    """Stage 1, single-hop (§4.1 Eq. 1-2)."""
-
-    labels: np.ndarray  # agglomerative cluster id per passage (2 clusters)
-    n_min: int
-    terms: TermEvidence
-    n_adv: int
-
-
-def n_adv_from_clusters(n_passages: int, n_min: int, n_tfidf: int) -> int:
-    """§4.1 Eq. 2: ``n_min`` if ``N_TF-IDF <= |R|/2`` else ``|R| - n_min``."""
-    return n_min if n_tfidf <= n_passages / 2 else n_passages - n_min
-
-
-def clustering_estimate(vectors: np.ndarray, texts: Sequence[str], m: int) -> ClusteringEstimate:
-    """§4.1 clustering-based grouping: agglomerative clustering into two groups (scikit-learn
-    defaults, Ward linkage, as the paper's §5 names scikit-learn's implementation), then the
-    TF-IDF vote picks the minority or majority cluster as adversarial."""
-    from sklearn.cluster import AgglomerativeClustering
-
-    n = len(texts)
-    terms = tfidf_top_terms(texts, m)
-    if n < 2:
-        return ClusteringEstimate(np.zeros(n, dtype=np.int64), 0, terms, 0)
-    labels = AgglomerativeClustering(n_clusters=2).fit_predict(np.asarray(vectors))
-    sizes = np.bincount(labels, minlength=2)
-    n_min = int(sizes.min())
-    return ClusteringEstimate(labels, n_min, terms, n_adv_from_clusters(n, n_min, terms.n_tfidf))
-
-
-@dataclass(frozen=True)
-class ConcentrationEstimate:
-    """Stage 1, multi-hop (§4.1 Eq. 3)."""
-
-    s_mean: np.ndarray
-    s_median: np.ndarray
-    flagged: np.ndarray  # bool: both factors above their global counterparts
-    n_adv: int
-
-
-def concentration_estimate(sim: np.ndarray) -> ConcentrationEstimate:
-    """§4.1 Eq. 3: count passages whose mean *and* median similarity to the others exceed the
-    mean of the means and the median of the medians (the paper's AND, self-pairs excluded).
-    """
-    n = sim.shape[0]
-    if n < 2:
-        z = np.zeros(n)
-        return ConcentrationEstimate(z, z, np.zeros(n, dtype=bool), 0)
-    others = _off_diagonal(sim)
-    s_mean = others.mean(axis=1)
-    s_median = np.median(others, axis=1)
-    flagged = (s_mean > s_mean.mean()) & (s_median > np.median(s_median))
-    return ConcentrationEstimate(s_mean, s_median, flagged, int(flagged.sum()))
-
-
-def n_pairs_for(n_adv: int) -> int:
-    """§4.2 Eq. 4: ``max(1, C(N_adv, 2))``."""
-    return max(1, math.comb(max(n_adv, 0), 2))
-
-
-@dataclass(frozen=True)
-class PairScores:
-    """Stage 2 (§4.2 Eq. 4-6): the top pairs and each passage's frequency score f_i."""
-
-    pairs: np.ndarray  # (N_pairs, 2) int, most similar first
-    pair_sims: np.ndarray  # (N_pairs,)
-    f: np.ndarray  # (n,)
-
-
-def frequency_scores(
-    sim: np.ndarray, n_pairs: int, p: float, allowed: np.ndarray | None = None
-) -> PairScores:
-    """Eq. 5-6: take the ``n_pairs`` most similar pairs (i < j) and give each member
-    ``sgn(sim)·|sim|^p`` per pair. ``allowed`` (pair mask over the upper triangle, optional)
-    restricts the candidate pairs, e.g. to pairs inside detected groups. Vectorised: one
-    argsort over the upper triangle, ``np.add.at`` for the sums.
-    """
-    n = sim.shape[0]
-    iu, ju = np.triu_indices(n, k=1)
-    s = sim[iu, ju]
-    if allowed is not None:
-        iu, ju, s = iu[allowed], ju[allowed], s[allowed]
-    order = np.argsort(-s, kind="stable")[: max(n_pairs, 0)]  # ties: lower indices first
-    i, j, ps = iu[order], ju[order], s[order]
-    w = np.sign(ps) * np.abs(ps) ** p
-    f = np.zeros(n, dtype=np.float64)
-    np.add.at(f, i, w)
-    np.add.at(f, j, w)
-    return PairScores(pairs=np.stack([i, j], axis=1), pair_sims=ps, f=f)
-
-
-def top_n_by_score(f: np.ndarray, n: int) -> np.ndarray:
-    """Eq. 7: indices of the n largest scores (ties: lower index first)."""
-    if n <= 0:
-        return np.zeros(0, dtype=np.int64)
-    return np.argsort(-f, kind="stable")[:n]
-
-
-def largest_gap_ratio(query_scores: np.ndarray) -> float:
-    """Largest drop between consecutive sorted query similarities over the mean drop.
-
-    1.0 means similarities decline evenly; a large value means a block of passages stands
-    apart from the rest (the "score gap" of the paper's Appendix A).
-    """
-    s = np.sort(np.asarray(query_scores, dtype=np.float64))[::-1]
-    if s.size < 3:
-        return 1.0
-    gaps = -np.diff(s)
-    mean = float(gaps.mean())
-    return float(gaps.max() / mean) if mean > 0 else 1.0
-
-
-def _labels_to_groups(labels: np.ndarray) -> list[list[int]]:
-    return [np.flatnonzero(labels == c).tolist() for c in np.unique(labels)]
-
-
-# --------------------------------------------------------------------------- shared plumbing
-
-
-class _RAGDefenderBase(ParamsMixin):
-    """Validation, vectors and result assembly shared by the faithful and improved classes."""
-
-    name = "ragdefender"
-    encoder: Encoder | None
-    mode: str
-    m: int
-    p: float
-    auto_gap: float
-    _parameter_constraints: ClassVar[ParamTable] = {
-        "mode": [Options(*_MODES)],
-        "m": [Interval(int, 1, None)],
-        "p": [Interval(Real, 0.0, 16.0, closed="right")],
-        "auto_gap": [Interval(Real, 1.0, 1e9)],
-    }
-
-    def _check_common(self) -> None:
-        self._validate_params()  # the table of type(self): a subclass's covers everything
-
-    def _inputs(
-        self, query: str, retrieved: Sequence[RetrievedPassage]
-    ) -> tuple[list[RetrievedPassage], np.ndarray, np.ndarray]:
-        owner = type(self).__name__
-        check_query(query)
-        items = check_retrieved(retrieved, owner)
-        if not items:
-            return items, np.zeros((0, 0), dtype=np.float32), np.zeros(0)
-        vectors = passage_vectors(items, self.encoder, owner)
-        if items and vectors.shape[0] != len(items):
-            raise InputError(f"{owner} got {vectors.shape[0]} vectors for {len(items)} passages.")
-        scores = np.array([r.score for r in items], dtype=np.float64)
-        return items, vectors, scores
-
-    def resolve_mode(self, query_scores: np.ndarray) -> str:
-        """``auto``: single-hop clustering when the query similarities show a dominant gap.
-
-        The paper's own worked example (Appendix A) chooses clustering-based grouping
-        "due to the score gap characteristics": one block of passages sits clearly above
-        the rest, i.e. the set splits in two, which is what the two-cluster rule assumes.
-        Without such a gap the passages are spread out, and the concentration rule, which
-        assumes no cluster count, is the safer estimate. The threshold is ``auto_gap``.
-        """
-        if self.mode != "auto":
-            return self.mode
-        return "single_hop" if largest_gap_ratio(query_scores) >= self.auto_gap else "multi_hop"
-
-    def _result(
-        self,
-        items: list[RetrievedPassage],
-        remove: np.ndarray,
-        suspicion: np.ndarray,
-        reasons: dict[int, str],
-        details: dict[str, Any],
-        t0: float,
-    ) -> FilterResult:
-        removed_idx = sorted(int(i) for i in remove)
-        removed_set = set(removed_idx)
-        decisions = tuple(
-            Decision(
-                index=i,
-                passage_id=items[i].id,
-                reason=reasons.get(i, "adversarial"),
-                scores={"suspicion": float(suspicion[i]), "f": float(details["f"][i])},
-            )
-            for i in removed_idx
-        )
-        return FilterResult(
-            name=self.name,
-            kept=tuple(r for i, r in enumerate(items) if i not in removed_set),
-            removed=tuple(items[i] for i in removed_idx),
-            decisions=decisions,
-            details=details,
-            seconds=time.perf_counter() - t0,
-        )
-
-
-# --------------------------------------------------------------------------- faithful
-
-
-class PaperRAGDefender(_RAGDefenderBase):
-    """RAGDefender exactly as §4 of the paper describes it (Eq. 1-7).
-
-    Parameters
-    ----------
-    encoder: used only when the passages carry no embedding (the pipeline attaches them).
-    mode: ``"single_hop"`` (clustering-based grouping), ``"multi_hop"`` (concentration-based
-        grouping) or ``"auto"`` (see :meth:`resolve_mode`).
-    m: TF-IDF top terms for Eq. 1.
-    p: weighting exponent of Eq. 6.
-    auto_gap: largest-gap / mean-gap ratio of the sorted query similarities above which
-        ``auto`` picks single-hop.
-
-    ``details`` of the result: ``mode``, ``n_adv``, ``groups`` (stage-1 groups as index
-    lists), ``top_terms``, ``term_scores``, ``n_tfidf``, ``n_min``, ``s_mean``/``s_median``
-    (multi-hop), ``pairs``, ``f`` (one per passage). Decisions carry ``suspicion = f_i``.
-    """
-
-    name = "ragdefender-paper"
-
-    def __init__(
-        self,
-        encoder: Encoder | None = None,
-        *,
-        mode: Mode = "single_hop",
-        m: int = 5,  # §5 "Hyperparameter Selection": m = 5 TF-IDF terms
-        p: float = 2.0,  # §4.2 Eq. 6 and §6.6 Table 7: p = 2
-        auto_gap: float = 2.0,  # Appendix A: gap 0.054 vs mean gap 0.024 -> clustering
-    ) -> None:
-        self.encoder = encoder
-        self.mode = mode
-        self.m = m
-        self.p = p
-        self.auto_gap = auto_gap
-
-    def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
-        t0 = time.perf_counter()
-        self._check_common()
-        items, vectors, scores = self._inputs(query, retrieved)
-        n = len(items)
-        mode = self.resolve_mode(scores)
-        details: dict[str, Any] = {"mode": mode, "n_adv": 0, "groups": [], "f": [0.0] * n}
-        if n < 2:
-            return self._result(items, np.zeros(0, dtype=np.int64), np.zeros(n), {}, details, t0)
-        sim = cosine_matrix(vectors)
-        if mode == "single_hop":
-            est = clustering_estimate(vectors, [r.text for r in items], self.m)
-            n_adv = est.n_adv
-            details.update(
-                groups=_labels_to_groups(est.labels),
-                n_min=est.n_min,
-                top_terms=list(est.terms.terms),
-                term_scores=list(est.terms.scores),
-                n_tfidf=est.terms.n_tfidf,
-            )
-        else:
-            conc = concentration_estimate(sim)
-            n_adv = conc.n_adv
-            details.update(
-                groups=[
-                    np.flatnonzero(conc.flagged).tolist(),
-                    np.flatnonzero(~conc.flagged).tolist(),
-                ],
-                s_mean=conc.s_mean.tolist(),
-                s_median=conc.s_median.tolist(),
-            )
-        ps = frequency_scores(sim, n_pairs_for(n_adv), self.p)
-        remove = top_n_by_score(ps.f, n_adv)
-        details.update(n_adv=int(n_adv), pairs=ps.pairs.tolist(), f=ps.f.tolist())
-        reasons = {int(i): f"top-{n_adv} frequency score f_i (Eq. 7)" for i in remove}
-        return self._result(items, remove, ps.f, reasons, details, t0)
-
-
-# --------------------------------------------------------------------------- improved
-
-
-_WORD = re.compile(r"[^\W\d_]+")
-
-
-def oov_rate(texts: Sequence[str], vocabulary: frozenset[str]) -> np.ndarray:
-    """Share of each text's (lower-cased, alphabetic) words that are not a whole-word entry
-    of the encoder's WordPiece vocabulary, i.e. that the tokenizer must split into pieces.
-
-    A misspelt word is almost never a whole vocabulary entry, so typo-perturbed copies
-    (GARAG) score ~0.47 while natural passages score ~0.06 (dev golden passages: p95 0.18).
-    A cheap proxy for WordPiece fragmentation (set look-ups, no tokenisation). Only
-    *differences* between near-copies are used, so rare names alone trigger nothing.
-    """
-    out = np.zeros(len(texts), dtype=np.float64)
-    for k, text in enumerate(texts):
-        words = _WORD.findall(text.lower())
-        if words:
-            out[k] = sum(w not in vocabulary for w in words) / len(words)
-    return out
-
-
-def _char_trigrams(text: str) -> frozenset[str]:
-    grams: set[str] = set()
-    for w in text.lower().split():
-        w = f" {w} "
-        grams.update(w[i : i + 3] for i in range(len(w) - 2))
-    return frozenset(grams)
-
-
-def char_trigram_cosine(a: str, b: str) -> float:
-    """Cosine of the two texts' sets of word-bounded character 3-grams.
-
-    High for a text and its typo copy (GARAG vs golden: median 0.75), low for two texts
-    that merely say the same thing (PoisonedRAG or blind vs golden: p95 0.40-0.49).
-    """
-    return _set_cosine(_char_trigrams(a), _char_trigrams(b))
-
-
-def _set_cosine(a: frozenset[str], b: frozenset[str]) -> float:
-    if not a or not b:
-        return 0.0
-    return len(a & b) / math.sqrt(len(a) * len(b))
-
-
-def typo_copies(
-    sim: np.ndarray,
-    texts: Sequence[str],
-    noise: Callable[[Sequence[str]], np.ndarray],
-    *,
-    copy_threshold: float,
-    lexical_threshold: float,
-    noise_margin: float,
-) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """Passages that are noisier copies of another retrieved passage.
-
-    ``i`` is a copy of ``j`` when they are close in embedding space (``copy_threshold``),
-    ``i`` is at least ``noise_margin`` noisier (``noise``, e.g. :func:`oov_rate`) and they
-    share most character 3-grams (``lexical_threshold``). Returns the copy mask and the
-    ``(copy, original)`` pairs. Noise is measured only for passages with a close
-    neighbour and 3-grams only for the candidate pairs.
-    """
-    n = sim.shape[0]
-    mask = np.zeros(n, dtype=bool)
-    close = sim >= copy_threshold
-    np.fill_diagonal(close, False)
-    involved = np.flatnonzero(close.any(axis=1)).tolist()
-    if len(involved) < 2:
-        return mask, []
-    level = np.zeros(n)
-    level[involved] = noise([texts[i] for i in involved])
-    ii, jj = np.nonzero(close & (level[:, None] - level[None, :] >= noise_margin))
-    if ii.size == 0:
-        return mask, []
-    cand = np.union1d(ii, jj)
-    lex = trigram_cosine_matrix([texts[k] for k in cand])
-    pos = np.searchsorted(cand, np.arange(n))  # index of a passage within `cand`
-    ok = lex[pos[ii], pos[jj]] >= lexical_threshold
-    mask[ii[ok]] = True
-    return mask, [(int(a), int(b)) for a, b in zip(ii[ok], jj[ok], strict=True)]
-
-
-def trigram_cosine_matrix(texts: Sequence[str]) -> np.ndarray:
-    """:func:`char_trigram_cosine` for every pair at once: binary sparse 3-gram rows, one
-    sparse product (the per-text set building is the only Python loop)."""
-    from scipy.sparse import csr_matrix
-
-    vocab: dict[str, int] = {}
-    indptr = [0]
-    indices: list[int] = []
-    for t in texts:
-        indices.extend(vocab.setdefault(g, len(vocab)) for g in _char_trigrams(t))
-        indptr.append(len(indices))
-    x = csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(texts), max(len(vocab), 1)))
-    inter = np.asarray((x @ x.T).toarray(), dtype=np.float64)
-    size = np.sqrt(np.diag(inter))
-    denom = np.outer(size, size)
-    return np.divide(inter, denom, out=np.zeros_like(inter), where=denom > 0)
-
-
-def dense_groups(
-    sim: np.ndarray, members: np.ndarray, threshold: float, linkage: str
-) -> list[np.ndarray]:
-    """Flat clusters of ``members`` whose average-linkage (or ``linkage``) cosine similarity
-    is at least ``threshold``: one cut of a scipy hierarchical-clustering tree."""
-    if members.size < 2:
-        return [members] if members.size else []
-    from scipy.cluster.hierarchy import fcluster
-    from scipy.cluster.hierarchy import linkage as tree
-    from scipy.spatial.distance import squareform
-
-    dist = 1.0 - sim[np.ix_(members, members)]
-    dist = np.clip((dist + dist.T) / 2.0, 0.0, 2.0)
-    np.fill_diagonal(dist, 0.0)
-    labels = fcluster(
-        tree(squareform(dist, checks=False), method=linkage), 1.0 - threshold, "distance"
-    )
-    return [members[labels == c] for c in np.unique(labels)]
-
-
-_TOKEN = re.compile(r"[a-z0-9]+")
-
-
-def content_words(text: str) -> frozenset[str]:
-    """Lower-cased word tokens minus English stop words (scikit-learn's list)."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(w for w in _TOKEN.findall(text.lower()) if w not in ENGLISH_STOP_WORDS)
-
-
-def group_signature(texts: Sequence[str], query: str) -> frozenset[str]:
-    """Words every text of a group uses and the query does not: what a batch of generated
-    passages asserts beyond the question (PoisonedRAG's target answer). Empty if none."""
-    if not texts:
-        return frozenset()
-    common = frozenset.intersection(*(content_words(t) for t in texts))
-    return common - content_words(query)
-
-
-def outlier_to_spare(
-    sim: np.ndarray, group: np.ndarray, query_scores: np.ndarray, query_weight: float, margin: float
-) -> tuple[int | None, np.ndarray]:
-    """The member of a group (size >= 3) that does not belong to it, if any.
-
-    A batch of generated adversarial passages is mutually similar; a genuine passage that
-    the batch was written *about* (the golden one) joins the group through them but sits at
-    its edge: its mean similarity to the others is below the others' mean similarity among
-    themselves (the *deficit*), and it is more similar to the query than the group is on
-    average (retrieval ranks the answer-bearing passage high). score = deficit +
-    ``query_weight`` × query excess; the best-scoring member is spared when its score is at
-    least ``margin``. Returns the spared index (or None) and every member's score.
-    """
-    k = group.size
-    if k < 3:
-        return None, np.zeros(k)
-    sub = sim[np.ix_(group, group)].copy()
-    np.fill_diagonal(sub, 0.0)
-    row = sub.sum(axis=1)
-    total = row.sum()  # each pair counted twice
-    mine = row / (k - 1)
-    others = (total - 2.0 * row) / ((k - 1) * (k - 2))
-    q = query_scores[group]
-    score = (others - mine) + query_weight * (q - q.mean())
-    best = int(np.argmax(score))
-    return (int(group[best]) if score[best] >= margin else None), score
-
+__all__ = [
+    "ClusteringEstimate", "ConcentrationEstimate", "PairScores", "PaperRAGDefender",
+    "RAGDefender", "TermEvidence", "calibrate_guard", "char_trigram_cosine",
+    "clustering_estimate", "concentration_estimate", "content_words", "cosine_matrix",
+    "dense_groups", "frequency_scores", "group_signature", "largest_gap_ratio",
+    "n_adv_from_clusters", "n_pairs_for", "oov_rate", "outlier_to_spare",
+    "restates_question", "tfidf_top_terms", "top_n_by_score", "trigram_cosine_matrix",
+    "typo_copies",
+]  # fmt: skip
 
 _COSINE = Interval(Real, -1.0, 1.0)
 
@@ -594,6 +149,11 @@ class RAGDefender(_RAGDefenderBase):
     loose_signature: when tight groups exist, remove a loose-level member only if it uses a
         word of a tight group's :func:`group_signature` (no signature: remove as before).
     linkage: scipy linkage method of the group tree.
+    restated_question, restate_min_words: remove a passage holding the whole question (of
+        at least that many words) verbatim.
+    require_evidence: remove a dense group only with attack evidence (see above).
+    dense_threshold, natural_similarity: group density that counts as evidence; the
+        index's own calibration (``calibrate(profile)``) fills ``natural_similarity``.
 
     ``details``: ``mode``, ``guard`` (passed or not, ``max_similarity``), ``groups``
     (index lists with their level), ``spared``, ``typo_copies`` (copy, original) pairs,
@@ -952,30 +512,3 @@ class _Work:
     def remove(self, i: int, reason: str) -> None:
         self.removed[i] = True
         self.reasons.setdefault(i, reason)
-
-
-_WORDS = re.compile(r"[a-z0-9]+")
-
-
-def restates_question(query: str, texts: Sequence[str], min_words: int = 4) -> np.ndarray:
-    """Which texts contain every word of the question, in order and contiguous (case and
-    punctuation ignored). Questions shorter than ``min_words`` never match."""
-    q = _WORDS.findall(query.lower())
-    out = np.zeros(len(texts), dtype=bool)
-    if len(q) < min_words:
-        return out
-    needle = " " + " ".join(q) + " "
-    for i, t in enumerate(texts):
-        out[i] = needle in " " + " ".join(_WORDS.findall(t.lower())) + " "
-    return out
-
-
-def calibrate_guard(
-    max_pair_similarities: Sequence[float], quantile: float = 1.0, margin: float = 0.02
-) -> float:
-    """A guard threshold from clean retrieval sets: the given quantile of their largest
-    pairwise similarity plus a margin (use a dev split, never the sets you report on)."""
-    v = np.asarray(max_pair_similarities, dtype=np.float64)
-    if v.size == 0:
-        raise InputError("calibrate_guard needs at least one clean set's max pair similarity.")
-    return float(np.quantile(v, quantile) + margin)
