@@ -58,6 +58,7 @@ from ragshield.defenses.extraction_baselines import DistanceThresholdFilter, Sum
 from ragshield.embed.base import Encoder
 from ragshield.errors import DataFormatError, InputError, NotFittedError, check_int
 from ragshield.eval.crr import ChunkRecoveryScorer, cluster_topics, topic_summary
+from ragshield.eval.outdir import claim_out_dir
 from ragshield.generate.base import Generator
 from ragshield.generate.extractive import ExtractiveGenerator
 from ragshield.pipeline import RAGPipeline
@@ -305,6 +306,9 @@ def ragfort_defenses(
 
 
 # ---- utility ------------------------------------------------------------------------------
+
+#: What a report folder receives (``logs`` from ``run_extraction_eval(log_dir=out/"logs")``).
+REPORT_FILES = frozenset({"extraction.json", "extraction.md", "crr_vs_budget.png", "logs"})
 
 _REFUSAL = ("i don't know", "i do not know", "i dont know")
 
@@ -569,8 +573,9 @@ class ExtractionReport:
         return out
 
     def save(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        """Write the report files into ``out_dir``: a new or empty folder, or one a run
+        wrote before (:mod:`ragshield.eval.outdir`); any other is refused untouched."""
+        out = claim_out_dir(out_dir, "extraction", REPORT_FILES)
         paths = {"json": out / "extraction.json", "markdown": out / "extraction.md"}
         paths["json"].write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
         paths["markdown"].write_text(self.to_markdown(), encoding="utf-8")
