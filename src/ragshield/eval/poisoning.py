@@ -47,6 +47,7 @@ from ragshield.errors import InputError, check_int
 from ragshield.eval import metrics as M
 from ragshield.eval.datasets import ATTACK_SOURCES, PoisoningCase, load_poisoning, split_cases
 from ragshield.generate.base import Generator
+from ragshield.generate.cache import answer_once
 from ragshield.types import Passage, RetrievedPassage
 
 CLEAN = "clean"
@@ -659,7 +660,7 @@ def score_questions(
     with the whole split.
     """
     say = log or (lambda _msg: None)
-    gen_cache: dict[tuple[str, tuple[str, ...]], str] = {}
+    gen = answer_once(generator)
     out = QuestionScores()
     for g, (attack, ratio) in enumerate(grid):
         name = CLEAN if attack is None else attack_name(attack)
@@ -696,13 +697,10 @@ def score_questions(
                     ms = (time.perf_counter() - t0) * 1000.0
                     row = score_filter(rs, removed, context_k, kept_text)
                     row["filter_ms"] = ms
-                    if generator is not None:
+                    if gen is not None:
                         ctx = M.context_indices([p.score for p in rs.passages], removed, context_k)
-                        ctx_texts = tuple(context_texts(rs, ctx, kept_text))
-                        key = (rs.case.question, ctx_texts)
-                        if key not in gen_cache:
-                            gen_cache[key] = generator.generate(rs.case.question, ctx_texts).text
-                        answer = gen_cache[key]
+                        ctx_texts = context_texts(rs, ctx, kept_text)
+                        answer = gen.generate(rs.case.question, ctx_texts).text
                         row["asr"] = float(
                             M.response_attack_success(answer, rs.case.incorrect_answer)
                         )
