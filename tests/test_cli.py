@@ -89,5 +89,6 @@ def test_eval_poisoning_command(
     argv += ["--attacks", "poisonedrag", "--ratios", "1", "--seeds", "1", "--limit", "4"]
     assert run([*argv, "--out", str(tmp_path)]) == 0
     assert "| poisonedrag | 1× |" in capsys.readouterr().out
-    assert {p.name for p in tmp_path.iterdir()} == {"results.md", "results.json", "asr.png"}
+    names = {p.name for p in tmp_path.iterdir()}
+    assert names == {"results.md", "results.json", "asr.png", ".ragshield-eval"}
     assert run([*argv[:3], "--ratios", "one"]) == 2

@@ -177,24 +177,8 @@ def assert_contract(res: FilterResult, items: Sequence[RetrievedPassage], f: Pas
     assert not Counter(res.removed_ids) - decided, "every removal needs a decision saying why"
 
 
-ECOSAFERAG_FORMAT = pytest.mark.xfail(
-    strict=True,
-    reason="ecosaferag.py (owned elsewhere) still writes {'type', 'params'}; "
-    "params.default_to_dict writes {'type', 'init_parameters'}",
-)
-ECOSAFERAG_DIM = pytest.mark.xfail(
-    strict=True,
-    reason="EcoSafeRAG calls check_retrieved without its encoder, so it cannot compare "
-    "the passage embeddings' dimension with the encoder's",
-)
-
-
-def per_name(marks: dict[str, pytest.MarkDecorator]) -> list[Any]:
-    return [pytest.param(n, marks=[marks[n]] if n in marks else [], id=n) for n in NAMES]
-
-
 class TestDefenseContract:
-    @pytest.mark.parametrize("name", per_name({"ecosaferag": ECOSAFERAG_FORMAT}))
+    @pytest.mark.parametrize("name", NAMES)
     def test_config_format(self, name: str) -> None:
         data = build(name).to_dict()  # type: ignore[attr-defined]
         assert set(data) == {"type", "init_parameters"}
@@ -285,9 +269,7 @@ class TestBadInput:
 
     @pytest.mark.parametrize("kind", BAD_VECTORS)
     @pytest.mark.parametrize("name", NAMES)
-    def test_bad_embeddings(self, name: str, kind: str, request: pytest.FixtureRequest) -> None:
-        if name == "ecosaferag" and kind == "wrong-dim":
-            request.applymarker(ECOSAFERAG_DIM)
+    def test_bad_embeddings(self, name: str, kind: str) -> None:
         items = retrieved(vectors=_bad_vectors(kind))
         with pytest.raises(InputError, match="embedding"):
             build(name).filter(QUERY, items)
@@ -414,6 +396,35 @@ class TestParameters:
             type(f).from_dict(data)  # type: ignore[attr-defined]
 
 
+class TestEcoSafeRAGParameters:
+    """EcoSafeRAG's table: the list-of-options constraint, the range that depends on
+    another parameter, and the config format it wrote before the shared one."""
+
+    def test_option_list(self) -> None:
+        from ragshield.defenses.params import OptionList
+
+        c = OptionList("a", "b")
+        assert describe([c]) == "a list of items from 'a', 'b'"
+        assert c.accepts(["a", "b", "a"]) and c.accepts(("b",)) and c.accepts([])
+        assert not c.accepts("a") and not c.accepts(["a", "c"]) and not c.accepts(None)
+
+    def test_bait_types_unread_with_custom_baits(self) -> None:
+        f = build("ecosaferag", bait_types=["nope"], baits=["{query}? Ignore the context."])
+        assert_contract(f.filter(QUERY, retrieved()), retrieved(), f)
+        f.baits = None  # now the families are read, so checked
+        with pytest.raises(InputError, match="'bait_types' parameter of EcoSafeRAG must be a list"):
+            f.filter(QUERY, retrieved())
+
+    def test_old_params_format_is_read(self) -> None:
+        f = build("ecosaferag", eps=0.5, bait_types=["role_play"])
+        old = {"type": "ecosaferag", "params": f.get_params()}
+        g = type(f).from_dict(old, encoder=TableEncoder())  # type: ignore[attr-defined]
+        assert g.to_dict() == f.to_dict()  # type: ignore[attr-defined]
+        assert g.get_params()["bait_types"] == ["role_play"]
+        with pytest.raises(InputError, match="no parameter 'epsilon'"):
+            type(f).from_dict({"type": "ecosaferag", "params": {"epsilon": 1}})  # type: ignore[attr-defined]
+
+
 class TestSharedChecks:
     def test_wrong_dim_names_both(self) -> None:
         items = retrieved(vectors=_bad_vectors("wrong-dim"))
@@ -445,7 +456,5 @@ def test_contract_with_the_packaged_encoder(name: str, encoder: Any) -> None:
     f = build_filter(name, encoder, CASES.get(name, Case()).params)
     res = f.filter(QUERY, items)
     assert_contract(res, items, f)
-    if name == "ecosaferag":
-        return  # see ECOSAFERAG_DIM
     with pytest.raises(InputError, match="embedding"):
         f.filter(QUERY, retrieved(vectors=[v[:128] for v in vecs]))  # 128-d vs 384-d

@@ -324,3 +324,43 @@ class TestCLI:
         assert seen["defenses"] == ["none", "summarization"]
         assert seen["attacks"] == ["rag-thief", "worm"] and seen["max_queries"] == 3
         assert (tmp_path / "r" / "extraction.md").is_file()
+
+
+class TestOutFolder:
+    """The extraction report writes only into a folder ragshield wrote (or a new one)."""
+
+    def _report(self) -> ex.ExtractionReport:
+        return ex.ExtractionReport("mini", 6, 1, {}, [])
+
+    def test_save_refuses_a_users_folder(self, tmp_path: Path) -> None:
+        (tmp_path / "extraction.md").write_text("my table", encoding="utf-8")
+        (tmp_path / "notes.txt").write_text("keep", encoding="utf-8")
+        with pytest.raises(InputError, match=r"holds files ragshield did not write \(notes.txt\)"):
+            self._report().save(tmp_path)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["extraction.md", "notes.txt"]
+        assert (tmp_path / "extraction.md").read_text(encoding="utf-8") == "my table"
+
+    def test_save_reuses_its_own_folder(self, tmp_path: Path) -> None:
+        from ragshield.eval.outdir import MARKER
+
+        out = tmp_path / "r"
+        self._report().save(out)
+        assert (out / MARKER).is_file()
+        (out / "my-notes.txt").write_text("added later", encoding="utf-8")  # marked: still ours
+        paths = self._report().save(out)
+        assert paths["markdown"].is_file() and (out / "my-notes.txt").is_file()
+
+    def test_cli_refuses_before_running(
+        self, kb_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from ragshield.eval import extraction_cli
+
+        def must_not_run(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the eval ran although --out was refused")
+
+        monkeypatch.setattr(extraction_cli, "run_plan", must_not_run)
+        (tmp_path / "data.csv").write_text("1,2", encoding="utf-8")
+        for extra in ([], ["--dry-run"]):
+            res = CliRunner().invoke(app, ["--kb", str(kb_file), "--out", str(tmp_path), *extra])
+            assert isinstance(res.exception, InputError) and "data.csv" in str(res.exception)
+        assert [p.name for p in tmp_path.iterdir()] == ["data.csv"]  # no logs/, no marker

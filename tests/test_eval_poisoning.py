@@ -339,3 +339,56 @@ def test_sentence_level_rewrite_reaches_the_context() -> None:
     kept = _kept_text(rs, trimmed)  # type: ignore[arg-type]
     assert kept == {0: "Keep this."}
     assert context_texts(rs, [0, 1], kept) == ["Keep this.", "Other."]  # type: ignore[arg-type]
+
+
+class TestOutFolder:
+    """``ragshield eval poisoning --out`` writes only where ragshield wrote (or nowhere)."""
+
+    @pytest.fixture
+    def results(self, dataset: Path):  # type: ignore[no-untyped-def]
+        return run_poisoning_eval(dataset, {"none": None}, attacks=["poisonedrag"], ratios=[1],
+                                  seeds=[0], encoder=HashingEncoder(), limit=2)  # fmt: skip
+
+    def _argv(self, dataset: Path, out: Path) -> list[str]:
+        return ["eval", "poisoning", str(dataset), "--defenses", "none", "--attacks",
+                "poisonedrag", "--ratios", "1", "--seeds", "1", "--out", str(out)]  # fmt: skip
+
+    def test_refuses_a_users_folder_before_running(
+        self, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+    ) -> None:  # type: ignore[no-untyped-def]
+        from ragshield.cli import run
+        from ragshield.eval import poisoning_cli
+
+        def must_not_run(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the eval ran although --out was refused")
+
+        monkeypatch.setattr(poisoning_cli, "_run_in_process", must_not_run)
+        user = tmp_path / "mine"
+        user.mkdir()
+        (user / "results.md").write_text("my notes", encoding="utf-8")
+        (user / "thesis.tex").write_text("chapter 1", encoding="utf-8")
+        assert run(self._argv(dataset, user)) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "thesis.tex" in err and "nothing was written" in err
+        assert sorted(p.name for p in user.iterdir()) == ["results.md", "thesis.tex"]
+        assert (user / "results.md").read_text(encoding="utf-8") == "my notes"
+        a_file = tmp_path / "results.json"
+        a_file.write_text("{}", encoding="utf-8")
+        assert run(self._argv(dataset, a_file)) == 2
+        assert a_file.read_text(encoding="utf-8") == "{}"
+
+    def test_writes_a_new_folder_and_again_into_its_own(
+        self, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, results
+    ) -> None:  # type: ignore[no-untyped-def]
+        from ragshield.cli import run
+        from ragshield.eval import poisoning_cli
+        from ragshield.eval.outdir import MARKER
+
+        monkeypatch.setattr(poisoning_cli, "_run_in_process", lambda *a, **k: results)
+        out = tmp_path / "new" / "run"
+        assert run(self._argv(dataset, out)) == 0
+        names = {p.name for p in out.iterdir()}
+        assert {"results.md", "results.json", MARKER} <= names <= {*names, "asr.png"}
+        (out / "results.md").write_text("stale", encoding="utf-8")
+        assert run(self._argv(dataset, out)) == 0  # its own folder: rewritten
+        assert (out / "results.md").read_text(encoding="utf-8") != "stale"

@@ -147,3 +147,31 @@ class TestCachedGenerator:
         with pytest.raises(InputError, match="question is empty"):
             gen.generate("", CONTEXTS)
         assert _files(tmp_path) == []
+
+
+class TestInMemory:
+    """No folder: answers live in the wrapper (the evaluation harnesses' per-run cache)."""
+
+    def test_answers_once_without_touching_disk(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        inner = CountingGenerator()
+        gen = CachedGenerator(inner)
+        first = gen.generate(QUESTION, CONTEXTS)
+        second = gen.generate(QUESTION, tuple(CONTEXTS))  # a tuple is the same contexts
+        other = gen.generate(QUESTION, CONTEXTS[:1])
+        assert inner.calls == 2 and (gen.hits, gen.misses) == (1, 2)
+        assert second.text == first.text and other.text != first.text
+        assert second.details["cache"] == "hit"
+        assert not list(tmp_path.iterdir())
+        assert CachedGenerator(CountingGenerator()).generate(QUESTION, CONTEXTS).text == first.text
+
+    def test_answer_once_wraps_once(self, tmp_path):
+        from ragshield.generate.cache import answer_once
+
+        inner = CountingGenerator()
+        memory = answer_once(inner)
+        assert isinstance(memory, CachedGenerator) and memory.inner is inner
+        assert answer_once(memory) is memory and answer_once(None) is None
+        disk = CachedGenerator(inner, tmp_path)
+        wrapped = answer_once(disk)  # a disk cache still gets the in-memory layer
+        assert isinstance(wrapped, CachedGenerator) and wrapped.inner is disk

@@ -162,8 +162,9 @@ means "judged malicious".
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from numbers import Real
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -200,8 +201,18 @@ from ragshield.defenses.ecosaferag_stages import (
     strip_question,
 )
 from ragshield.defenses.ecosaferag_vectors import SentenceVectors
+from ragshield.defenses.params import (
+    Boolean,
+    Constraint,
+    Interval,
+    OptionList,
+    Options,
+    ParamsMixin,
+    ParamTable,
+    default_from_dict,
+)
 from ragshield.embed.base import Encoder, l2_normalize
-from ragshield.errors import InputError, check_float, check_int, check_query
+from ragshield.errors import InputError, check_query
 from ragshield.types import FilterResult, RetrievedPassage
 
 __all__ = [
@@ -213,6 +224,11 @@ __all__ = [
 
 Scope = Literal["passage", "sentence"]
 
+#: The on/off switches among the parameters.
+FLAGS = (
+    "remove_query", "bait_query", "split_clauses", "keep_best", "scrutiny", "bait_skeleton",
+    "strip_question", "flag_restatement",
+)  # fmt: skip
 #: What query-independent baits (``bait_query=False``) are instantiated with.
 GENERIC_QUERY = "this question"
 #: The filter as it was before issue #17 (the paper's mechanisms read literally: no
@@ -228,7 +244,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class EcoSafeRAG:
+class EcoSafeRAG(ParamsMixin):
     """Sentence-level poisoning / injection / suffix defense (a :class:`PassageFilter`).
 
     Parameters
@@ -272,6 +288,20 @@ class EcoSafeRAG:
     """
 
     name = "ecosaferag"
+    _parameter_constraints: ClassVar[ParamTable] = {
+        "tau": [Interval(Real, 0.0, 1.0)],
+        "abs_threshold": [Interval(Real, 0.0, 1.0, closed="right")],
+        "context_window": [Interval(int, 1, None), None],
+        "context_weight": [Interval(Real, 0.0, 1.0)],
+        "eps": [Interval(Real, 0.0, 2.0, closed="right")],
+        "min_samples": [Interval(int, 1, None)],
+        "variance_threshold": [Interval(Real, 0.0, 1.0)],
+        "scope": [Options("passage", "sentence")],
+        "max_chars": [Interval(int, 1, None)],
+        "cache_size": [Interval(int, 0, None)],
+        **{flag: [Boolean()] for flag in FLAGS},
+        "bait_types": [OptionList(*BAIT_TEMPLATES)],  # unread (unchecked) when baits given
+    }
 
     def __init__(
         self,
@@ -325,79 +355,37 @@ class EcoSafeRAG:
 
     # ------------------------------------------------------------------ config
 
-    def get_params(self) -> dict[str, Any]:
-        """Constructor arguments (without the encoder), so ``EcoSafeRAG(encoder=e,
-        **f.get_params())`` rebuilds an identical filter from a config file."""
-        return {
-            "tau": self.tau,
-            "abs_threshold": self.abs_threshold,
-            "context_window": self.context_window,
-            "context_weight": self.context_weight,
-            "eps": self.eps,
-            "min_samples": self.min_samples,
-            "variance_threshold": self.variance_threshold,
-            "bait_types": list(self.bait_types),
-            "baits": None if self.baits is None else list(self.baits),
-            "bait_query": self.bait_query,
-            "remove_query": self.remove_query,
-            "scope": self.scope,
-            "language": self.language,
-            "split_clauses": self.split_clauses,
-            "keep_best": self.keep_best,
-            "scrutiny": self.scrutiny,
-            "bait_skeleton": self.bait_skeleton,
-            "strip_question": self.strip_question,
-            "flag_restatement": self.flag_restatement,
-            "max_chars": self.max_chars,
-            "cache_size": self.cache_size,
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.name, "params": self.get_params()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], encoder: Encoder | None = None) -> EcoSafeRAG:
-        if data.get("type") != cls.name:
-            raise InputError(f"not an {cls.name} config: type is {data.get('type')!r}.")
-        return cls(encoder=encoder, **dict(data.get("params", {})))
-
-    def _check_params(self) -> None:
-        owner = type(self).__name__
-        check_float(self.tau, "tau", owner, low=0.0, high=1.0)
-        check_float(self.abs_threshold, "abs_threshold", owner, low=0.0, high=1.0, low_open=True)
-        if self.context_window is not None:
-            check_int(self.context_window, "context_window", owner, low=1)
-        check_float(self.context_weight, "context_weight", owner, low=0.0, high=1.0)
-        check_float(self.eps, "eps", owner, low=0.0, high=2.0, low_open=True)
-        check_int(self.min_samples, "min_samples", owner, low=1)
-        check_float(self.variance_threshold, "variance_threshold", owner, low=0.0, high=1.0)
-        if self.scope not in ("passage", "sentence"):
-            raise InputError(
-                f"The 'scope' parameter of {owner} must be one of 'passage', 'sentence'. "
-                f"Got {self.scope!r} instead."
-            )
-        check_int(self.max_chars, "max_chars", owner, low=1)
-        check_int(self.cache_size, "cache_size", owner, low=0)
-        flags = ("remove_query", "bait_query", "split_clauses", "keep_best", "scrutiny")
-        for flag in (*flags, "bait_skeleton", "strip_question", "flag_restatement"):
-            if not isinstance(getattr(self, flag), bool):
-                raise InputError(
-                    f"The '{flag}' parameter of {owner} must be a bool. "
-                    f"Got {getattr(self, flag)!r} instead."
-                )
-        bad_types = isinstance(self.bait_types, str) or any(
-            t not in BAIT_TEMPLATES for t in self.bait_types
+    def _constraints(self) -> Mapping[str, Sequence[Constraint]]:
+        # Custom bait templates replace the families, so the family names go unread.
+        table = type(self)._parameter_constraints
+        return (
+            table if self.baits is None else {k: v for k, v in table.items() if k != "bait_types"}
         )
-        if self.baits is None and bad_types:
-            raise InputError(
-                f"The 'bait_types' parameter of {owner} must be a list of names from "
-                f"{', '.join(BAIT_TEMPLATES)}. Got {self.bait_types!r} instead."
-            )
+
+    def _check_setup(self) -> None:
         if self.encoder is None:
             raise InputError(
-                f"{owner} needs an encoder to embed sentences: pass encoder=... (the "
-                "retriever's passage vectors cannot stand in for sentence vectors)."
+                f"{type(self).__name__} needs an encoder to embed sentences: pass encoder=... "
+                "(the retriever's passage vectors cannot stand in for sentence vectors)."
             )
+
+    def get_params(self) -> dict[str, Any]:
+        """Constructor arguments (without the encoder), so ``EcoSafeRAG(encoder=e,
+        **f.get_params())`` rebuilds an identical filter from a config file; the bait
+        lists come back as lists, as a config file holds them."""
+        params = super().get_params()
+        for name in ("bait_types", "baits"):
+            if isinstance(params[name], tuple):
+                params[name] = list(params[name])
+        return params
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], encoder: Encoder | None = None) -> EcoSafeRAG:
+        """Reads ``{"type", "init_parameters"}`` and, for configs saved before the shared
+        format, ``{"type", "params"}``."""
+        if isinstance(data, Mapping) and "params" in data and "init_parameters" not in data:
+            data = {"type": data.get("type"), "init_parameters": data["params"]}
+        return default_from_dict(cls, data, encoder)
 
     def bait_texts(self, query: str) -> list[str]:
         """The bait passages for ``query`` (the same for every query when
@@ -426,7 +414,7 @@ class EcoSafeRAG:
         ``cache_size``)."""
         if isinstance(texts, str):
             raise InputError("precompute expects a list of texts, got a bare string.")
-        self._check_params()
+        self._validate_params()
         assert self.encoder is not None
         if self.bait_skeleton:
             self._bait_vectors("")  # query-free: encoded once, here rather than on a query
@@ -483,20 +471,15 @@ class EcoSafeRAG:
     # ------------------------------------------------------------------ the call
 
     def _check_items(self, retrieved: object) -> list[RetrievedPassage]:
-        owner = type(self).__name__
-        if retrieved is None or not hasattr(retrieved, "__iter__"):
-            raise InputError(
-                f"{owner}.filter expects a list of RetrievedPassage, got "
-                f"{type(retrieved).__name__}."
-            )
-        items = check_retrieved(retrieved, owner)
+        # With the encoder: passage embeddings of another dimension mean another index.
+        items = check_retrieved(retrieved, type(self).__name__, self.encoder)
         for i, r in enumerate(items):
             checked_text(r.text, f"passage {i} ({r.id!r})")
         return items
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0 = time.perf_counter()
-        self._check_params()
+        self._validate_params()
         check_query(query)
         checked_text(query, "the question")
         items = self._check_items(retrieved)

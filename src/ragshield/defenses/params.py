@@ -27,8 +27,8 @@ names, so ``to_dict`` is free (Haystack's ``default_to_dict``); the constraints 
 once, as data, so the error text is the same everywhere ("The 'eps' parameter of EcoSafeRAG
 must be a float in (0.0, 2.0]. Got -1 instead.") and a test can derive a bad value for each
 constraint instead of hand-writing one per class. The check runs once, at the first call,
-not on every query; assigning a declared parameter afterwards clears the flag so the next
-call checks again.
+not on every query; assigning a parameter (any public attribute) afterwards clears the flag
+so the next call checks again.
 """
 
 from __future__ import annotations
@@ -118,6 +118,30 @@ class Options:
         return "not-an-option"
 
 
+@dataclass(frozen=True, init=False)
+class OptionList:
+    """A list (or tuple) of items each from a fixed set (EcoSafeRAG's ``bait_types``).
+
+    A bare string is refused rather than read as a list of its characters.
+    """
+
+    values: tuple[object, ...]
+
+    def __init__(self, *values: object) -> None:
+        object.__setattr__(self, "values", values)
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, (list, tuple)) and all(
+            Options(*self.values).accepts(v) for v in value
+        )
+
+    def __str__(self) -> str:
+        return "a list of items from " + ", ".join(repr(v) for v in self.values)
+
+    def invalid_example(self) -> object:
+        return ["not-an-option"]
+
+
 @dataclass(frozen=True)
 class Boolean:
     """``True`` or ``False`` — not ``"yes"``, not 1."""
@@ -146,7 +170,7 @@ class IsCallable:
         return 3
 
 
-Constraint = Interval | Options | Boolean | IsCallable | None
+Constraint = Interval | Options | OptionList | Boolean | IsCallable | None
 """One allowed form; ``None`` in a parameter's list means ``None`` itself is allowed."""
 
 ParamTable = dict[str, list[Constraint]]
@@ -285,8 +309,10 @@ class ParamsMixin:
     _params_checked: bool = False
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # A declared parameter set after the first call is checked again on the next one.
-        if name in type(self)._parameter_constraints or name == "encoder":
+        # A parameter set after the first call is checked again on the next one. Any public
+        # attribute counts, not only the declared ones: a range may depend on an undeclared
+        # parameter (EcoSafeRAG reads bait_types only when baits is None).
+        if not name.startswith("_"):
             object.__setattr__(self, "_params_checked", False)
         object.__setattr__(self, name, value)
 

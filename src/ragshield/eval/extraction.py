@@ -37,11 +37,13 @@ Example::
     defenses = standard_defenses(kb, encoder)
     report = run_extraction_eval(kb, defenses, ["rag-thief", "worm"], encoder, max_queries=100)
     report.save("runs/extraction")
+
+The knowledge bases (loading, encoding, the store) live in :mod:`ragshield.eval.extraction_data`,
+re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -56,165 +58,47 @@ from ragshield.attacks.base import QueryAttack
 from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.extraction_baselines import DistanceThresholdFilter, SummarizingGenerator
 from ragshield.embed.base import Encoder
-from ragshield.errors import DataFormatError, InputError, NotFittedError, check_int
+from ragshield.errors import InputError, NotFittedError
 from ragshield.eval.crr import ChunkRecoveryScorer, cluster_topics, topic_summary
+from ragshield.eval.extraction_data import (  # re-exported: the old import path keeps working
+    KnowledgeBase,
+    UtilityQuestion,
+    build_store,
+    encode_cached,
+    load_chatdoctor,
+    load_knowledge_base,
+    load_wikipedia,
+    seeded_subset,
+)
+from ragshield.eval.outdir import claim_out_dir
 from ragshield.generate.base import Generator
 from ragshield.generate.extractive import ExtractiveGenerator
 from ragshield.pipeline import RAGPipeline
 from ragshield.store.base import VectorStore
-from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer, normalize_answer
-from ragshield.types import Answer, Passage
+from ragshield.types import Answer
 
-# ---- knowledge bases ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class UtilityQuestion:
-    """A legitimate question: ``gold_ids`` are the chunks that answer it. ``answer`` is the
-    reference answer string (Wikipedia) or ``None`` (ChatDoctor: the gold record's
-    ``metadata["answer"]`` is the reference)."""
-
-    question: str
-    gold_ids: tuple[str, ...]
-    answer: str | None = None
-
-
-@dataclass(frozen=True)
-class KnowledgeBase:
-    name: str
-    passages: tuple[Passage, ...]
-    questions: tuple[UtilityQuestion, ...]
-
-    @property
-    def texts(self) -> list[str]:
-        return [p.text for p in self.passages]
-
-
-def _subset(n: int, limit: int | None, seed: int) -> np.ndarray:
-    if limit is None or limit >= n:
-        return np.arange(n)
-    check_int(limit, "limit", "load_knowledge_base", low=1)
-    return np.sort(np.random.default_rng(seed).choice(n, size=limit, replace=False))
-
-
-def load_chatdoctor(
-    path: str | os.PathLike[str], *, limit: int | None = None, seed: int = 0
-) -> KnowledgeBase:
-    """ChatDoctor/GenMedGPT records (``[{instruction, input, output}]``): one record = one
-    chunk (patient message, newline, doctor answer); ``limit`` draws a seeded subset."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"knowledge base file {str(p)!r} does not exist.")
-    try:
-        records = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(p, exc.lineno, f"invalid JSON: {exc.msg}") from exc
-    if not isinstance(records, list) or not records:
-        raise DataFormatError(p, None, "expected a non-empty JSON list of records")
-    passages: list[Passage] = []
-    questions: list[UtilityQuestion] = []
-    seen: set[str] = set()
-    for i in _subset(len(records), limit, seed):
-        rec = records[int(i)]
-        if not isinstance(rec, dict) or not all(
-            isinstance(rec.get(k), str) for k in ("input", "output")
-        ):
-            raise DataFormatError(p, None, f"record {int(i)} lacks string 'input' and 'output'")
-        q, a = rec["input"].strip(), rec["output"].strip()
-        text = f"{q}\n{a}"
-        if not q or not a or text in seen:
-            continue
-        seen.add(text)
-        pid = f"cd{int(i)}"
-        passages.append(Passage(pid, text, metadata={"question": q, "answer": a}))
-        questions.append(UtilityQuestion(q, (pid,)))
-    return KnowledgeBase(p.stem, tuple(passages), tuple(questions))
-
-
-def load_wikipedia(
-    poisoning_dir: str | os.PathLike[str],
-    datasets: Sequence[str] = ("nq", "hotpotqa"),
-    *,
-    limit: int | None = None,
-    seed: int = 0,
-) -> KnowledgeBase:
-    """The golden Wikipedia passages of ``poisoning/{nq,hotpotqa}`` as a knowledge base; the
-    target questions with their correct answers are the utility questions."""
-    from ragshield.eval.datasets import load_poisoning
-
-    ids: dict[str, str] = {}
-    passages: list[Passage] = []
-    questions: list[UtilityQuestion] = []
-    for ds in datasets:
-        for case in load_poisoning(Path(poisoning_dir) / ds):
-            gold: list[str] = []
-            for text in (case.golden, *case.supporting):
-                if text not in ids:
-                    ids[text] = f"{ds}-{len(passages)}"
-                    passages.append(Passage(ids[text], text, metadata={"dataset": ds}))
-                gold.append(ids[text])
-            questions.append(UtilityQuestion(case.question, tuple(gold), case.correct_answer))
-    keep = _subset(len(passages), limit, seed)
-    kept = {passages[int(i)].id for i in keep}
-    return KnowledgeBase(
-        "wikipedia",
-        tuple(passages[int(i)] for i in keep),
-        tuple(q for q in questions if any(g in kept for g in q.gold_ids)),
-    )
-
-
-def load_knowledge_base(
-    name: str,
-    *,
-    data_dir: str | os.PathLike[str] | None = None,
-    limit: int | None = None,
-    seed: int = 0,
-) -> KnowledgeBase:
-    """``"chatdoctor"``, ``"wikipedia"`` (both under ``data_dir``, the shared data folder) or
-    a path to a JSON file in the ChatDoctor schema."""
-    root = Path(data_dir) if data_dir is not None else None
-    if name in ("chatdoctor", "wikipedia"):
-        if root is None or not root.is_dir():
-            raise InputError(
-                f"the {name!r} knowledge base needs the shared data folder: pass data_dir "
-                f"(got {str(root) if root else None!r})."
-            )
-        if name == "chatdoctor":
-            return load_chatdoctor(
-                root / "extraction" / "chatdoctor5k.json", limit=limit, seed=seed
-            )
-        return load_wikipedia(root / "poisoning", limit=limit, seed=seed)
-    return load_chatdoctor(name, limit=limit, seed=seed)
-
-
-def encode_cached(
-    texts: Sequence[str], encoder: Encoder, cache_dir: str | os.PathLike[str] | None = None
-) -> np.ndarray:
-    """Encode, reusing ``cache_dir/<hash>.npy`` when the same texts were encoded by the same
-    encoder before (a 5k-chunk base takes minutes on a contended CPU)."""
-    if cache_dir is None:
-        return encoder.encode(list(texts))
-    h = hashlib.blake2b(encoder.name.encode(), digest_size=16)
-    for t in texts:
-        h.update(t.encode("utf-8", "surrogatepass") + b"\x00")
-    path = Path(cache_dir) / f"vectors-{h.hexdigest()}.npy"
-    if path.is_file():
-        vecs = np.load(path, allow_pickle=False)
-        if vecs.shape[0] == len(texts):
-            return vecs
-    vecs = encoder.encode(list(texts))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npy")
-    np.save(tmp, vecs)
-    os.replace(tmp, path)
-    return vecs
-
-
-def build_store(kb: KnowledgeBase, vectors: np.ndarray, encoder_name: str = "") -> FaissStore:
-    store = FaissStore(int(vectors.shape[1]), encoder_name=encoder_name)
-    store.add(list(kb.passages), vectors)
-    return store
+__all__ = [
+    "REPORT_FILES",
+    "AttackFactory",
+    "DefenseConfig",
+    "ExtractionReport",
+    "ExtractionRow",
+    "KnowledgeBase",
+    "UtilityJudge",
+    "UtilityQuestion",
+    "attack_factories",
+    "attack_factory",
+    "build_store",
+    "encode_cached",
+    "evaluate_utility",
+    "load_chatdoctor",
+    "load_knowledge_base",
+    "load_wikipedia",
+    "ragfort_defenses",
+    "run_extraction_eval",
+    "standard_defenses",
+]
 
 
 # ---- defense configurations ---------------------------------------------------------------
@@ -305,6 +189,9 @@ def ragfort_defenses(
 
 
 # ---- utility ------------------------------------------------------------------------------
+
+#: What a report folder receives (``logs`` from ``run_extraction_eval(log_dir=out/"logs")``).
+REPORT_FILES = frozenset({"extraction.json", "extraction.md", "crr_vs_budget.png", "logs"})
 
 _REFUSAL = ("i don't know", "i do not know", "i dont know")
 
@@ -569,8 +456,9 @@ class ExtractionReport:
         return out
 
     def save(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        """Write the report files into ``out_dir``: a new or empty folder, or one a run
+        wrote before (:mod:`ragshield.eval.outdir`); any other is refused untouched."""
+        out = claim_out_dir(out_dir, "extraction", REPORT_FILES)
         paths = {"json": out / "extraction.json", "markdown": out / "extraction.md"}
         paths["json"].write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
         paths["markdown"].write_text(self.to_markdown(), encoding="utf-8")
@@ -675,7 +563,7 @@ def run_extraction_eval(
         )
     if questions is None:
         pool = list(kb.questions)
-        pick = _subset(len(pool), min(n_questions, len(pool)), seed)
+        pick = seeded_subset(len(pool), min(n_questions, len(pool)), seed)
         questions = [pool[int(i)] for i in pick]
     judge = UtilityJudge(judge_encoder).fit(kb, vecs)
 

@@ -12,6 +12,7 @@ Example::
 With ``--ray`` the independent (defense × attack) cells run on Ray workers
 (:func:`ragshield.eval.parallel.run_extraction_ray`); the driver encodes and clusters the
 knowledge base once and ships it, so workers need the models but not the data folder.
+``--out`` must be a new or empty folder, or one a run wrote (:mod:`ragshield.eval.outdir`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ragshield.eval.extraction_plan import (
     load_plan_knowledge,
     run_plan,
 )
+from ragshield.eval.outdir import check_out_dir, claim_out_dir
 
 # the plan and its runner live in the library (ragshield.eval.extraction_plan), shared with
 # the Ray path; they are re-exported here for existing imports
@@ -176,9 +178,13 @@ def extraction(
         f"generator={generator} seed={seed} out={out_dir}"
         + (f" ray={ray} workers={ray_workers}" if ray else "")
     )
+    from ragshield.eval.extraction import REPORT_FILES
+
+    check_out_dir(out_dir, REPORT_FILES)  # refused before the run (and its logs), untouched
     if dry_run:
         out.print(f"dry run: {summary}", highlight=False)
         return
+    claim_out_dir(out_dir, "extraction", REPORT_FILES)
     out.print(summary, highlight=False)
     if ray:
         from ragshield.eval.parallel import run_extraction_ray

@@ -87,6 +87,7 @@ from ragshield.eval.datasets import PoisoningCase, load_poisoning, split_cases
 from ragshield.eval.metrics import mean_std
 from ragshield.eval.poisoning import VectorBank, as_retrieved, benign_passages
 from ragshield.generate.base import Generator
+from ragshield.generate.cache import answer_once
 from ragshield.generate.prompt import build_prompt
 from ragshield.text import contains_answer
 from ragshield.types import RetrievedPassage
@@ -303,16 +304,18 @@ def score_sets(
     context_k: int = 5,
     count_tokens: Callable[[str], int] | None = None,
     generator: Generator | None = None,
-    gen_cache: dict[tuple[str, tuple[str, ...]], str] | None = None,
 ) -> dict[str, list[float]]:
-    """Run one defense over sets; per-set metric lists (see module docstring)."""
+    """Run one defense over sets; per-set metric lists (see module docstring).
+
+    Identical (question, contexts) are answered once: pass the same
+    :func:`~ragshield.generate.cache.answer_once` wrapper to several calls to share it."""
     out: dict[str, list[float]] = {
         k: []
         for k in ("asr_filter", "gold_answer_kept", "filter_ms", "prompt_tokens", "token_saving")
     }
     if generator is not None:
         out.update(asr=[], accuracy=[])
-    cache = gen_cache if gen_cache is not None else {}
+    gen = answer_once(generator)
     for aset in sets:
         t0 = time.perf_counter()
         kept = (
@@ -330,11 +333,8 @@ def score_sets(
             n_base = count_tokens(build_prompt(aset.case.question, [t for _, t in base]))
             out["prompt_tokens"].append(float(n_def))
             out["token_saving"].append(1.0 - n_def / n_base if n_base else float("nan"))
-        if generator is not None:
-            key = (aset.case.question, tuple(t for _, t in ctx))
-            if key not in cache:
-                cache[key] = generator.generate(aset.case.question, list(key[1])).text
-            answer = cache[key]
+        if gen is not None:
+            answer = gen.generate(aset.case.question, [t for _, t in ctx]).text
             hit = contains_answer(answer, aset.case.incorrect_answer) or (
                 aset.refusal and contains_answer(answer, REFUSAL_ANSWER)
             )
@@ -396,7 +396,7 @@ def run_injection_eval(
         cases = cases[:limit]
     bank = VectorBank(encoder)
     benign = benign_passages(cases, bank, n_benign)
-    gen_cache: dict[tuple[str, tuple[str, ...]], str] = {}
+    gen = answer_once(generator)  # shared by every setting and defense
     rows: list[InjectionRow] = []
     for setting in settings:
         for m in [0] if setting in _NO_M else list(m_values):
@@ -412,7 +412,7 @@ def run_injection_eval(
             for dname, flt in defenses.items():
                 per = score_sets(
                     sets, flt, context_k=context_k, count_tokens=count_tokens,
-                    generator=generator, gen_cache=gen_cache,
+                    generator=gen,
                 )  # fmt: skip
                 rows.append(
                     InjectionRow(

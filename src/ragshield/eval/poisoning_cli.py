@@ -7,6 +7,8 @@ Example::
 
 ``--ray`` splits the questions over Ray workers
 (:func:`ragshield.eval.parallel.run_poisoning_ray`); the table is the in-process one.
+``--out`` must be a new or empty folder, or one this command wrote
+(:mod:`ragshield.eval.outdir`): a user's ``results.md`` is never replaced.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from ragshield.errors import InputError
 
 if TYPE_CHECKING:
     from ragshield.eval.poisoning import PoisoningResults
+
+#: What ``--out`` receives (a folder holding only these is taken as an earlier run's).
+OUTPUT_FILES = frozenset({"results.md", "results.json", "asr.png"})
 
 
 def poisoning(
@@ -71,6 +76,7 @@ def poisoning(
     ASR/accuracy when a generator is given."""
     from rich.console import Console
 
+    from ragshield.eval.outdir import check_out_dir, claim_out_dir
     from ragshield.eval.report import markdown_table, write_json
 
     if seeds < 1:
@@ -79,6 +85,7 @@ def poisoning(
         ratio_list = [float(r) for r in ratios.split(",") if r.strip()]
     except ValueError as exc:
         raise InputError(f"--ratios must be numbers separated by commas; got {ratios!r}") from exc
+    check_out_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after hours
     console = Console(stderr=True)
     attack_list = [a.strip() for a in attacks.split(",") if a.strip()]
     names = [d.strip() for d in defenses.split(",") if d.strip()]
@@ -110,7 +117,7 @@ def poisoning(
             cache_dir,
             console.print,
         )
-    out.mkdir(parents=True, exist_ok=True)
+    out = claim_out_dir(out, "poisoning", OUTPUT_FILES)
     table = markdown_table(res)
     (out / "results.md").write_text(table, encoding="utf-8")
     write_json(res, out / "results.json")

@@ -7,6 +7,7 @@ Example::
     gen = CachedGenerator(LocalLLMGenerator("qwen2.5-0.5b"), "runs/gen-cache")
     gen.generate("Who designed the tower?", ["Gustave Eiffel designed it."])  # computed
     gen.generate("Who designed the tower?", ["Gustave Eiffel designed it."])  # read back
+    CachedGenerator(LocalLLMGenerator("qwen2.5-0.5b"))  # no folder: kept in memory only
 
 Why: a local LLM answers at a few tokens per second on this CPU, and the evaluations ask
 the same (question, contexts) many times across defenses, ratios and reruns. The key is a
@@ -14,7 +15,8 @@ sha256 over the generator's identity (model id and checksum, decoding parameters
 exact chat messages, so changing the model, a decoding setting or the prompt template
 never returns a stale answer. Each answer is one JSON file written to a temporary name and
 renamed, so concurrent workers never read half a file and a crash loses at most the answer
-being computed.
+being computed. Without a folder the answers live in memory for the wrapper's lifetime:
+what the evaluation harnesses use to answer a repeated (question, contexts) once per run.
 """
 
 from __future__ import annotations
@@ -54,16 +56,18 @@ def generator_identity(generator: Generator) -> dict[str, Any]:
 
 
 class CachedGenerator:
-    """Wraps any :class:`Generator`; answers are read from ``cache_dir`` when present.
+    """Wraps any :class:`Generator`; answers are read from ``cache_dir`` when present
+    (``cache_dir=None``: from this instance's memory).
 
     A hit returns the stored :class:`Generation` (its original token counts and timings,
     so cost reports stay those of the real model) with ``details["cache"] == "hit"``.
     ``hits`` and ``misses`` count this instance's lookups.
     """
 
-    def __init__(self, inner: Generator, cache_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, inner: Generator, cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.inner = inner
         self.cache_dir = cache_dir
+        self._memory: dict[str, dict[str, Any]] = {}
         self.name = inner.name
         self.hits = 0
         self.misses = 0
@@ -93,6 +97,7 @@ class CachedGenerator:
         }
 
     def _file(self, key: str) -> Path:
+        assert self.cache_dir is not None
         return Path(self.cache_dir).expanduser() / key[:2] / f"{key}.json"
 
     def generate(self, question: str, contexts: Sequence[str]) -> Generation:
@@ -101,8 +106,7 @@ class CachedGenerator:
             raise InputError("contexts must be a list of passage texts, not a bare string.")
         payload = self._payload(question, contexts)
         key = hashlib.sha256(_canonical(payload)).hexdigest()
-        path = self._file(key)
-        stored = _read(path)
+        stored = self._memory.get(key) if self.cache_dir is None else _read(self._file(key))
         if stored is not None:
             self.hits += 1
             return _to_generation(stored["generation"], cache="hit")
@@ -113,8 +117,21 @@ class CachedGenerator:
             "request": payload,
             "generation": _from_generation(gen),
         }
-        _write_atomic(path, record)
+        if self.cache_dir is None:
+            self._memory[key] = record
+        else:
+            _write_atomic(self._file(key), record)
         return _to_generation(record["generation"], cache="miss")
+
+
+def answer_once(generator: Generator | None) -> CachedGenerator | None:
+    """``generator`` behind an in-memory :class:`CachedGenerator` (unless it already is
+    one), so an evaluation asks it each distinct (question, contexts) once."""
+    if generator is None or (
+        isinstance(generator, CachedGenerator) and generator.cache_dir is None
+    ):
+        return generator
+    return CachedGenerator(generator)
 
 
 def _canonical(obj: Any) -> bytes:
