@@ -5,30 +5,35 @@ the same point as a patient sweeper. This measures it. The knowledge base is the
 on-topic set in ``shared/data/ontopic`` (whole articles, real encoder, FAISS, extractive
 generator, top-5 to the generator, as ``ragshield serve`` runs by default).
 
-* **normal** sessions: ``--queries`` SQuAD questions, each from a different article of
-  the index (the most diverse legitimate user: every answer lands on new chunks);
-* **extraction** sessions: the query streams ragshield's attacks produce against this
-  index, one attack seed per session: RAG-Thief with its default seeds (commands
-  included), RAG-Thief seeded with plain anchors (no command: signature-free) and the
-  RAG worm.
+* **normal** sessions (``--queries`` each): *squad-diverse*, one SQuAD question from
+  each of 30 different articles (the hardest normal user: every answer lands on new
+  chunks); *squad-topical*, 2-4 articles with runs of 1-3 follow-ups on a paragraph;
+* **extraction** sessions (``--attack-queries`` each), signature-free: *sweep-opening*
+  ("Tell me about <title>: <first words>..."), *sweep-entities* (a passage's names and
+  numbers) and *sweep-paraphrase* (shuffled content words, 300 s apart), each walking the
+  index's passages in order; *rag-thief-plain* (plain anchors, commands stripped); and,
+  with signatures, RAG-Thief and the RAG worm.
 
 Each session is replayed, query by query, through the real :class:`ExtractionThrottle` on
-its own SQLite ledger (10 s between queries). A session is *flagged* at its first query
+its own SQLite ledger (10 s between queries unless stated). A session is *flagged* at its first query
 slowed or refused. False-positive rate = flagged normal sessions; miss rate = extraction
 sessions never flagged within their queries. Sessions are split into a dev and a test
 half (seeded); the grid is searched on dev only, and the chosen setting is reported on
 both halves next to the shipped defaults.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_throttle.py --sessions 20 --queries 30 --seed 0
+    OMP_NUM_THREADS=1 python benchmarks/bench_throttle.py --per-kind 8 --cache sessions.json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import logging
 import random
+import re
+import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -45,6 +50,7 @@ class Session:
     kind: str
     queries: tuple[str, ...]
     served: tuple[tuple[str, ...], ...]  # chunk ids each answer handed to the generator
+    gap: float = 10.0  # seconds between queries
 
 
 def _data_dir(given: Path | None) -> Path:
@@ -54,7 +60,71 @@ def _data_dir(given: Path | None) -> Path:
     raise SystemExit("shared/data/ontopic not found: pass --data DIR")
 
 
-def build(args: argparse.Namespace) -> tuple[Any, list[Session], int]:
+def _content_words(text: str) -> list[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    found = re.findall(r"[A-Za-z][A-Za-z'-]{3,}", text)
+    return list(dict.fromkeys(w for w in found if w.lower() not in ENGLISH_STOP_WORDS))
+
+
+def _entities(text: str) -> list[str]:
+    """Capitalised phrases and numbers of a passage, first occurrence order."""
+    found = re.findall(r"(?:[A-Z][\w'-]+(?:\s+(?:of\s+|the\s+)?[A-Z][\w'-]+)*)|\b\d[\d,.]*\b", text)
+    return list(
+        dict.fromkeys(
+            f
+            for f in found
+            if len(f) > 2 and f.split()[0] not in {"The", "In", "A", "An", "On", "At", "It"}
+        )
+    )
+
+
+def sweep_queries(kind: str, walk: Sequence[Any], rng: random.Random) -> list[str]:
+    """Plain, signature-free questions about successive passages of the index.
+
+    The attacker asks one question per passage, in the index's own order, so every answer
+    lands on the next unexplored chunk while reading like an ordinary question.
+    """
+    from ragshield.text import split_sentences
+
+    out = []
+    for p in walk:
+        sents = split_sentences(p.text) or [p.text]
+        if kind == "sweep-opening":
+            out.append(f"Tell me about {p.title}: {' '.join(sents[0].split()[:8])}...")
+        elif kind == "sweep-entities":
+            ents = [e for e in _entities(p.text) if e not in p.title][:6]
+            picked = rng.sample(ents, min(2, len(ents))) or _content_words(p.text)[:2]
+            out.append(f"What can you tell me about {' and '.join(picked)} in {p.title}?")
+        else:  # sweep-paraphrase: a shuffled handful of a middle sentence's content words
+            words = _content_words(sents[len(sents) // 2]) or _content_words(p.text)
+            words = words or p.title.split()
+            picked = rng.sample(words, min(4, len(words)))
+            out.append(f"How do {', '.join(picked[:-1])} and {picked[-1]} relate?")
+    return out
+
+
+def topical_queries(
+    by_passage: dict[str, list[str]],
+    titles: Sequence[str],
+    pids: dict[str, list[str]],
+    n: int,
+    rng: random.Random,
+) -> list[str]:
+    """A normal user: 2-4 articles, runs of 1-3 follow-ups on one paragraph, topic switches."""
+    topics = rng.sample(list(titles), rng.randint(2, 4))
+    out: list[str] = []
+    topic = topics[0]
+    while len(out) < n:
+        if rng.random() < 0.3:
+            topic = rng.choice(topics)
+        pid = rng.choice([p for p in pids[topic] if by_passage.get(p)])
+        qs = by_passage[pid]
+        out += rng.sample(qs, min(len(qs), rng.randint(1, 3)))
+    return out[:n]
+
+
+def build(args: argparse.Namespace) -> tuple[list[Session], int]:
     from ragshield.attacks.extraction.rag_thief import SEED_ANCHORS, RAGThief
     from ragshield.attacks.extraction.worm import WormAttack
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
@@ -62,6 +132,15 @@ def build(args: argparse.Namespace) -> tuple[Any, list[Session], int]:
     from ragshield.pipeline import RAGPipeline
     from ragshield.store.faiss_store import FaissStore
     from ragshield.types import Passage
+
+    class PlainThief(RAGThief):
+        """RAG-Thief with its "repeat the context" commands stripped: signature-free."""
+
+        def _command(self) -> str:
+            return ""
+
+        def _next_round(self) -> list[str]:
+            return [q.replace("everything about", "about").strip() for q in super()._next_round()]
 
     raw = json.loads((args.data / "ontopic" / "squad_v1.1_dev_43articles.json").read_text())
     titles = list(dict.fromkeys(p["title"] for p in raw["passages"]))[: args.articles]
@@ -75,36 +154,51 @@ def build(args: argparse.Namespace) -> tuple[Any, list[Session], int]:
     rag = RAGPipeline(enc, store, [], ExtractiveGenerator(enc), context_k=5)
 
     def served_of(queries: Sequence[str]) -> tuple[tuple[str, ...], ...]:
-        return tuple(tuple(r.id for r in rag.answer(q, k=5).passages) for q in queries)
+        return tuple(tuple(r.id for r in rag.retrieve(q, k=5)) for q in queries)
 
     rng = random.Random(args.seed)
     by_title: dict[str, list[str]] = {}
+    by_passage: dict[str, list[str]] = {}
     for q in raw["questions"]:
         if q["title"] in keep:
             by_title.setdefault(q["title"], []).append(q["question"])
+            for pid in q["gold_passage_ids"]:
+                by_passage.setdefault(pid, []).append(q["question"])
+    pids: dict[str, list[str]] = {}
+    for p in passages:
+        pids.setdefault(p.title, []).append(p.id)
     sessions: list[Session] = []
-    for _ in range(args.sessions):
-        picked = rng.sample(titles, min(args.queries, len(titles)))
+    n, m = args.queries, args.attack_queries
+    for _ in range(args.per_kind):
+        picked = rng.sample(titles, min(n, len(titles)))
         qs = tuple(rng.choice(by_title[t]) for t in picked)
-        sessions.append(Session("normal", "squad-diverse", qs, served_of(qs)))
+        sessions.append(Session("normal", "squad-diverse", qs, served_of(qs), 10.0))
+        qs = tuple(topical_queries(by_passage, titles, pids, n, rng))
+        sessions.append(Session("normal", "squad-topical", qs, served_of(qs), 10.0))
+        for kind, gap in (("sweep-opening", 10.0), ("sweep-entities", 10.0),
+                          ("sweep-paraphrase", 300.0)):  # fmt: skip
+            start = rng.randrange(len(passages))
+            walk = (passages + passages)[start : start + m]
+            qs = tuple(sweep_queries(kind, walk, rng))
+            sessions.append(Session("extraction", kind, qs, served_of(qs), gap))
     attacks = {
-        "rag-thief": lambda s: RAGThief(encoder=enc, max_queries=args.queries, seed=s),
-        "rag-thief-plain": lambda s: RAGThief(
+        "rag-thief-plain": lambda s: PlainThief(
             encoder=enc,
-            max_queries=args.queries,
+            max_queries=m,
             seed=s,
             seed_queries=random.Random(s).sample(SEED_ANCHORS, len(SEED_ANCHORS)),
         ),
-        "worm": lambda s: WormAttack(encoder=enc, max_queries=args.queries, seed=s),
+        "rag-thief": lambda s: RAGThief(encoder=enc, max_queries=m, seed=s),
+        "worm": lambda s: WormAttack(encoder=enc, max_queries=m, seed=s),
     }
-    per_kind = max(1, args.sessions // len(attacks))
     for kind, make in attacks.items():
-        for s in range(per_kind):
+        count = args.per_kind if kind == "rag-thief-plain" else max(2, args.per_kind // 4)
+        for s in range(count):
             attack = make(args.seed * 1000 + s)
             attack.run(rag.answer)
-            qs = tuple(attack.queries_)[: args.queries]
-            sessions.append(Session("extraction", kind, qs, served_of(qs)))
-    return enc, sessions, len(store)
+            qs = tuple(attack.queries_)[:m]
+            sessions.append(Session("extraction", kind, qs, served_of(qs), 10.0))
+    return sessions, len(store)
 
 
 def replay(session: Session, overrides: dict[str, Any], n_chunks: int, work: Path) -> int | None:
@@ -119,7 +213,7 @@ def replay(session: Session, overrides: dict[str, Any], n_chunks: int, work: Pat
     throttle = ExtractionThrottle(ThrottleConfig(**overrides), db, n_chunks, clock=lambda: clock[0])
     try:
         for i, (q, ids) in enumerate(zip(session.queries, session.served, strict=True), 1):
-            clock[0] += 10.0
+            clock[0] += session.gap
             if throttle.check("k", q).action != "allow":
                 return i
             rec = AuditRecord("r", "k", clock[0], "ask", 200, "ok", "", 5, [], list(ids), [],
@@ -130,51 +224,79 @@ def replay(session: Session, overrides: dict[str, Any], n_chunks: int, work: Pat
         db.close()
 
 
+def _median(xs: Sequence[int]) -> str:
+    return str(statistics.median_low(xs)) if xs else "-"
+
+
 def rates(sessions: Sequence[Session], cfg: dict[str, Any], n: int, work: Path) -> dict[str, Any]:
     flags = [(s, replay(s, cfg, n, work)) for s in sessions]
     normal = [f for s, f in flags if s.label == "normal"]
     attack = [f for s, f in flags if s.label == "extraction"]
-    fp = sum(f is not None for f in normal) / max(1, len(normal))
-    miss = sum(f is None for f in attack) / max(1, len(attack))
-    hit_at = [f for f in attack if f is not None]
-    fp_at = [f for f in normal if f is not None]
     return {
-        "fp": fp,
-        "miss": miss,
-        "n_normal": len(normal),
-        "n_attack": len(attack),
-        "attack_flag_median": sorted(hit_at)[len(hit_at) // 2] if hit_at else None,
-        "normal_flag_median": sorted(fp_at)[len(fp_at) // 2] if fp_at else None,
+        "fp": sum(f is not None for f in normal) / max(1, len(normal)),
+        "miss": sum(f is None for f in attack) / max(1, len(attack)),
+        "flags": flags,
     }
 
 
+# novelty_window 0 / region_limit 0 turn a rule off; coverage_limit is the hard block
 GRID = {
-    "novelty_limit": (0.8, 0.9, 0.95, 1.0),
-    "novelty_window": (10, 20, 30),
+    "novelty_window": (0, 20),
     "coverage_limit": (0.05, 0.1),
+    "region_limit": (0, 30, 40, 50, 60, 80),
 }
+SHIPPED_BEFORE = {"novelty_window": 20, "coverage_limit": 0.05, "region_limit": 0}
+
+
+def load_sessions(args: argparse.Namespace) -> tuple[list[Session], int]:
+    """Build the sessions, or reuse ``--cache`` (building runs the attacks: minutes)."""
+    if args.cache is not None and args.cache.is_file():
+        raw = json.loads(args.cache.read_text())
+        return [
+            Session(
+                s["label"],
+                s["kind"],
+                tuple(s["queries"]),
+                tuple(tuple(x) for x in s["served"]),
+                s["gap"],
+            )
+            for s in raw["sessions"]
+        ], raw["n_chunks"]
+    sessions, n_chunks = build(args)
+    if args.cache is not None:
+        rows = [dataclasses.asdict(s) for s in sessions]
+        args.cache.write_text(json.dumps({"n_chunks": n_chunks, "sessions": rows}))
+    return sessions, n_chunks
+
+
+def split(sessions: Sequence[Session], seed: int) -> tuple[list[Session], list[Session]]:
+    """Dev and test halves, stratified by session kind."""
+    rng = random.Random(seed)
+    dev: list[Session] = []
+    test: list[Session] = []
+    for kind in dict.fromkeys(s.kind for s in sessions):
+        group = [s for s in sessions if s.kind == kind]
+        rng.shuffle(group)
+        dev += group[: len(group) // 2]
+        test += group[len(group) // 2 :]
+    return dev, test
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument("--articles", type=int, default=43, help="SQuAD articles indexed")
-    ap.add_argument("--sessions", type=int, default=24, help="normal sessions (and attack)")
-    ap.add_argument("--queries", type=int, default=30)
+    ap.add_argument("--per-kind", type=int, default=8, help="sessions of each main kind")
+    ap.add_argument("--queries", type=int, default=30, help="queries per normal session")
+    ap.add_argument("--attack-queries", type=int, default=60, help="per extraction session")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache", type=Path, default=None, help="sessions JSON (read/written)")
     args = ap.parse_args()
     args.data = _data_dir(args.data)
-    logging.getLogger("ragshield.server").setLevel(logging.ERROR)  # one block line per replay
+    logging.getLogger("ragshield.server").setLevel(logging.ERROR)  # one line per flag
     t0 = time.perf_counter()
-    _, sessions, n_chunks = build(args)
-    rng = random.Random(args.seed)
-    dev: list[Session] = []
-    test: list[Session] = []
-    for label in ("normal", "extraction"):
-        group = [s for s in sessions if s.label == label]
-        rng.shuffle(group)
-        dev += group[: len(group) // 2]
-        test += group[len(group) // 2 :]
+    sessions, n_chunks = load_sessions(args)
+    dev, test = split(sessions, args.seed)
     with tempfile.TemporaryDirectory(prefix="bench-throttle-") as tmp:
         work = Path(tmp)
         scored = []
@@ -185,30 +307,28 @@ def main() -> None:
         best = min(scored, key=lambda t: (t[0], t[1]))[2]
         print(
             f"# bench_throttle — SQuAD on-topic, {args.articles} articles ({n_chunks} chunks), "
-            f"top-5 served; {args.queries} queries per session, 10 s apart; seed {args.seed}; "
-            f"{len(dev)} dev / {len(test)} test sessions; grid {GRID} searched on dev only "
-            f"(objective FP + miss); built and run in {time.perf_counter() - t0:.0f} s"
+            f"top-5 served; normal sessions {args.queries} queries, extraction "
+            f"{args.attack_queries}; seed {args.seed}; {len(dev)} dev / {len(test)} test "
+            f"sessions; grid {GRID} searched on dev only (objective FP + miss); "
+            f"{time.perf_counter() - t0:.0f} s"
         )
         print()
-        print("| setting | split | normal | extraction | FP rate | miss rate "
-              "| median flag query (normal) | median flag query (extraction) |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|")
-        for name, cfg in (("shipped defaults", {}), (f"tuned {best}", best)):
-            for split, group in (("dev", dev), ("test", test)):
+        print("| setting | split | kind | label | sessions | flagged | median flag query |")
+        print("|---|---|---|---|---|---|---|")
+        settings = (("shipped before", SHIPPED_BEFORE), ("defaults now", {}), ("tuned", best))
+        for name, cfg in settings:
+            for part, group in (("dev", dev), ("test", test)):
                 r = rates(group, cfg, n_chunks, work)
-                print(
-                    f"| {name} | {split} | {r['n_normal']} | {r['n_attack']} | {r['fp']:.0%} | "
-                    f"{r['miss']:.0%} | {r['normal_flag_median'] or '-'} | "
-                    f"{r['attack_flag_median'] or '-'} |"
-                )
+                for kind in dict.fromkeys(s.kind for s in group):
+                    got = [f for s, f in r["flags"] if s.kind == kind]
+                    label = next(s.label for s in group if s.kind == kind)
+                    hit = [f for f in got if f is not None]
+                    print(f"| {name} | {part} | {kind} | {label} | {len(got)} | "
+                          f"{len(hit) / len(got):.0%} | {_median(hit)} |")  # fmt: skip
+                print(f"| {name} | {part} | **all** | FP {r['fp']:.0%} / miss {r['miss']:.0%} "
+                      "| | | |")  # fmt: skip
         print()
-        print("| attack kind | sessions | missed (defaults) | missed (tuned) |")
-        print("|---|---|---|---|")
-        for kind in sorted({s.kind for s in sessions if s.label == "extraction"}):
-            group = [s for s in test if s.kind == kind]
-            d = rates(group, {}, n_chunks, work)["miss"]
-            t = rates(group, best, n_chunks, work)["miss"]
-            print(f"| {kind} (test) | {len(group)} | {d:.0%} | {t:.0%} |")
+        print(f"tuned on dev: {best}")
 
 
 if __name__ == "__main__":

@@ -5,19 +5,26 @@ Extraction attacks (RAG-Thief, the RAG worm) have three tells that ordinary user
 * **signatures** — their queries ask the system to repeat, print or continue its context
   (regexes in :data:`ragshield.server.config.DEFAULT_SIGNATURES`);
 * **coverage** — one key receives a large share of the distinct chunks in the index;
+* **region** — the chunks the key received form one large *connected* region: answers
+  that share a chunk join, so a sweeper walking neighbouring chunks (or an agent building
+  each query from the last answer) grows a single region answer after answer, while a
+  user asking diverse questions leaves many small, separate ones and a user asking
+  follow-ups on a few topics leaves a few regions that stop growing;
 * **novelty** — almost every answer brings chunks the key has never received before,
-  query after query (an agent steering toward unexplored regions; a person re-asking
-  related questions keeps landing on chunks already seen).
+  query after query. Off by default: a user asking diverse questions has the same
+  novelty as a sweeper (issue #15 item 13; ``benchmarks/bench_throttle.py``).
 
 A signature match refuses the request and blocks the key for ``cooldown_seconds``
 (``signature_action`` can make it slow-only or log-only); crossing the coverage limit
-blocks the key; a novelty rate above the limit slows every answer by ``slow_seconds``.
+blocks the key; a region or a novelty rate above its limit slows every answer by
+``slow_seconds``.
 Each verdict carries a one-line reason that goes to the response, the audit log and the
 ``ragshield.server`` logger.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -26,8 +33,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from sqlalchemy import select
+
 from ragshield.server.config import ThrottleConfig
-from ragshield.server.db import Admission, CoverageCap, Database
+from ragshield.server.db import Admission, CoverageCap, Database, audit_log
 
 log = logging.getLogger("ragshield.server")
 
@@ -70,6 +82,45 @@ def novelty_rate(recent: Sequence[float], window: int) -> float | None:
     if len(recent) < window:
         return None
     return float(sum(recent[:window]) / window)
+
+
+def largest_region(answers: Sequence[Sequence[str]]) -> int:
+    """Distinct chunks in the largest set of answers linked by shared chunks.
+
+    Each answer links its own chunks; two answers that share a chunk fall in one region.
+    """
+    ids: dict[str, int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    for answer in answers:
+        idx = [ids.setdefault(c, len(ids)) for c in answer]
+        rows += idx[:1] * len(idx)
+        cols += idx
+    if not ids:
+        return 0
+    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(ids), len(ids)))
+    _, labels = connected_components(graph, directed=False)
+    return int(np.bincount(labels).max())
+
+
+def recent_answers(db: Database, key_id: str, n: int, since: float) -> list[list[str]]:
+    """Chunk ids of the key's last ``n`` answered questions since ``since`` (newest first).
+
+    Read here rather than in :class:`Database`: only the region rule needs the ids.
+    """
+    with db.read() as conn:
+        rows = conn.execute(
+            select(audit_log.c.chunk_ids)
+            .where(
+                audit_log.c.key_id == key_id,
+                audit_log.c.endpoint == "ask",
+                audit_log.c.novelty.is_not(None),  # answered (served through the ledger)
+                audit_log.c.ts >= since,
+            )
+            .order_by(audit_log.c.id.desc())
+            .limit(n)
+        ).all()
+    return [list(json.loads(r.chunk_ids)) for r in rows]
 
 
 def coverage_cap(limit: float, min_chunks: int, n_chunks: int) -> int:
@@ -166,8 +217,25 @@ class ExtractionThrottle:
             )
             return self._block(key_id, "coverage", reason, now)
 
-        rate = novelty_rate(
-            self.db.recent_novelty(key_id, c.novelty_window, since), c.novelty_window
+        if c.region_limit:
+            region = largest_region(recent_answers(self.db, key_id, c.region_window, since))
+            if region >= c.region_limit:
+                reason = (
+                    f"the key's last {c.region_window} answers cover a connected region of "
+                    f"{region} chunks (limit {c.region_limit}): a sweep of neighbouring chunks"
+                )
+                log.warning(
+                    "throttle: key %s slowed by %.1f s (region): %s",
+                    key_id,
+                    c.slow_seconds,
+                    reason,
+                )
+                return Verdict("slow", "region", reason, delay=c.slow_seconds, coverage=coverage)
+
+        rate = (
+            novelty_rate(self.db.recent_novelty(key_id, c.novelty_window, since), c.novelty_window)
+            if c.novelty_window
+            else None
         )
         if rate is not None and rate >= c.novelty_limit:
             reason = (

@@ -1,0 +1,124 @@
+"""The throttle tells a diverse user from a signature-free sweeper (issue #15 item 13).
+
+A small labelled set built here: a synthetic corpus of many short articles and a few long
+ones, retrieved with TF-IDF (top 5, as the server hands to the generator), and sessions
+replayed through the real :class:`ExtractionThrottle` on a SQLite ledger with the shipped
+defaults. ``benchmarks/bench_throttle.py`` measures the same on SQuAD with a real encoder.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from ragshield.server.config import ThrottleConfig
+from ragshield.server.db import AuditRecord, Database
+from ragshield.server.throttle import ExtractionThrottle, largest_region
+
+SHORT, SHORT_LEN, LONG, LONG_LEN = 300, 6, 3, 80  # 2,040 chunks
+
+
+def _chunk(topic: str, j: int, n: int) -> str:
+    # neighbouring chunks share a section word, as consecutive paragraphs share a subject
+    nxt = f"{topic}s{j + 1}" if j + 1 < n else ""
+    return f"{topic} {topic}s{j} {topic}s{j} {topic}s{j} {nxt} {nxt}"
+
+
+def _corpus() -> list[tuple[str, str]]:
+    out = []
+    for t in range(SHORT):
+        out += [(f"a{t}", _chunk(f"a{t}", j, SHORT_LEN)) for j in range(SHORT_LEN)]
+    for t in range(LONG):
+        out += [(f"b{t}", _chunk(f"b{t}", j, LONG_LEN)) for j in range(LONG_LEN)]
+    return out
+
+
+class _Index:
+    def __init__(self) -> None:
+        self.corpus = _corpus()
+        self.vec = TfidfVectorizer()
+        self.m = self.vec.fit_transform([text for _, text in self.corpus])
+
+    def top5(self, query: str) -> list[str]:
+        scores = (self.m @ self.vec.transform([query]).T).toarray().ravel()
+        return [f"c{i}" for i in np.argsort(-scores, kind="stable")[:5]]
+
+
+@pytest.fixture(scope="module")
+def index() -> _Index:
+    return _Index()
+
+
+def _replay(
+    index: _Index, queries: Sequence[str], tmp_path: Path, cfg: ThrottleConfig | None = None
+) -> tuple[int | None, int]:
+    """First slowed/refused query (1-based, or None) and distinct chunks served before it."""
+    clock = [1_700_000_000.0]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    db = Database(f"sqlite:///{tmp_path / 'ledger.db'}")
+    db.migrate()
+    throttle = ExtractionThrottle(
+        cfg or ThrottleConfig(), db, len(index.corpus), clock=lambda: clock[0]
+    )
+    seen: set[str] = set()
+    try:
+        for i, q in enumerate(queries, 1):
+            clock[0] += 10.0
+            if throttle.check("k", q).action != "allow":
+                return i, len(seen)
+            ids = index.top5(q)
+            seen.update(ids)
+            rec = AuditRecord(
+                "r", "k", clock[0], "ask", 200, "ok", "", 5, [], ids, [], None, None, None, 1.0
+            )
+            db.record(rec, served=ids)
+        return None, len(seen)
+    finally:
+        db.close()
+
+
+def test_largest_region_joins_answers_that_share_a_chunk() -> None:
+    assert largest_region([]) == 0
+    assert largest_region([["a", "b"], ["c", "d"]]) == 2
+    assert largest_region([["a", "b"], ["c", "d"], ["b", "e"]]) == 3
+    assert largest_region([["a", "b"], ["c", "d"], ["b", "c"]]) == 4
+
+
+def test_diverse_user_is_not_slowed_within_30_queries(index: _Index, tmp_path: Path) -> None:
+    rng = random.Random(0)
+    queries = [
+        f"what about a{t} a{t}s{rng.randrange(SHORT_LEN)}" for t in rng.sample(range(SHORT), 30)
+    ]
+    flagged, covered = _replay(index, queries, tmp_path)
+    assert covered >= 100  # every answer brought new chunks: the novelty rule's blind spot
+    assert flagged is None
+    slowed, _ = _replay(
+        index, queries, tmp_path / "old", ThrottleConfig(novelty_window=20, region_limit=0)
+    )
+    assert slowed is not None and slowed <= 21  # what issue #15 item 13 reported
+
+
+def test_topical_user_with_follow_ups_is_not_slowed(index: _Index, tmp_path: Path) -> None:
+    rng = random.Random(1)
+    queries = []
+    for _ in range(30):
+        t = rng.choice(["b0", "b1", "a7"])
+        n = LONG_LEN if t.startswith("b") else SHORT_LEN
+        queries.append(f"tell me more about {t} {t}s{rng.randrange(n // 3)}")  # a part of each
+    flagged, _ = _replay(index, queries, tmp_path)
+    assert flagged is None
+
+
+def test_signature_free_sweeper_is_slowed_before_it_covers_60_chunks(
+    index: _Index, tmp_path: Path
+) -> None:
+    queries = [f"what does b1 b1s{j} say" for j in range(LONG_LEN)]  # plain questions, in order
+    flagged, covered = _replay(index, queries, tmp_path)
+    assert flagged is not None and covered < 60
+    missed, _ = _replay(index, queries, tmp_path / "off", ThrottleConfig(region_limit=0))
+    assert missed is None  # without the region rule nothing catches it
