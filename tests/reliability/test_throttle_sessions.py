@@ -114,11 +114,11 @@ def test_topical_user_with_follow_ups_is_not_slowed(index: _Index, tmp_path: Pat
     assert flagged is None
 
 
-def test_signature_free_sweeper_is_slowed_before_it_covers_60_chunks(
+def test_signature_free_sweeper_is_slowed_before_it_covers_90_chunks(
     index: _Index, tmp_path: Path
 ) -> None:
     queries = [f"what does b1 b1s{j} say" for j in range(LONG_LEN)]  # plain questions, in order
     flagged, covered = _replay(index, queries, tmp_path)
-    assert flagged is not None and covered < 60
+    assert flagged is not None and covered < 90  # region_limit 80 (bench dev grid)
     missed, _ = _replay(index, queries, tmp_path / "off", ThrottleConfig(region_limit=0))
     assert missed is None  # without the region rule nothing catches it
