@@ -163,29 +163,38 @@ def compare_shared(args: argparse.Namespace) -> None:
     n_written = sum(len(c.attack_texts["poisonedrag"]) for c in llm_cases)
     print(f"\nwrote {n_written} passages for {len(cases)} targets in {write_s:.0f} s")
     gen = make_generator(MODEL, cache_dir=out / "compare-cache" / "answers") if args.e2e else None
+    # poisonedrag-1 plants each target's first passage: LLM-written whenever the LLM wrote
+    # one, so that row compares the texts alone; poisonedrag (5) tops a short LLM list up
+    # with template texts (column "sources").
     rows = {}
     for label, cs in (("shared", cases), ("llm", llm_cases)):
-        res = run_real_eval(
-            data, cs, {"none": None}, ["poisonedrag"], encoder=enc, base_store=store,
-            split="test", seed=args.seed,
-        )  # fmt: skip
-        m = dict(res.get("none", "poisonedrag").metrics)
-        m["planted"] = res.get("none", "poisonedrag").m_planted
-        if gen is not None:
-            e2e = run_real_eval(
-                data, cs[: args.e2e], {"none": None}, ["poisonedrag"], encoder=enc,
-                base_store=store, split="test", seed=args.seed, generator=gen,
+        for setting in ("poisonedrag-1", "poisonedrag"):
+            res = run_real_eval(
+                data, cs, {"none": None}, [setting], encoder=enc, base_store=store,
+                split="test", seed=args.seed,
             )  # fmt: skip
-            m["asr"] = e2e.get("none", "poisonedrag").metrics["asr"]
-        rows[label] = m
+            row = res.get("none", setting)
+            m: dict = dict(row.metrics)
+            m["planted"], m["sources"] = row.m_planted, row.sources
+            if gen is not None:
+                e2e = run_real_eval(
+                    data, cs[: args.e2e], {"none": None}, [setting], encoder=enc,
+                    base_store=store, split="test", seed=args.seed, generator=gen,
+                )  # fmt: skip
+                m["asr"] = e2e.get("none", setting).metrics["asr"]
+            rows[(setting, label)] = m
     keys = ["planted", "adv_retrieved", "attack_reaches"] + (["asr"] if gen else [])
     print(f"\nPoisonedRAG on {len(cases)} HotpotQA targets, no defense"
           + (f" (ASR on the first {args.e2e})" if gen else ""))  # fmt: skip
-    print("| texts | " + " | ".join(keys) + " |\n|---|" + "---:|" * len(keys))
-    for label, m in rows.items():
-        print(f"| {label} | " + " | ".join(f"{m[k]:.3f}" for k in keys) + " |")
-    ratio = [f"{k} {rows['llm'][k] / rows['shared'][k]:.2f}" for k in keys[1:] if rows["shared"][k]]
-    print("| ratio llm / shared | " + ", ".join(ratio) + " |")
+    print("| setting | texts | sources | " + " | ".join(keys) + " |")
+    print("|---|---|---|" + "---:|" * len(keys))
+    for (setting, label), m in rows.items():
+        vals = " | ".join(f"{m[k]:.3f}" for k in keys)
+        print(f"| {setting} | {label} | {m['sources']} | {vals} |")
+    for setting in ("poisonedrag-1", "poisonedrag"):
+        llm, shared = rows[(setting, "llm")], rows[(setting, "shared")]
+        ratio = [f"{k} {llm[k] / shared[k]:.2f}" for k in keys[1:] if shared[k]]
+        print(f"ratio llm / shared ({setting}): " + ", ".join(ratio))
 
 
 def main() -> None:
