@@ -18,8 +18,11 @@ $(STAMP): pyproject.toml Makefile
 
 setup: $(STAMP)
 
+# the attacked-question demo, then a scan of the demo index (template attack texts, every
+# setting, 4 chains; about a minute) whose last line says where report.html is
 demo: setup
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/ragshield demo
+	OMP_WAIT_POLICY=PASSIVE RAGSHIELD_NO_PROGRESS=1 $(BIN)/ragshield scan --demo --attacks all --out demo-scan
 
 # lint first (ruff check, ruff format --check, mypy), then the suite: CI's .ci/run calls this
 test: lint

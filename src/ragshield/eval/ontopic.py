@@ -43,7 +43,9 @@ class QACase:
 
     ``target_answer`` is the attacker's (incorrect) answer when the question is a shared
     poisoning target, and ``attack_texts`` its published adversarial passages by attack
-    name ("poisonedrag", "blind", "garag"); both are empty otherwise.
+    name ("poisonedrag", "blind", "garag"); both are empty otherwise. ``attack_source``
+    labels those texts in every table: ``"shared"`` (published) or ``"llm"`` (written for
+    this question by ragshield's generators, e.g. ``ragshield scan --writer llm``).
     """
 
     id: str
@@ -54,6 +56,7 @@ class QACase:
     split: str
     target_answer: str = ""
     attack_texts: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    attack_source: str = "shared"
 
 
 @dataclass(frozen=True)

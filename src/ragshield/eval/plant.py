@@ -73,7 +73,7 @@ class PlantedPassage:
     passage: Passage
     question_id: str
     attack: str
-    source: str  # "shared" (published texts) or "template"
+    source: str  # "shared" (published texts), "llm" (QACase.attack_source) or "template"
     payload: str
     target: str = ""  # the attacker's answer (end-to-end ASR)
     replaces: str = ""
@@ -165,13 +165,14 @@ def pick_target(case: QACase, pool: Sequence[QACase], seed: int) -> str:
 
 
 def _attack_pool(
-    shared: dict[str, tuple[str, ...]], tmpl: dict[str, list[str]], gold: str, seed: int
-) -> dict[str, list[tuple[str, str, str]]]:
+    shared: dict[str, tuple[str, ...]], tmpl: dict[str, list[str]], gold: str, seed: int,
+    source: str = "shared",
+) -> dict[str, list[tuple[str, str, str]]]:  # fmt: skip
     """(text, attack, source) per attack kind: the published texts first, then template
     texts so a mixed setting can reach its count without duplicating a passage."""
     pool: dict[str, list[tuple[str, str, str]]] = {}
     for name in ("poisonedrag", "blind", "garag"):
-        rows = [(t, name, "shared") for t in shared.get(name, ())]
+        rows = [(t, name, source) for t in shared.get(name, ())]
         if name == "garag":
             extra = [typo_copy(gold, 0.1, seed * 100 + j) for j in range(3)] if gold else []
         else:
@@ -218,7 +219,7 @@ def attack_passages(
         tmpl = template_attack_texts(case, target, seed + ci)
         gold = golden_text.get(case.id, "")
         if setting in _COUNTS:
-            pool = _attack_pool(shared, tmpl, gold, seed)
+            pool = _attack_pool(shared, tmpl, gold, seed, case.attack_source)
             n = _COUNTS[setting]
             if setting.startswith("poisonedrag"):
                 made = pool["poisonedrag"][:n]
@@ -257,8 +258,8 @@ def attack_passages(
             )  # fmt: skip
             suffix = sfx[ci % len(sfx)]
             made = [
-                (append_suffix(carrier, suffix), "suffix", "shared" if texts_pr else "template")
-            ]
+                (append_suffix(carrier, suffix), "suffix", case.attack_source if texts_pr else "template")
+            ]  # fmt: skip
             payload = suffix
         else:  # clean
             continue

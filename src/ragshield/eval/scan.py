@@ -14,8 +14,10 @@ attack setting is planted into an in-memory *copy* (a pgvector table is copied i
 first), every question is retrieved for real, and each defense chain filters the top-k.
 The user's index is only read.
 
-Attack texts come from :func:`ragshield.eval.plant.attack_passages` (published texts when a
-question has them, else labelled templates), so an attack-text generator plugs in there.
+Attack texts come from :func:`ragshield.eval.plant.attack_passages`: written for each
+question by the LLM when ``attack_writer`` is given (:mod:`ragshield.eval.scan_writer`,
+labelled ``llm``), else labelled templates. The ``extraction`` setting runs RAG-Thief and
+the worm through a pipeline per chain and scores CRR (:mod:`ragshield.eval.scan_extraction`).
 
 The recommended chain is the one with the lowest ``attack_reaches`` averaged over the
 attack settings, among the chains whose clean ``answer_kept`` is within
@@ -40,7 +42,11 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.real_retrieval import QuestionTrace, RealResults, run_real_eval
+from ragshield.eval.scan_extraction import SETTING as EXTRACTION
+from ragshield.eval.scan_extraction import ExtractionCell, run_scan_extraction
 from ragshield.eval.scan_questions import ScanQuestion, decoy_targets
+from ragshield.eval.scan_report import example_of
+from ragshield.eval.scan_writer import AttackTextWriter
 from ragshield.generate.base import Generator
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
@@ -56,7 +62,6 @@ ACCURACY_TOLERANCE = 0.01
 MARKER = ".ragshield-scan"
 OUTPUT_FILES = ("results.json", "results.jsonl", "report.html")
 _EXAMPLES_PER_CELL = 8  # audited questions kept per (setting, defense) for the report
-_TEXT_CHARS = 600
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class ScanResult:
     examples: tuple[Mapping[str, Any], ...] = ()
     out_dir: Path | None = None
     notes: Mapping[str, Any] = field(default_factory=dict)
+    extraction: tuple[ExtractionCell, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,6 +107,7 @@ class ScanResult:
             },
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "scan_notes": dict(self.notes),
+            "extraction": [c.__dict__ for c in self.extraction],
         }  # fmt: skip
 
 
@@ -246,42 +253,6 @@ def build_chains(specs: Sequence[str], encoder: Encoder) -> dict[str, PassageFil
     return chains
 
 
-def _example(t: QuestionTrace, context_k: int) -> dict[str, Any]:
-    """A compact, JSON-able audit of one question: every retrieved passage, whether it was
-    planted, kept, in the generator's context, and each stage's reasons."""
-    res = t.result
-    kept = [] if res is None else list(res.kept)
-    kept_ids = {r.id for r in (t.retrieved if res is None else kept)}
-    reasons: dict[str, list[str]] = {}
-    stages = [] if res is None else list(res.details.get("stages", [res]))
-    for st in stages:
-        for d in st.decisions:
-            unit = "" if d.unit == "passage" else f" ({d.unit})"
-            reasons.setdefault(d.passage_id, []).append(f"{st.name}{unit}: {d.reason}")
-    kept_text = {r.id: r.text for r in kept}
-    survivors = list(t.retrieved) if res is None else kept
-    context = {r.id for r in sorted(survivors, key=lambda r: -r.score)[:context_k]}
-    passages = []
-    for r in t.retrieved:
-        p = t.planted.get(r.id)
-        passages.append(
-            {
-                "id": r.id, "score": round(r.score, 4), "planted": p is not None,
-                "attack": p.attack if p else "", "for_question": p.question_id if p else "", "source": p.source if p else "",
-                "text": r.text[:_TEXT_CHARS], "kept": r.id in kept_ids,
-                "kept_text": kept_text.get(r.id, r.text)[:_TEXT_CHARS]
-                if r.id in kept_ids else "",
-                "reasons": reasons.get(r.id, []), "in_context": r.id in context,
-            }
-        )  # fmt: skip
-    target = next((p.target for p in t.planted.values() if p.question_id == t.case.id), "")
-    return {
-        "setting": t.setting, "defense": t.defense, "question_id": t.case.id,
-        "question": t.case.question, "answers": list(t.case.answers), "target": target,
-        "reached": bool(t.scores["attack_reaches"]), "passages": passages,
-    }  # fmt: skip
-
-
 def run_scan(
     index_path: str | os.PathLike[str],
     questions: Sequence[ScanQuestion],
@@ -297,25 +268,47 @@ def run_scan(
     show_progress: bool = False,
     opened: tuple[FaissStore, Encoder, str] | None = None,
     timings: dict[str, float] | None = None,
+    attack_writer: AttackTextWriter | None = None,
+    attacker: Generator | None = None,
+    extraction_queries: int = 10,
 ) -> ScanResult:
     """Scan ``index_path`` (see the module docstring); with ``out_dir``, write
     ``results.json``, ``results.jsonl`` and ``report.html`` there. ``opened`` passes an
     already opened :func:`open_scan_store` (e.g. after generating questions from it), and
-    ``timings`` the seconds its caller already spent per stage."""
+    ``timings`` the seconds its caller already spent per stage. ``attack_writer`` writes
+    the attack texts; ``attacker`` is RAG-Thief's LLM for the ``extraction`` setting."""
     timings = dict(timings or {})
     out = prepare_out_dir(out_dir) if out_dir is not None else None
     with _timed(timings, "open_index"):
         store, encoder, kind = opened or open_scan_store(index_path)
         warm_up(encoder)  # the model load counts as opening, not as question time
-    settings = list(dict.fromkeys(["clean", *attacks]))  # clean anchors the recommendation
+    # clean anchors the recommendation; extraction is scored apart (CRR, not reaches)
+    settings = [s for s in dict.fromkeys(["clean", *attacks]) if s != EXTRACTION]
     with _timed(timings, "questions"):
         split = f"scan seed {seed}"
         cases, fallback = to_cases(questions, store, encoder, split=split)
     with _timed(timings, "build_defenses"):
         chains = build_chains(defenses, encoder)
+    from tqdm.auto import tqdm
+
+    notes: dict[str, Any] = {
+        "gold_from_top1": fallback,
+        "generator": getattr(generator, "name", ""),
+    }
+    if attack_writer is not None and len(settings) > 1:
+        text_of = {p.id: p.text for p in store.passages}
+        golden = {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids[0] in text_of}
+        with _timed(timings, "write_attacks"), tqdm(
+            total=len(cases), desc="write attacks", unit="q", disable=not show_progress,
+            leave=False,
+        ) as wbar:  # fmt: skip
+            cases = attack_writer.fill(
+                cases, questions, golden, seed=seed, on_case=lambda _c: wbar.update(1)
+            )
+        notes["attack_writer"] = attack_writer.writer.generated_by
+        notes["attack_texts"] = dict(attack_writer.stats)
     data = OnTopicData(Path(index_path).name, tuple(store.passages), tuple(cases))
     examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    from tqdm.auto import tqdm
 
     bar = tqdm(
         total=len(settings) * len(chains) * len(cases), desc="scan", unit="q",
@@ -328,7 +321,7 @@ def run_scan(
         cell = examples.setdefault((t.setting, t.defense), [])
         wanted = t.setting != "clean" and t.scores["adv_retrieved"] > 0
         if wanted and len(cell) < _EXAMPLES_PER_CELL:
-            cell.append(_example(t, context_k))
+            cell.append(example_of(t, context_k))
 
     with _timed(timings, "attack_and_filter"):
         try:
@@ -339,6 +332,13 @@ def run_scan(
             )  # fmt: skip
         finally:
             bar.close()
+    cells: list[ExtractionCell] = []
+    if EXTRACTION in attacks:
+        with _timed(timings, "extraction"):
+            cells, notes["extraction"] = _extraction(
+                store, encoder, chains, generator, attacker, extraction_queries, k, context_k,
+                seed, show_progress,
+            )  # fmt: skip
     quality = "answer_kept" if any(c.answers for c in cases) else "gold_kept"
     rec = recommend(results, list(chains), quality)
     scan = ScanResult(
@@ -346,11 +346,37 @@ def run_scan(
         question_source=question_source, questions=tuple(cases), results=results,
         recommendation=rec, timings=timings,
         examples=tuple(e for cell in examples.values() for e in cell), out_dir=out,
-        notes={"gold_from_top1": fallback, "generator": getattr(generator, "name", "")},
+        notes=notes, extraction=tuple(cells),
     )  # fmt: skip
     if out is not None:
         write_outputs(scan, out)
     return scan
+
+
+def _extraction(
+    store: FaissStore, encoder: Encoder, chains: Mapping[str, PassageFilter | None],
+    generator: Generator | None, attacker: Generator | None, queries: int, k: int,
+    context_k: int, seed: int, show_progress: bool,
+) -> tuple[list[ExtractionCell], list[str]]:  # fmt: skip
+    """:func:`run_scan_extraction` with a progress bar over every query it may ask."""
+    from tqdm.auto import tqdm
+
+    from ragshield.eval.scan_extraction import extraction_attacks
+
+    n_attacks = len(extraction_attacks(attacker)[0])
+    with tqdm(
+        total=len(chains) * n_attacks * queries, desc="extraction", unit="query",
+        disable=not show_progress, leave=False,
+    ) as bar:  # fmt: skip
+
+        def tick(chain: str, attack: str) -> None:
+            bar.update(1)
+            bar.set_postfix_str(f"{attack} / {chain}", refresh=False)
+
+        return run_scan_extraction(
+            store, encoder, chains, generator=generator, attacker=attacker,
+            max_queries=queries, k=k, context_k=context_k, seed=seed, on_query=tick,
+        )  # fmt: skip
 
 
 def write_outputs(scan: ScanResult, out: Path) -> None:

@@ -3,7 +3,14 @@
 Example::
 
     ragshield scan my-index --questions questions.jsonl --fail-on "attack_reaches>0.2"
-    ragshield scan --demo          # the shipped demo corpus, template questions
+    ragshield scan --demo          # the shipped demo corpus, template questions and texts
+    ragshield scan my-index --generate 20 --attacks all --generator qwen2.5-0.5b
+
+``--writer`` (who writes questions and attack texts): ``llm`` = the packaged Qwen2.5-0.5B
+(the default for an index), ``template`` = fixed wordings, no model (the default for
+``--demo``, so the demo runs in a minute), or any generator spec (``smollm2-135m``, a local
+model folder, ``openai:<url>#<model>``). LLM replies and ``--generator`` answers are cached
+on disk, so a stopped scan resumes.
 
 Exit codes: 0 = scanned and every ``--fail-on`` rule held; 1 = a rule failed (for CI);
 2 = bad input (index, questions file, flags), one line on stderr.
@@ -17,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -25,10 +32,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ragshield.errors import InputError
+
+if TYPE_CHECKING:
+    from ragshield.attacks.writer import TextWriter
 from ragshield.eval.scan import DEFAULT_ATTACKS, DEFAULT_DEFENSES, ScanResult
 
 _RULE = re.compile(r"^\s*([a-z_]+)\s*([<>])\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
 DEMO_QUESTIONS = 8
+ALL = "all"  # every planting setting and the extraction setting
 
 
 @dataclass(frozen=True)
@@ -108,16 +119,26 @@ def _split(spec: str | None, sep: str, default: tuple[str, ...]) -> list[str]:
     return items
 
 
-def _check_names(settings: list[str], chains: list[str]) -> None:
-    """Every attack and defense name resolves before anything is opened or written."""
-    from ragshield.defenses.registry import plan
+def _settings(spec: str | None) -> list[str]:
+    """``--attacks``: names, ``all`` = every setting, extraction included."""
     from ragshield.eval.plant import REAL_SETTINGS
+    from ragshield.eval.scan_extraction import SETTING as EXTRACTION
 
-    unknown = [s for s in settings if s not in REAL_SETTINGS]
+    known = (*REAL_SETTINGS, EXTRACTION)
+    names = _split(spec, ",", DEFAULT_ATTACKS)
+    settings = list(dict.fromkeys(n for s in names for n in (known if s == ALL else (s,))))
+    unknown = [s for s in settings if s not in known]
     if unknown:
         raise InputError(
-            f"unknown setting(s) {', '.join(unknown)}; available: {', '.join(REAL_SETTINGS)}"
+            f"unknown setting(s) {', '.join(unknown)}; available: {', '.join(known)}, {ALL}"
         )
+    return settings
+
+
+def _check_names(chains: list[str]) -> None:
+    """Every defense name resolves before anything is opened or written."""
+    from ragshield.defenses.registry import plan
+
     for spec in chains:
         p = plan(spec)
         other = ([p.index] if p.index else []) + list(p.wrappers)
@@ -138,11 +159,23 @@ def scan(
     ] = None,
     generate: Annotated[
         int | None,
-        typer.Option(help="Make N template (cloze) questions from sampled passages instead."),
+        typer.Option(help="Make N questions from sampled passages instead (see --writer)."),
     ] = None,
+    writer: Annotated[
+        str | None,
+        typer.Option(
+            help="Who writes questions and attack texts: llm (packaged qwen2.5-0.5b), "
+            "template, or a generator spec [llm; template with --demo]."
+        ),
+    ] = None,
+    extraction_queries: Annotated[
+        int, typer.Option(help="Queries per extraction attack and chain (setting extraction).")
+    ] = 10,
     attacks: Annotated[
         str | None,
-        typer.Option(help=f"Comma-separated settings [{','.join(DEFAULT_ATTACKS)}]."),
+        typer.Option(
+            help=f"Comma-separated settings, or all (+ extraction) [{','.join(DEFAULT_ATTACKS)}]."
+        ),
     ] = None,
     defenses: Annotated[
         str | None,
@@ -173,6 +206,7 @@ def scan(
     from ragshield.defenses.base import warm_up
     from ragshield.eval.scan import open_scan_store, prepare_out_dir, run_scan
     from ragshield.eval.scan_questions import TEMPLATE_SOURCE, read_questions, template_questions
+    from ragshield.eval.scan_writer import AttackTextWriter, llm_questions
 
     console, err = Console(), Console(stderr=True)
     rules = parse_rules(fail_on)
@@ -182,9 +216,12 @@ def scan(
         raise InputError("use --questions FILE or --generate N, not both")
     if index is not None and not Path(index).is_dir():
         raise InputError(f"index {index} is not a directory (build one with: ragshield index)")
-    settings = _split(attacks, ",", DEFAULT_ATTACKS)
+    settings = _settings(attacks)
     chains = _split(defenses, ";", DEFAULT_DEFENSES)
-    _check_names(settings, chains)
+    _check_names(chains)
+    if extraction_queries < 1:
+        raise InputError(f"--extraction-queries must be >= 1. Got {extraction_queries} instead.")
+    text_writer = _writer(writer or ("template" if demo else "llm"))
     qs = read_questions(questions) if questions is not None else None
     out_dir = out or Path(f"scan-{'demo' if demo else Path(str(index)).resolve().name}")
     n = generate if generate is not None else DEMO_QUESTIONS if demo else 0
@@ -197,23 +234,36 @@ def scan(
     opened = open_scan_store(index_path)
     warm_up(opened[1])  # the model load is part of opening the index
     timings["open_index"] = time.perf_counter() - t0
+    if text_writer is not None:
+        t0 = time.perf_counter()
+        text_writer.warm_up()
+        timings["load_writer"] = time.perf_counter() - t0
     if qs is None:
         t0 = time.perf_counter()
-        qs = template_questions(opened[0].passages, n, seed)
+        if text_writer is None:
+            qs, source = template_questions(opened[0].passages, n, seed), TEMPLATE_SOURCE
+        else:
+            qs = llm_questions(opened[0].passages, n, text_writer, seed)
+            source = f"LLM questions ({text_writer.generated_by}, self-checked)"
         timings["generate_questions"] = time.perf_counter() - t0
-        source = TEMPLATE_SOURCE
     else:
         source = f"questions file {questions}"
     gen = None
     if generator:
         from ragshield.generate.factory import make_generator
 
-        gen = make_generator(generator, opened[1])
+        cache = None if generator.strip() == "extractive" else out_dir / "cache" / "answers"
+        gen = make_generator(generator, opened[1], cache_dir=cache)
+    attacker = text_writer.generator_ if text_writer is not None else None
+    if attacker is None and gen is not None and gen.name != "extractive":
+        attacker = gen
     err.print(f"scanning {index_path}: {len(opened[0])} passages, {len(qs)} questions …")
     result = run_scan(
         index_path, qs, attacks=settings, defenses=chains, k=k, context_k=context_k,
         seed=seed, generator=gen, out_dir=out_dir, question_source=source,
         show_progress=_show_progress(), opened=opened, timings=timings,
+        attack_writer=AttackTextWriter(text_writer, opened[1]) if text_writer else None,
+        attacker=attacker, extraction_queries=extraction_queries,
     )  # fmt: skip
     _print_summary(console, result)
     failures = check_rules(result, rules)
@@ -221,6 +271,18 @@ def scan(
         err.print(f"[red]FAIL[/red] {escape(f)}", highlight=False)
     if failures:
         raise typer.Exit(1)
+
+
+def _writer(spec: str) -> TextWriter | None:
+    """``--writer``: ``template`` = none; ``llm`` = the packaged default; else a spec."""
+    from ragshield.attacks.writer import DEFAULT_WRITER_MODEL, TEMPLATE, TextWriter
+
+    spec = spec.strip()
+    if not spec:
+        raise InputError("--writer is empty; use llm, template or a generator spec")
+    if spec == TEMPLATE:
+        return None
+    return TextWriter(DEFAULT_WRITER_MODEL if spec == "llm" else spec)
 
 
 def _print_summary(console: Console, scan: ScanResult) -> None:
@@ -231,6 +293,12 @@ def _print_summary(console: Console, scan: ScanResult) -> None:
         key = "answer_kept" if s == "clean" else "attack_reaches"
         table.add_row(s, *[f"{r.get(d, s).metrics[key]:.3f}" for d in chains])
     console.print(table)
+    if scan.extraction:
+        ext = Table("chain", "attack", "CRR", "recovered", "queries", title="extraction")
+        for c in scan.extraction:
+            ext.add_row(c.chain, c.attack, f"{c.crr:.4f}", f"{c.recovered}/{c.n_chunks}",
+                        str(c.queries))  # fmt: skip
+        console.print(ext)
     rec = scan.recommendation
     console.print(f"recommended: [bold]--filter {escape(rec.chain)}[/bold] ({escape(rec.reason)})")
     t = ", ".join(f"{k} {v:.1f}s" for k, v in scan.timings.items())

@@ -19,7 +19,10 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ragshield.eval.real_retrieval import QuestionTrace
     from ragshield.eval.scan import ScanResult
+
+_TEXT_CHARS = 600
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;
@@ -55,6 +58,42 @@ _CLEAN_COLS = (
     ("touched", "questions touched"),
     ("filter_ms", "filter ms/q"),
 )
+
+
+def example_of(t: QuestionTrace, context_k: int) -> dict[str, Any]:
+    """A compact, JSON-able audit of one question: every retrieved passage, whether it was
+    planted, kept, in the generator's context, and each stage's reasons."""
+    res = t.result
+    kept = [] if res is None else list(res.kept)
+    kept_ids = {r.id for r in (t.retrieved if res is None else kept)}
+    reasons: dict[str, list[str]] = {}
+    stages = [] if res is None else list(res.details.get("stages", [res]))
+    for st in stages:
+        for d in st.decisions:
+            unit = "" if d.unit == "passage" else f" ({d.unit})"
+            reasons.setdefault(d.passage_id, []).append(f"{st.name}{unit}: {d.reason}")
+    kept_text = {r.id: r.text for r in kept}
+    survivors = list(t.retrieved) if res is None else kept
+    context = {r.id for r in sorted(survivors, key=lambda r: -r.score)[:context_k]}
+    passages = []
+    for r in t.retrieved:
+        p = t.planted.get(r.id)
+        passages.append(
+            {
+                "id": r.id, "score": round(r.score, 4), "planted": p is not None,
+                "attack": p.attack if p else "", "for_question": p.question_id if p else "", "source": p.source if p else "",
+                "text": r.text[:_TEXT_CHARS], "kept": r.id in kept_ids,
+                "kept_text": kept_text.get(r.id, r.text)[:_TEXT_CHARS]
+                if r.id in kept_ids else "",
+                "reasons": reasons.get(r.id, []), "in_context": r.id in context,
+            }
+        )  # fmt: skip
+    target = next((p.target for p in t.planted.values() if p.question_id == t.case.id), "")
+    return {
+        "setting": t.setting, "defense": t.defense, "question_id": t.case.id,
+        "question": t.case.question, "answers": list(t.case.answers), "target": target,
+        "reached": bool(t.scores["attack_reaches"]), "passages": passages,
+    }  # fmt: skip
 
 
 def _num(v: Any, key: str) -> str:
@@ -139,6 +178,10 @@ def _summary(scan: ScanResult) -> str:
         ("split / seed", f"{escape(r.split)} / {r.seed}"),
         ("generator", escape(str(scan.notes.get("generator") or "none (filter-level metrics)"))),
     ]
+    writer = scan.notes.get("attack_writer")
+    counts = scan.notes.get("attack_texts") or {}
+    made = ", ".join(f"{k} {int(v)}" for k, v in counts.items() if k != "seconds")
+    rows.append(("attack texts", escape(f"written by {writer}: {made}") if writer else "templates"))
     gold_fb = int(scan.notes.get("gold_from_top1", 0))
     if gold_fb:
         rows.append(("gold passage", f"top-1 retrieved for {gold_fb} question(s) without answer"))
@@ -243,6 +286,38 @@ def _spread(items: Sequence[Mapping[str, Any]], n: int) -> list[Mapping[str, Any
     return out
 
 
+def _extraction(scan: ScanResult) -> str:
+    """CRR per chain and attack (the ``extraction`` setting), with what was left out."""
+    if not scan.extraction:
+        return ""
+    rows = [
+        [escape(c.chain), escape(c.attack), f"{c.crr:.4f}", f"{c.recovered}/{c.n_chunks}",
+         str(c.queries), str(c.chunks_reached), f"{c.seconds:.1f}", escape(c.stop_reason)]
+        for c in scan.extraction
+    ]  # fmt: skip
+    notes = "".join(f"<li>{escape(n)}</li>" for n in scan.notes.get("extraction", []))
+    return (
+        "<h2>Extraction (chunk recovery rate)</h2><p class='muted'>Black-box extraction "
+        "attacks through the pipeline of each chain on the index copy; a chunk is recovered "
+        "when an answer holds a span with ROUGE-L F1 &gt; 0.5 and cosine &gt; 0.85 to it "
+        "(RAGFort §5.1).</p>"
+        + _table(
+            [
+                "chain",
+                "attack",
+                "CRR",
+                "recovered",
+                "queries",
+                "chunks reached",
+                "seconds",
+                "stopped by",
+            ],
+            rows,
+        )
+        + (f"<ul class='muted'>{notes}</ul>" if notes else "")
+    )
+
+
 def render_report(scan: ScanResult) -> str:
     r = scan.results
     rec = scan.recommendation
@@ -276,8 +351,10 @@ every question was retrieved for real and every defense chain filtered its top-{
 <h2>Attack reaches per defense</h2>{chart}
 <p class="muted"><b>attack reaches</b>: a planted passage is among the {r.context_k} passages a
 generator reads, with its payload (target answer, instruction, suffix) still in its text.
-Planted texts are labelled: <b>shared</b> = published attack texts, <b>template</b> =
-ragshield's attack templates.</p>
+Planted texts are labelled: <b>llm</b> = written for each question by ragshield's
+generators (PoisonedRAG and misleading passages by the LLM, typo copies by a genetic
+search), <b>shared</b> = published attack texts, <b>template</b> = ragshield's attack
+templates.</p>
 <h2>Results per attack</h2>{_setting_tables(scan)}
 <p class="muted"><b>benign removed</b> counts a benign passage as removed when the defense
 does not return that very passage: a sentence-level filter (EcoSafeRAG) returns a rewritten
@@ -285,6 +362,6 @@ copy of every passage it keeps, so its figure is an upper bound; <b>answer kept<
 whether the right answer still reached the context. <b>filter ms/q</b> is wall time per
 question with one encoder shared by every chain, whose cache keeps each text's vector: the
 first chain to meet a sentence pays for encoding it, later chains reuse it.</p>
-<h2>Worst examples</h2>{_examples(scan)}
+{_extraction(scan)}<h2>Worst examples</h2>{_examples(scan)}
 </body></html>
 """

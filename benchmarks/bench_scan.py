@@ -1,0 +1,218 @@
+"""``ragshield scan`` at size, and LLM-written vs published PoisonedRAG texts (issue #18).
+
+Usage::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_scan.py                 # the full target run
+    python benchmarks/bench_scan.py --questions 5 --no-generator      # a reduced run
+    python benchmarks/bench_scan.py --compare-shared --targets 44 --e2e 10
+
+Full mode (the target: <= 30 min on this 2-core machine): an index of 2,000 passages — the
+1,888 SQuAD paragraphs of ``../shared/data/ontopic/squad_v1.1_dev_43articles.json`` and the
+first 112 HotpotQA ones — built with ``ragshield index`` (packaged MiniLM, exact FAISS);
+``--questions`` (50) SQuAD *test*-split questions (odd-position articles, see
+:mod:`ragshield.eval.ontopic`), drawn round-robin over the articles with ``--seed``; every
+setting (``--attacks all``: 8 planting settings and extraction); 3 chains (none;
+ragdefender; ragdefender,ecosaferag); the packaged Qwen2.5-0.5B writes targets and attack
+texts and answers end to end (``--no-generator``: filter-level only), extraction with
+``--extraction-queries`` (10) per attack and chain. It prints the time per stage, the
+time per question of the LLM stages (so a reduced run extrapolates) and the summary table.
+LLM replies and answers are cached under ``--out``; a rerun resumes.
+
+``--compare-shared``: on the 44 HotpotQA poisoning targets (test split, the shared
+incorrect answers as targets), PoisonedRAG (5 passages per target) planted into the
+HotpotQA on-topic index, no defense: the published texts vs texts written by the packaged
+0.5B model (:class:`~ragshield.attacks.poisonedrag.PoisonedRAGAttack`). Reported for
+both: ``adv_retrieved`` (planted passages in the top-10), ``attack_reaches`` (one in the
+5-passage context) and, on the first ``--e2e`` targets, end-to-end ASR with the 0.5B
+generator; and the ratio generated / shared (issue #18 asks >= 0.8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SQUAD = "ontopic/squad_v1.1_dev_43articles.json"
+HOTPOT = "ontopic/hotpotqa_distractor_dev100.json"
+CHAINS = ("none", "ragdefender", "ragdefender,ecosaferag")
+MODEL = "qwen2.5-0.5b"
+
+
+def _corpus(path: Path, n_passages: int) -> int:
+    """SQuAD's paragraphs, then HotpotQA's, up to ``n_passages``, as a JSONL corpus."""
+    from ragshield.eval.ontopic import load_ontopic
+
+    rows = [p for name in (SQUAD, HOTPOT) for p in load_ontopic(SHARED / name).passages]
+    rows = rows[:n_passages]
+    with path.open("w", encoding="utf-8") as fh:
+        for p in rows:
+            fh.write(json.dumps({"_id": p.id, "title": p.title, "text": p.text}) + "\n")
+    return len(rows)
+
+
+def _questions(n: int, seed: int) -> list:
+    """``n`` SQuAD test questions, one article after another (round-robin), seeded."""
+    import random
+
+    from ragshield.eval.ontopic import load_ontopic
+    from ragshield.eval.scan_questions import ScanQuestion
+
+    test = load_ontopic(SHARED / SQUAD).split("test")
+    by_topic: dict[str, list] = {}
+    for c in test:
+        by_topic.setdefault(c.topic, []).append(c)
+    rng = random.Random(seed)
+    for group in by_topic.values():
+        rng.shuffle(group)
+    picked = []
+    while len(picked) < n and any(by_topic.values()):
+        for topic in sorted(by_topic):
+            if by_topic[topic] and len(picked) < n:
+                picked.append(by_topic[topic].pop())
+    return [ScanQuestion(c.question, c.answers) for c in picked]
+
+
+def full(args: argparse.Namespace) -> None:
+    from rich.console import Console
+
+    from ragshield.attacks.writer import TextWriter
+    from ragshield.eval.scan import run_scan
+    from ragshield.eval.scan_cli import _print_summary
+    from ragshield.eval.scan_writer import AttackTextWriter
+    from ragshield.generate.factory import make_generator
+    from ragshield.indexing import index_corpus
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    index = out / "index"
+    if not (index / "meta.json").is_file():
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as tmp:
+            n = _corpus(Path(tmp) / "corpus.jsonl", args.passages)
+            index_corpus(Path(tmp) / "corpus.jsonl", index)
+        timings["build_index (not part of a scan)"] = time.perf_counter() - t0
+        print(f"indexed {n} passages in {timings['build_index (not part of a scan)']:.0f} s")
+    qs = _questions(args.questions, args.seed)
+    writer = TextWriter(MODEL)
+    t0 = time.perf_counter()
+    writer.warm_up()
+    timings["load_writer"] = time.perf_counter() - t0
+    gen = None
+    if not args.no_generator:
+        gen = make_generator(MODEL, cache_dir=out / "scan" / "cache" / "answers")
+    from ragshield.eval.scan import open_scan_store
+
+    t0 = time.perf_counter()
+    opened = open_scan_store(index)
+    timings["open_index"] = time.perf_counter() - t0
+    from ragshield.eval.plant import REAL_SETTINGS
+
+    scan = run_scan(
+        index, qs, attacks=[*REAL_SETTINGS, "extraction"], defenses=list(CHAINS),
+        generator=gen, out_dir=out / "scan", question_source="SQuAD test questions",
+        show_progress=True, opened=opened, timings=timings,
+        attack_writer=AttackTextWriter(writer, opened[1]), attacker=writer.generator_,
+        extraction_queries=args.extraction_queries,
+    )  # fmt: skip
+    _print_summary(Console(width=120), scan)
+    total = sum(v for k, v in scan.timings.items() if not k.startswith("build_index"))
+    nq = len(scan.questions)
+    print("\n| stage | seconds | per question |\n|---|---:|---:|")
+    for k, v in scan.timings.items():
+        print(f"| {k} | {v:.1f} | {v / nq:.2f} |")
+    print(f"| **scan total** ({scan.n_passages} passages, {nq} questions) | {total:.1f} | |")
+    per_q = sum(scan.timings.get(k, 0.0) for k in ("write_attacks", "attack_and_filter")) / nq
+    fixed = total - per_q * nq
+    print(f"extrapolated to 50 questions: {(fixed + 50 * per_q) / 60:.1f} min "
+          f"(fixed {fixed:.0f} s + 50 x {per_q:.1f} s)")  # fmt: skip
+    print(f"attack texts: {scan.notes.get('attack_texts')}")
+
+
+def compare_shared(args: argparse.Namespace) -> None:
+    from ragshield.attacks.poisonedrag import PoisonedRAGAttack
+    from ragshield.attacks.writer import TextWriter
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.ontopic import load_ontopic
+    from ragshield.eval.real_retrieval import build_base_store, run_real_eval
+    from ragshield.generate.factory import make_generator
+
+    out = Path(args.out)
+    data = load_ontopic(SHARED / HOTPOT, poisoning_dir=SHARED / "poisoning" / "hotpotqa")
+    cases = [c for c in data.split("test") if c.attack_texts.get("poisonedrag")][: args.targets]
+    enc = SentenceTransformerEncoder()
+    store = build_base_store(data, enc)
+    writer = TextWriter(MODEL)
+    attack = PoisonedRAGAttack(writer)
+    t0 = time.perf_counter()
+    llm_cases = []
+    for i, c in enumerate(cases):
+        texts = tuple(attack.craft(c.question, c.target_answer, 5, seed=i))
+        llm_cases.append(
+            dataclasses.replace(c, attack_texts={"poisonedrag": texts}, attack_source="llm")
+        )
+        print(f"\rwrote {i + 1}/{len(cases)} ({time.perf_counter() - t0:.0f} s)", end="",
+              file=sys.stderr, flush=True)  # fmt: skip
+    write_s = time.perf_counter() - t0
+    n_written = sum(len(c.attack_texts["poisonedrag"]) for c in llm_cases)
+    print(f"\nwrote {n_written} passages for {len(cases)} targets in {write_s:.0f} s")
+    gen = make_generator(MODEL, cache_dir=out / "compare-cache" / "answers") if args.e2e else None
+    # poisonedrag-1 plants each target's first passage: LLM-written whenever the LLM wrote
+    # one, so that row compares the texts alone; poisonedrag (5) tops a short LLM list up
+    # with template texts (column "sources").
+    rows = {}
+    for label, cs in (("shared", cases), ("llm", llm_cases)):
+        for setting in ("poisonedrag-1", "poisonedrag"):
+            res = run_real_eval(
+                data, cs, {"none": None}, [setting], encoder=enc, base_store=store,
+                split="test", seed=args.seed,
+            )  # fmt: skip
+            row = res.get("none", setting)
+            m: dict = dict(row.metrics)
+            m["planted"], m["sources"] = row.m_planted, row.sources
+            if gen is not None:
+                e2e = run_real_eval(
+                    data, cs[: args.e2e], {"none": None}, [setting], encoder=enc,
+                    base_store=store, split="test", seed=args.seed, generator=gen,
+                )  # fmt: skip
+                m["asr"] = e2e.get("none", setting).metrics["asr"]
+            rows[(setting, label)] = m
+    keys = ["planted", "adv_retrieved", "attack_reaches"] + (["asr"] if gen else [])
+    print(f"\nPoisonedRAG on {len(cases)} HotpotQA targets, no defense"
+          + (f" (ASR on the first {args.e2e})" if gen else ""))  # fmt: skip
+    print("| setting | texts | sources | " + " | ".join(keys) + " |")
+    print("|---|---|---|" + "---:|" * len(keys))
+    for (setting, label), m in rows.items():
+        vals = " | ".join(f"{m[k]:.3f}" for k in keys)
+        print(f"| {setting} | {label} | {m['sources']} | {vals} |")
+    for setting in ("poisonedrag-1", "poisonedrag"):
+        llm, shared = rows[(setting, "llm")], rows[(setting, "shared")]
+        ratio = [f"{k} {llm[k] / shared[k]:.2f}" for k in keys[1:] if shared[k]]
+        print(f"ratio llm / shared ({setting}): " + ", ".join(ratio))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--compare-shared", action="store_true")
+    ap.add_argument("--passages", type=int, default=2000)
+    ap.add_argument("--questions", type=int, default=50)
+    ap.add_argument("--extraction-queries", type=int, default=10)
+    ap.add_argument("--no-generator", action="store_true", help="filter-level metrics only")
+    ap.add_argument("--targets", type=int, default=44, help="--compare-shared: targets")
+    ap.add_argument("--e2e", type=int, default=0, help="--compare-shared: targets for ASR")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="runs/bench-scan")
+    args = ap.parse_args()
+    if not SHARED.is_dir():
+        sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")
+    compare_shared(args) if args.compare_shared else full(args)
+
+
+if __name__ == "__main__":
+    main()

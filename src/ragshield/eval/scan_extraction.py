@@ -1,0 +1,130 @@
+"""The ``extraction`` setting of ``ragshield scan``: how much of the index leaks.
+
+Example::
+
+    from ragshield.eval.scan_extraction import run_scan_extraction
+
+    cells, notes = run_scan_extraction(store, encoder, chains, max_queries=10)
+    print([(c.chain, c.attack, c.crr) for c in cells])
+
+Why: poisoning is one threat to a RAG index, theft of its content another. This runs the
+black-box extraction attackers of :mod:`ragshield.attacks.extraction` (RAG-Thief, the worm)
+through a real :class:`~ragshield.pipeline.RAGPipeline` per defense chain, built on the
+scanned in-memory copy, and scores everything the attacker saw with the Chunk Recovery
+Rate against the index's own chunks (:class:`~ragshield.eval.crr.ChunkRecoveryScorer`,
+RAGFort §5.1's rule), one judge encoder (the index's) for every chain.
+
+The budget is small on purpose (``max_queries`` per attack and chain, 10 by default): a
+scan estimates, it does not run the papers' 1,000 rounds. RAG-Thief runs only when an
+attacker LLM is given (its reflection writes the follow-up queries); otherwise the worm
+alone runs and a note says so. With the extractive generator (no ``--generator``) no single
+answer can reproduce a chunk, so CRR stays near zero — the note says that too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ragshield.defenses.base import PassageFilter
+from ragshield.embed.base import Encoder
+from ragshield.generate.base import Generator
+from ragshield.store.faiss_store import FaissStore
+
+#: Extraction queries per attack and chain (``--extraction-queries``); ours, see above.
+DEFAULT_EXTRACTION_QUERIES = 10
+SETTING = "extraction"
+
+
+@dataclass(frozen=True)
+class ExtractionCell:
+    """One attack against one chain: CRR and what it cost."""
+
+    chain: str
+    attack: str
+    crr: float
+    recovered: int
+    n_chunks: int
+    queries: int
+    chunks_reached: int
+    seconds: float
+    stop_reason: str
+
+
+def extraction_attacks(attacker: Generator | None) -> tuple[list[str], list[str]]:
+    """The attacks to run and the notes explaining what was left out."""
+    if attacker is None:
+        return ["worm"], [
+            "rag-thief skipped: it needs an attacker LLM (--writer llm or --generator)"
+        ]
+    return ["rag-thief", "worm"], []
+
+
+def run_scan_extraction(
+    store: FaissStore,
+    encoder: Encoder,
+    chains: Mapping[str, PassageFilter | None],
+    *,
+    generator: Generator | None = None,
+    attacker: Generator | None = None,
+    max_queries: int = DEFAULT_EXTRACTION_QUERIES,
+    k: int = 10,
+    context_k: int = 5,
+    seed: int = 0,
+    on_query: Callable[[str, str], None] | None = None,
+) -> tuple[list[ExtractionCell], list[str]]:
+    """Every extraction attack against every chain on ``store`` (see the module docstring);
+    ``generator`` answers in the pipeline (``None`` = extractive), ``attacker`` writes
+    RAG-Thief's queries. ``on_query(chain, attack)`` sees every query (progress bars)."""
+    from ragshield.config import PipelineConfig, RetrievalConfig, build_pipeline
+    from ragshield.eval.crr import ChunkRecoveryScorer
+    from ragshield.eval.extraction import attack_factory
+    from ragshield.generate.extractive import ExtractiveGenerator
+    from ragshield.pipeline import RAGPipeline
+    from ragshield.types import Answer
+
+    names, notes = extraction_attacks(attacker)
+    gen = generator or ExtractiveGenerator(encoder)
+    if generator is None:
+        notes.append(
+            "answers by the extractive generator (one context sentence): CRR stays near zero; "
+            "pass --generator for an LLM that can copy its context"
+        )
+    texts = [p.text for p in store.passages]
+    titled = any(p.title for p in store.passages)  # the index embedded "title. text"
+    scorer = ChunkRecoveryScorer(encoder).fit(texts, None if titled else store.vectors)
+    cells: list[ExtractionCell] = []
+    for chain_name, chain in chains.items():
+        rag = build_pipeline(
+            PipelineConfig(retrieval=RetrievalConfig(k=k, context_k=context_k)),
+            encoder=encoder, store=store, generator=gen, filters=[chain] if chain else [],
+        )  # fmt: skip
+        for name in names:
+            attack = attack_factory(
+                name, encoder=encoder, max_queries=max_queries, attacker_generator=attacker,
+                seed=seed,
+            )()  # fmt: skip
+            reached: set[str] = set()
+
+            def ask(
+                q: str, _c: str = chain_name, _a: str = name, _r: set[str] = reached,
+                _rag: RAGPipeline = rag,
+            ) -> Answer:  # fmt: skip
+                ans = _rag.answer(q, k=k)
+                _r.update(p.id for p in ans.passages)
+                if on_query is not None:
+                    on_query(_c, _a)
+                return ans
+
+            t0 = time.perf_counter()
+            outputs = list(attack.run(ask))
+            res = scorer.score(outputs)
+            cells.append(
+                ExtractionCell(
+                    chain_name, name, float(res.crr), int(res.n_recovered), int(res.n_chunks),
+                    len(outputs), len(reached), time.perf_counter() - t0,
+                    str(getattr(attack, "stop_reason_", "")),
+                )
+            )  # fmt: skip
+    return cells, notes
