@@ -152,6 +152,9 @@ class RAGDefender(_RAGDefenderBase):
     restated_question, restate_min_words: remove a passage holding the whole question (of
         at least that many words) verbatim.
     require_evidence: remove a dense group only with attack evidence (see above).
+    signature_min_size: a loose group's signature-bearing members are removed only when
+        at least this many remain (one benign topic passage may name the target answer;
+        dev SQuAD PR x5 gold kept 0.758 -> 0.765, no other dev cell changed).
     dense_threshold, natural_similarity: group density that counts as evidence; the
         index's own calibration (``calibrate(profile)``) fills ``natural_similarity``.
 
@@ -184,6 +187,7 @@ class RAGDefender(_RAGDefenderBase):
         "require_evidence": [Boolean()],
         "dense_threshold": [_COSINE],
         "natural_similarity": [_COSINE, None],
+        "signature_min_size": [Interval(int, 1, None)],
     }
 
     def __init__(
@@ -215,6 +219,7 @@ class RAGDefender(_RAGDefenderBase):
         require_evidence: bool = True,
         dense_threshold: float = 0.9,  # SQuAD dev index: 1-NN cosine p99.9 0.896
         natural_similarity: float | None = None,
+        signature_min_size: int = 2,  # real-retrieval dev: a lone benign passage names it
     ) -> None:
         self.encoder = encoder
         self.restated_question = restated_question
@@ -222,6 +227,7 @@ class RAGDefender(_RAGDefenderBase):
         self.require_evidence = require_evidence
         self.dense_threshold = dense_threshold
         self.natural_similarity = natural_similarity
+        self.signature_min_size = signature_min_size
         self.mode = mode
         self.m = m
         self.p = p
@@ -388,6 +394,9 @@ class RAGDefender(_RAGDefenderBase):
                         i for i, b in zip(g.tolist(), bearing, strict=True) if not b
                     )
                     g = g[bearing]
+                    if g.size < self.signature_min_size and not work.evidence[g].any():
+                        details["signature_kept"].extend(g.tolist())
+                        continue  # one topic passage that happens to name the target answer
                     evidenced = evidenced or g.size > 0
                     if g.size == 0:
                         continue
