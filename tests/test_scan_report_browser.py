@@ -36,7 +36,7 @@ def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("scanreport")
     assert run(["index", str(demo_files()[0]), "--out", str(root / "idx")]) == 0
-    argv = ["scan", str(root / "idx"), "--generate", "3", "--attacks", "clean,poisonedrag",
+    argv = ["scan", str(root / "idx"), "--generate", "3", "--writer", "template", "--attacks", "clean,poisonedrag",
             "--defenses", "none;ragdefender", "--out", str(root / "out")]  # fmt: skip
     assert run(argv) == 0
     return root / "out" / "report.html"
