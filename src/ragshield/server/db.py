@@ -337,6 +337,24 @@ class Database:
         already serialises them; PostgreSQL takes a transaction-scoped advisory lock, as
         concurrent ``CREATE TABLE`` would otherwise collide in its catalog.
         """
+        for attempt in range(5):
+            try:
+                current = self._migrate_once()
+                break
+            except StorageError as exc:
+                # SQLite: a brand-new file switching to WAL while another replica migrates
+                # can answer "database is locked" before the busy timeout applies; retry.
+                if "locked" not in str(exc) or attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        if current > SCHEMA_VERSION:  # pragma: no cover - a newer server wrote this DB
+            raise StorageError(
+                f"the database schema is version {current}, newer than this ragshield "
+                f"({SCHEMA_VERSION}): upgrade ragshield."
+            )
+        return int(current)
+
+    def _migrate_once(self) -> int:
         with self.write() as conn:
             if conn.dialect.name == "postgresql":
                 conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
@@ -349,11 +367,6 @@ class Database:
                         insert(schema_version).values(version=version, applied_at=time.time())
                     )
                     current = version
-        if current > SCHEMA_VERSION:  # pragma: no cover - a newer server wrote this DB
-            raise StorageError(
-                f"the database schema is version {current}, newer than this ragshield "
-                f"({SCHEMA_VERSION}): upgrade ragshield."
-            )
         return int(current)
 
     def schema_version(self) -> int:
