@@ -138,12 +138,9 @@ class TypoAttack:
     @property
     def encoder_(self) -> Encoder:
         if self._encoder is None:
-            if self.encoder is None:
-                from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+            from ragshield.embed.sentence_transformer import encoder_or_default
 
-                self._encoder = SentenceTransformerEncoder()
-            else:
-                self._encoder = self.encoder
+            self._encoder = encoder_or_default(self.encoder)
         return self._encoder
 
     def _check(self, n: int) -> None:

@@ -86,12 +86,9 @@ class PoisonedRAGWhiteBoxAttack:
     @property
     def encoder_(self) -> Encoder:
         if self._encoder is None:
-            if self.encoder is None:
-                from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+            from ragshield.embed.sentence_transformer import encoder_or_default
 
-                self._encoder = SentenceTransformerEncoder()
-            else:
-                self._encoder = self.encoder
+            self._encoder = encoder_or_default(self.encoder)
         return self._encoder
 
     @property

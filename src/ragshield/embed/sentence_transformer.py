@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ragshield.embed.base import l2_normalize
+from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, ModelNotFoundError
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
@@ -143,3 +143,8 @@ def _bars_disabled() -> bool:
     return os.environ.get("RAGSHIELD_NO_PROGRESS", "") not in ("", "0") or bool(
         os.environ.get("CI")
     )
+
+
+def encoder_or_default(encoder: Encoder | None) -> Encoder:
+    """``encoder``, or the packaged MiniLM encoder when none was given."""
+    return encoder if encoder is not None else SentenceTransformerEncoder()
