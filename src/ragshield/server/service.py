@@ -273,6 +273,46 @@ class Service:
             return hmac.new(self._hash_key, data, hashlib.sha256).hexdigest()
         return hashlib.sha256(data).hexdigest()
 
+    def _audit(
+        self,
+        key: ApiKey,
+        endpoint: str,
+        question: str,
+        k: int | None,
+        defenses: Sequence[str],
+        *,
+        status: int,
+        outcome: str,
+        request_id: str | None = None,
+        chunk_ids: Sequence[str] = (),
+        decisions: Sequence[dict[str, Any]] = (),
+        coverage: int | None = None,
+        reason: str | None = None,
+        latency_ms: float = 0.0,
+    ) -> AuditRecord:
+        """The audit row of one request, stamped now; every service path writes its rows
+        through here so the hashing of the question and the id scheme cannot drift apart.
+
+        ``novelty`` is left to the database, which computes it with the ledger update.
+        """
+        return AuditRecord(
+            request_id=uuid.uuid4().hex if request_id is None else request_id,
+            key_id=key.id,
+            ts=self._now(),
+            endpoint=endpoint,
+            status=status,
+            outcome=outcome,
+            question_hash=self.question_hash(question),
+            k=k,
+            defenses=list(defenses),
+            chunk_ids=list(chunk_ids),
+            decisions=list(decisions),
+            novelty=None,
+            coverage=coverage,
+            reason=reason,
+            latency_ms=latency_ms,
+        )
+
     def _refuse(
         self,
         key: ApiKey,
@@ -293,22 +333,16 @@ class Service:
             )
             return Refused(reason, retry_after, kind)
         self.db.record(
-            AuditRecord(
-                request_id=uuid.uuid4().hex,
-                key_id=key.id,
-                ts=self._now(),
-                endpoint=endpoint,
+            self._audit(
+                key,
+                endpoint,
+                question,
+                k,
+                defenses,
                 status=429,
                 outcome=outcome,
-                question_hash=self.question_hash(question),
-                k=k,
-                defenses=list(defenses),
-                chunk_ids=[],
-                decisions=[],
-                novelty=None,
                 coverage=coverage,
                 reason=reason,
-                latency_ms=0.0,
             )
         )
         return Refused(reason, retry_after, kind)
@@ -321,25 +355,10 @@ class Service:
             "minute": key.rpm or lim.requests_per_minute or None,  # 0 = unlimited
             "day": key.rpd or lim.requests_per_day or None,
         }
-        now = self._now()
-        opened = AuditRecord(  # the charge and this row commit together (issue #15 item 12)
-            request_id=uuid.uuid4().hex,
-            key_id=key.id,
-            ts=now,
-            endpoint=endpoint,
-            status=0,
-            outcome="admitted",
-            question_hash=self.question_hash(question),
-            k=k,
-            defenses=list(defenses),
-            chunk_ids=[],
-            decisions=[],
-            novelty=None,
-            coverage=None,
-            reason=None,
-            latency_ms=0.0,
-        )
-        check = self.db.consume(key.id, [(w, secs, per[w]) for w, secs in WINDOWS], now, opened)
+        # the charge and this row commit together (issue #15 item 12)
+        opened = self._audit(key, endpoint, question, k, defenses, status=0, outcome="admitted")
+        windows = [(w, secs, per[w]) for w, secs in WINDOWS]
+        check = self.db.consume(key.id, windows, opened.ts, opened)
         if not check.allowed:
             self.metrics.rate_limited.labels(check.window).inc()
             wait = math.ceil(check.retry_after)
@@ -415,19 +434,17 @@ class Service:
         latency = (time.perf_counter() - t0) * 1000
         self._close(
             verdict.admission,
-            AuditRecord(
-                request_id=request_id,
-                key_id=key.id,
-                ts=self._now(),
-                endpoint="ask",
+            self._audit(
+                key,
+                "ask",
+                req.question,
+                k,
+                resolved.names,
                 status=200,
                 outcome="slowed" if verdict.action == "slow" else "ok",
-                question_hash=self.question_hash(req.question),
-                k=k,
-                defenses=list(resolved.names),
+                request_id=request_id,
                 chunk_ids=served,
                 decisions=_audit_decisions(reports),
-                novelty=None,
                 coverage=verdict.coverage,
                 reason=verdict.reason or None,
                 latency_ms=latency,
@@ -506,21 +523,17 @@ class Service:
         request_id = uuid.uuid4().hex if admission is None else admission.request_id
         self._close(
             admission,
-            AuditRecord(
-                request_id=request_id,
-                key_id=key.id,
-                ts=self._now(),
-                endpoint="filter",
+            self._audit(
+                key,
+                "filter",
+                req.query,
+                None,
+                resolved.names,
                 status=200,
                 outcome="ok",
-                question_hash=self.question_hash(req.query),
-                k=None,
-                defenses=list(resolved.names),
+                request_id=request_id,
                 chunk_ids=[r.id for r in kept],
                 decisions=_audit_decisions(reports),
-                novelty=None,
-                coverage=None,
-                reason=None,
                 latency_ms=(time.perf_counter() - t0) * 1000,
             ),
             [],
