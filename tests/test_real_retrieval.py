@@ -123,3 +123,15 @@ def test_cli_rejects_a_foreign_out_dir(tmp_path: Path, capsys: pytest.CaptureFix
     assert run(["eval", "retrieval", str(data), "--out", str(tmp_path)]) == 2
     assert "did not write" in capsys.readouterr().err
     assert (tmp_path / "mine.txt").read_text() == "x"
+
+
+def test_cli_rejects_a_file_as_out_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ragshield.cli import run
+
+    out = tmp_path / "results.md"  # one of the command's own names, but a user's file
+    out.write_text("mine")
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps({"passages": [], "questions": []}))
+    assert run(["eval", "retrieval", str(data), "--out", str(out)]) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert out.read_text() == "mine"

@@ -8,7 +8,8 @@ Example::
         --split test --per-topic 6 --settings clean,poisonedrag-1,mixed-4x
 
 A thin layer over :func:`ragshield.eval.real_retrieval.run_real_eval`; the split rule is
-documented in :mod:`ragshield.eval.ontopic` and printed with every table.
+documented in :mod:`ragshield.eval.ontopic` and printed with every table. ``--out`` must be
+a new or empty folder, or one this command wrote (:mod:`ragshield.eval.outdir`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Annotated
 import typer
 
 from ragshield.errors import InputError
+from ragshield.eval.outdir import check_out_dir, claim_out_dir
 
 DEFAULT_DEFENSES = "none;ragdefender-paper;ragdefender;ecosaferag;ragdefender,ecosaferag"
 
@@ -47,16 +49,7 @@ def build_defenses(spec: str, encoder: object, mode: str) -> dict[str, object]:
     return out
 
 
-_OURS = frozenset({"results.md", "results.json"})
-
-
-def _check_out(out: Path) -> None:
-    """Write only into a new or empty folder, or one holding this command's own files."""
-    if out.exists() and (not out.is_dir() or any(p.name not in _OURS for p in out.iterdir())):
-        raise InputError(
-            f"--out {out} exists and holds files this command did not write; "
-            "choose a new folder (nothing was written)."
-        )
+OUTPUT_FILES = frozenset({"results.md", "results.json"})
 
 
 def retrieval(
@@ -89,7 +82,7 @@ def retrieval(
     from ragshield.eval.real_retrieval import run_real_eval
 
     if out is not None:
-        _check_out(out)
+        check_out_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after it
     ds = load_ontopic(data, poisoning_dir=poisoning_dir, per_topic=per_topic, seed=seed)
     cases = ds.split(split)  # type: ignore[arg-type]
     enc = SentenceTransformerEncoder()
@@ -108,6 +101,6 @@ def retrieval(
     table = res.to_markdown()
     typer.echo(table)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        out = claim_out_dir(out, "retrieval", OUTPUT_FILES)
         (out / "results.md").write_text(table + "\n", encoding="utf-8")
         (out / "results.json").write_text(json.dumps(res.to_dict(), indent=2), encoding="utf-8")
