@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -177,20 +176,6 @@ def test_recommend_excludes_chains_that_lose_accuracy() -> None:
 def test_bar_chart_escapes_names() -> None:
     svg = bar_chart({"<script>": {"x&y": 0.5}}, "t")
     assert "<script>" not in svg and "&lt;script&gt;" in svg and "x&amp;y" in svg
-
-
-@pytest.fixture(scope="module")
-def pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A local PostgreSQL for this module (the URI ``ragshield db start`` prints)."""
-    try:
-        from ragshield.store import pgserver_local
-
-        data = tmp_path_factory.mktemp("pgdata")
-        uri = pgserver_local.start(data, persistent=False)
-    except Exception as exc:  # pragma: no cover - environment-dependent
-        pytest.skip(f"cannot start a local PostgreSQL with pgserver: {exc}")
-    yield uri
-    pgserver_local.stop(data)
 
 
 def _table_digest(uri: str, table: str) -> tuple[int, str]:

@@ -1,9 +1,9 @@
 """The service's tables on SQLite and on a real PostgreSQL, through the same assertions.
 
-The PostgreSQL cases start a local server with ``pgserver`` (the [pg] extra) and skip,
-with the reason, only when it cannot start. Each test gets a fresh database on that
-server, so tests stay independent. What is checked: versioned migration, API keys
-(create / verify / revoke), fixed-window budgets under concurrency, blocks, the
+The PostgreSQL cases use a local server from ``pgserver`` (the [pg] extra; ``pg_uri`` in
+conftest.py) and skip, with the reason, only when it cannot start. Each test gets a fresh
+database on that server, so tests stay independent. What is checked: versioned migration,
+API keys (create / verify / revoke), fixed-window budgets under concurrency, blocks, the
 served-chunk ledger and novelty, the audit log, and ``ragshield serve``'s service reading a
 ``postgresql+psycopg://`` storage URL from its config file.
 """
@@ -33,20 +33,6 @@ from ragshield.server.db import (
 
 FAST = AuthConfig(argon2_time_cost=1, argon2_memory_kib=8, argon2_parallelism=1)
 _schemas = (f"ragshield_test_{i}" for i in itertools.count())
-
-
-@pytest.fixture(scope="module")
-def pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A local PostgreSQL for this module (the URI ``ragshield db start`` prints)."""
-    try:
-        from ragshield.store import pgserver_local
-
-        data = tmp_path_factory.mktemp("pgdata")
-        uri = pgserver_local.start(data, persistent=False)
-    except Exception as exc:  # pragma: no cover - environment-dependent
-        pytest.skip(f"cannot start a local PostgreSQL with pgserver: {exc}")
-    yield uri
-    pgserver_local.stop(data)
 
 
 def _fresh_pg_database(uri: str) -> str:

@@ -6,7 +6,6 @@ default; /v1/filter without a filter is a 400."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,19 +81,6 @@ def test_example_config_defends_and_filter_needs_a_filter(
 
 
 # ---- pgvector ----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    try:
-        from ragshield.store import pgserver_local
-
-        data = tmp_path_factory.mktemp("pgdata")
-        uri = pgserver_local.start(data, persistent=False)
-    except Exception as exc:  # pragma: no cover - environment-dependent
-        pytest.skip(f"cannot start a local PostgreSQL with pgserver: {exc}")
-    yield uri
-    pgserver_local.stop(data)
-
-
 def test_service_serves_a_pgvector_index(pg_uri: str, tmp_path: Path, encoder: Any) -> None:
     idx = tmp_path / "pg-idx"
     build_index(

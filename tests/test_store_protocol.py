@@ -1,7 +1,7 @@
 """One VectorStore suite, run unchanged against FAISS and PostgreSQL + pgvector.
 
-The pgvector cases start a real local server with ``pgserver`` and skip, with the reason,
-only when it cannot start.
+The pgvector cases run on a real local server (``pgserver``, the ``pg_uri`` fixture of
+conftest.py) and skip, with the reason, only when it cannot start.
 """
 
 from __future__ import annotations
@@ -20,19 +20,6 @@ from ragshield.store.persist import load_store
 from ragshield.types import Passage
 
 DIM = 16
-
-
-@pytest.fixture(scope="module")
-def pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    try:
-        from ragshield.store import pgserver_local
-
-        data = tmp_path_factory.mktemp("pgdata")
-        uri = pgserver_local.start(data, persistent=False)
-    except Exception as exc:  # pragma: no cover - environment-dependent
-        pytest.skip(f"cannot start a local PostgreSQL with pgserver: {exc}")
-    yield uri
-    pgserver_local.stop(data)
 
 
 _counter = iter(range(10**6))

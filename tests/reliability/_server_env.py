@@ -52,20 +52,6 @@ def make_fixture(
         s.close()
 
 
-@pytest.fixture(scope="module", name="pg_uri")
-def pg_uri_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A local PostgreSQL for the module (pgserver, the [pg] extra); skips if it cannot start."""
-    try:
-        from ragshield.store import pgserver_local
-
-        data = tmp_path_factory.mktemp("pgdata")
-        uri = pgserver_local.start(data, persistent=False)
-    except Exception as exc:  # pragma: no cover - environment-dependent
-        pytest.skip(f"cannot start a local PostgreSQL with pgserver: {exc}")
-    yield uri
-    pgserver_local.stop(data)
-
-
 def fresh_pg_url(uri: str) -> str:
     """A SQLAlchemy URL on a fresh schema of the test server (tests stay independent)."""
     from sqlalchemy import create_engine

@@ -16,7 +16,6 @@ from ._server_env import (  # noqa: F401
     demo_index_fixture,
     fresh_pg_url,
     make_fixture,
-    pg_uri_fixture,
 )
 
 CAP = 12  # distinct chunks per key; the demo index has 30, each answer serves 5
