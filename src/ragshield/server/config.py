@@ -33,16 +33,40 @@ SCOPES = ("ask", "filter", "admin")
 # Extraction signatures: requests to repeat / print / continue the retrieved context, the
 # commands RAG-Thief (Jiang et al. 2024 §4) and the RAG worm (Cohen et al. 2024 §3) rely on,
 # and the "repeat all the context" family of Zeng et al. 2024a. Case-insensitive regexes.
+# What the system holds, as an extraction request names it.
+_CONTEXT = (
+    r"contexts?|documents?|passages?|chunks?|knowledge[- ]base|retrieved (?:text|data)|"
+    r"system prompt|text (?:above|below)|(?:text|everything) you (?:were|are|have been) given"
+)
+# "verbatim" alone is ordinary English ("a nearly verbatim record of the debates", a SQuAD
+# dev question): the signature needs a request — a clause-initial copy verb, optionally
+# after "please" / "can you" / "I want you to" — whose object is the system's context, with
+# the verbatim qualifier anywhere in that sentence. A wh-word between verb and object
+# ("show me which documents quote Luther verbatim") is a question about the documents.
+_REQUEST = (
+    r"(?:^|[.!?:;,\n])[\s\"'(\[*-]*(?:(?:and|but|please|kindly|just|now|then|instead|also|"
+    r"simply|so|first|finally)\s+)*(?:(?:can|could|would|will) you\s+(?:please\s+)?|"
+    r"(?:you (?:must|should|need to|have to)|i (?:want|need|would like) you to)\s+)?"
+    r"(?:repeat|print|output|copy|reproduce|recite|dump|echo|reveal|write|show|display|give|"
+    r"list|return|type|quote|tell|provide|paste|transcribe|read)\b"
+    r"(?:(?!\b(?:which|what|who|whom|whose|where|when|why|how|whether|if)\b)[^.?!\n]){0,80}?"
+)
+_HELD = (
+    rf"\b(?:{_CONTEXT}|everything|(?:what(?:ever)?|all) you (?:were|are|have been|have) "
+    r"(?:given|told|shown|provided|received|retrieved))\b"
+)
+_VERBATIM = (
+    r"\b(?:word[- ]for[- ]word|verbatim|character[- ]for[- ]character|"
+    r"exactly as (?:it is |they are |it was |they were )?(?:written|given|shown|provided)|"
+    r"without (?:summari[sz]ing|paraphrasing))\b"
+)
 DEFAULT_SIGNATURES: dict[str, str] = {
     "repeat-context": (
         r"\b(?:repeat|print|output|copy|reproduce|recite|dump|echo|reveal|write|show|"
-        r"display)\b[^.?!\n]{0,60}?\b(?:contexts?|documents?|passages?|chunks?|"
-        r"knowledge[- ]base|retrieved (?:text|data)|system prompt|text (?:above|below)|"
-        r"(?:text|everything) you (?:were|are|have been) given)\b"
+        rf"display)\b[^.?!\n]{{0,60}}?\b(?:{_CONTEXT})\b"
     ),
     "verbatim": (
-        r"\b(?:word[- ]for[- ]word|verbatim|character[- ]for[- ]character|"
-        r"exactly as (?:it is |they are )?written|without summari[sz]ing)\b"
+        rf"{_REQUEST}(?:{_HELD}[^.?!\n]{{0,80}}?{_VERBATIM}|{_VERBATIM}[^.?!\n]{{0,80}}?{_HELD})"
     ),
     "ignore-instructions": (
         r"\bignore (?:the|all|any|your|previous|prior|above)\b[^.?!\n]{0,30}?"
