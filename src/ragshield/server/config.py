@@ -26,6 +26,7 @@ from ragshield.config import PipelineConfig, format_validation_error, read_confi
 from ragshield.config import RetrievalConfig as PipelineRetrieval
 from ragshield.defenses import registry
 from ragshield.errors import InputError
+from ragshield.server.proxies import parse_networks
 
 ENV_PREFIX = "RAGSHIELD_SERVE_"
 SCOPES = ("ask", "filter", "admin")
@@ -166,7 +167,16 @@ class ThrottleConfig(_Section):
 
 
 class AuthConfig(_Section):
-    """argon2id cost of *new* key hashes (a stored hash carries its own parameters)."""
+    """argon2id cost of *new* key hashes (a stored hash carries its own parameters), the
+    failed-authentication limit, and who the client is.
+
+    The failure limit counts per client address. Behind a reverse proxy, list it in
+    ``trusted_proxies`` (e.g. ``["127.0.0.1", "::1"]`` for nginx on the same host,
+    ``["10.0.0.0/8"]`` for a load balancer's subnet): a request from one of them is then
+    counted against the right-most ``X-Forwarded-For`` address that is not itself a trusted
+    proxy. Without it, every user behind the proxy shares the proxy's one bucket; the
+    header of a peer not listed is never read, so a client cannot choose its own address.
+    """
 
     # argon2-cffi defaults = RFC 9106 §4 second recommended option (t=3, 64 MiB, p=4)
     argon2_time_cost: int = Field(default=3, ge=1)
@@ -186,6 +196,16 @@ class AuthConfig(_Section):
     # a 401 / auth 429 is answered after this delay (a sleeping coroutine, no thread): it
     # caps how fast one connection can guess or flood
     failure_delay_seconds: float = Field(default=0.5, ge=0.0)
+    # reverse proxies (IPs / CIDRs) whose X-Forwarded-For names the client for the failure
+    # limit and the access log; empty = the socket peer is the client, the header is
+    # ignored (anyone could write it). See :mod:`ragshield.server.proxies`.
+    trusted_proxies: list[str] = Field(default_factory=list)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        parse_networks(value)
+        return value
 
 
 class StorageConfig(_Section):
