@@ -216,6 +216,59 @@ def test_scopes(make: Callable[..., Any]) -> None:
     assert r.status_code == 200 and {k["name"] for k in r.json()} == {"f", "ops"}
 
 
+# ---- the client address behind reverse proxies (auth.trusted_proxies) ------------------
+PROXY = ("10.0.0.5", 40000)  # a load balancer's address, as the socket peer
+
+
+def _bad_key(client: TestClient, forwarded_for: str | None = None) -> httpx.Response:
+    """One failed authentication (a malformed key counts against the client)."""
+    headers = bearer("nonsense")
+    if forwarded_for is not None:
+        headers["X-Forwarded-For"] = forwarded_for
+    return client.post("/v1/ask", json={"question": LEGIT[0]}, headers=headers)
+
+
+def _throttled_as(r: httpx.Response) -> str:
+    assert r.status_code == 429, r.text
+    return str(r.json()["detail"]).split(" from ", 1)[1].split(" ", 1)[0]
+
+
+def _limited(make: Callable[..., Any], **auth: Any) -> TestClient:
+    auth = {**FAST_AUTH, "failure_limit": 2, "failure_delay_seconds": 0.0, **auth}
+    _, client, _ = make(auth=auth)
+    return TestClient(client.app, client=PROXY)
+
+
+def test_forwarded_for_is_ignored_by_default(make: Callable[..., Any]) -> None:
+    client = _limited(make)
+    assert [_bad_key(client, f"203.0.113.{i}").status_code for i in (1, 2)] == [401, 401]
+    assert _throttled_as(_bad_key(client, "203.0.113.3")) == "10.0.0.5"  # one bucket
+
+
+def test_trusted_proxy_forwards_each_users_address(
+    make: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    client = _limited(make, trusted_proxies=["10.0.0.0/8"])
+    with caplog.at_level("INFO", logger="ragshield.access"):
+        assert [_bad_key(client, "203.0.113.7").status_code for _ in range(2)] == [401, 401]
+    access = [r.getMessage() for r in caplog.records if r.name == "ragshield.access"]
+    assert [line.split(" ")[0] for line in access] == ["203.0.113.7"] * 2
+    assert _throttled_as(_bad_key(client, "203.0.113.7")) == "203.0.113.7"
+    # another user behind the same proxy has its own bucket ...
+    assert _bad_key(client, "203.0.113.8").status_code == 401
+    # ... and an address the throttled client writes in front of its own is not believed
+    assert _throttled_as(_bad_key(client, "198.51.100.1, 203.0.113.7, 10.1.1.1")) == "203.0.113.7"
+    # a malformed header from the proxy counts against the proxy itself
+    assert [_bad_key(client, "not-an-ip").status_code for _ in range(2)] == [401, 401]
+    assert _throttled_as(_bad_key(client, "203.0.113.9, 999.1.1.1")) == "10.0.0.5"
+
+
+def test_forwarded_for_from_an_untrusted_peer_is_ignored(make: Callable[..., Any]) -> None:
+    client = _limited(make, trusted_proxies=["192.0.2.0/24"])  # the peer 10.0.0.5 is not
+    assert [_bad_key(client, f"203.0.113.{i}").status_code for i in (1, 2)] == [401, 401]
+    assert _throttled_as(_bad_key(client, "203.0.113.3")) == "10.0.0.5"  # spoofing fails
+
+
 # ---- budgets ----------------------------------------------------------------------------
 def test_per_key_minute_budget_and_reset(make: Callable[..., Any]) -> None:
     service, client, clock = make()

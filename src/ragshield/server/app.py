@@ -20,7 +20,12 @@ access-logged and, when refused, audited (:mod:`ragshield.server.middleware`).
 
 Example::
 
-    uvicorn --factory ragshield.server.app:app_from_env   # RAGSHIELD_SERVE_CONFIG=server.toml
+    # RAGSHIELD_SERVE_CONFIG=server.toml
+    uvicorn --factory --no-proxy-headers ragshield.server.app:app_from_env
+
+(``--no-proxy-headers``: the client address behind a reverse proxy is the config's
+``auth.trusted_proxies`` business, :mod:`ragshield.server.proxies`; uvicorn would otherwise
+rewrite it first from ``X-Forwarded-For`` of loopback peers.)
 """
 
 import logging
@@ -51,6 +56,7 @@ from ragshield.server.middleware import (
     ObserveMiddleware,
     json_error,
 )
+from ragshield.server.proxies import TrustedProxies
 from ragshield.server.schemas import (
     AskRequest,
     AskResponse,
@@ -121,6 +127,7 @@ def create_app(service: Service) -> FastAPI:
     app.state.service = service
     app.state.audit = audit
     limiter = anyio.CapacityLimiter(service.config.limits.concurrency)
+    proxies = TrustedProxies.parse(service.config.auth.trusted_proxies)
     bearer = HTTPBearer(auto_error=False)
     header_key = APIKeyHeader(name="X-API-Key", auto_error=False)
 
@@ -132,8 +139,7 @@ def create_app(service: Service) -> FastAPI:
         ) -> ApiKey:
             token = credentials.credentials if credentials is not None else x_api_key
             request.state.key_id = presented_id(token)
-            client = request.client.host if request.client is not None else "unknown"
-            key = await service.keys.authenticate_async(token, client)
+            key = await service.keys.authenticate_async(token, proxies.client_of(request.scope))
             key.require(scope)
             return key
 
@@ -283,7 +289,8 @@ def create_app(service: Service) -> FastAPI:
         return {"id": key_id, "unblocked": service.db.unblock(key_id)}
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=service.config.limits.max_body_bytes)
-    app.add_middleware(ObserveMiddleware, service=service, audit=audit)  # outermost
+    # outermost
+    app.add_middleware(ObserveMiddleware, service=service, audit=audit, proxies=proxies)
     return app
 
 

@@ -63,7 +63,11 @@ def serve(
         err=True,
     )
     try:
-        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+        # proxy_headers off: auth.trusted_proxies alone decides whose X-Forwarded-For counts
+        # (uvicorn's own default believes any loopback peer's, or $FORWARDED_ALLOW_IPS)
+        uvicorn.run(
+            create_app(service), host=host, port=port, log_level="warning", proxy_headers=False
+        )
     finally:
         service.close()
 

@@ -26,6 +26,7 @@ from ragshield.config import PipelineConfig, format_validation_error, read_confi
 from ragshield.config import RetrievalConfig as PipelineRetrieval
 from ragshield.defenses import registry
 from ragshield.errors import InputError
+from ragshield.server.proxies import parse_networks
 
 ENV_PREFIX = "RAGSHIELD_SERVE_"
 SCOPES = ("ask", "filter", "admin")
@@ -33,16 +34,40 @@ SCOPES = ("ask", "filter", "admin")
 # Extraction signatures: requests to repeat / print / continue the retrieved context, the
 # commands RAG-Thief (Jiang et al. 2024 §4) and the RAG worm (Cohen et al. 2024 §3) rely on,
 # and the "repeat all the context" family of Zeng et al. 2024a. Case-insensitive regexes.
+# What the system holds, as an extraction request names it.
+_CONTEXT = (
+    r"contexts?|documents?|passages?|chunks?|knowledge[- ]base|retrieved (?:text|data)|"
+    r"system prompt|text (?:above|below)|(?:text|everything) you (?:were|are|have been) given"
+)
+# "verbatim" alone is ordinary English ("a nearly verbatim record of the debates", a SQuAD
+# dev question): the signature needs a request — a clause-initial copy verb, optionally
+# after "please" / "can you" / "I want you to" — whose object is the system's context, with
+# the verbatim qualifier anywhere in that sentence. A wh-word between verb and object
+# ("show me which documents quote Luther verbatim") is a question about the documents.
+_REQUEST = (
+    r"(?:^|[.!?:;,\n])[\s\"'(\[*-]*(?:(?:and|but|please|kindly|just|now|then|instead|also|"
+    r"simply|so|first|finally)\s+)*(?:(?:can|could|would|will) you\s+(?:please\s+)?|"
+    r"(?:you (?:must|should|need to|have to)|i (?:want|need|would like) you to)\s+)?"
+    r"(?:repeat|print|output|copy|reproduce|recite|dump|echo|reveal|write|show|display|give|"
+    r"list|return|type|quote|tell|provide|paste|transcribe|read)\b"
+    r"(?:(?!\b(?:which|what|who|whom|whose|where|when|why|how|whether|if)\b)[^.?!\n]){0,80}?"
+)
+_HELD = (
+    rf"\b(?:{_CONTEXT}|everything|(?:what(?:ever)?|all) you (?:were|are|have been|have) "
+    r"(?:given|told|shown|provided|received|retrieved))\b"
+)
+_VERBATIM = (
+    r"\b(?:word[- ]for[- ]word|verbatim|character[- ]for[- ]character|"
+    r"exactly as (?:it is |they are |it was |they were )?(?:written|given|shown|provided)|"
+    r"without (?:summari[sz]ing|paraphrasing))\b"
+)
 DEFAULT_SIGNATURES: dict[str, str] = {
     "repeat-context": (
         r"\b(?:repeat|print|output|copy|reproduce|recite|dump|echo|reveal|write|show|"
-        r"display)\b[^.?!\n]{0,60}?\b(?:contexts?|documents?|passages?|chunks?|"
-        r"knowledge[- ]base|retrieved (?:text|data)|system prompt|text (?:above|below)|"
-        r"(?:text|everything) you (?:were|are|have been) given)\b"
+        rf"display)\b[^.?!\n]{{0,60}}?\b(?:{_CONTEXT})\b"
     ),
     "verbatim": (
-        r"\b(?:word[- ]for[- ]word|verbatim|character[- ]for[- ]character|"
-        r"exactly as (?:it is |they are )?written|without summari[sz]ing)\b"
+        rf"{_REQUEST}(?:{_HELD}[^.?!\n]{{0,80}}?{_VERBATIM}|{_VERBATIM}[^.?!\n]{{0,80}}?{_HELD})"
     ),
     "ignore-instructions": (
         r"\bignore (?:the|all|any|your|previous|prior|above)\b[^.?!\n]{0,30}?"
@@ -142,7 +167,16 @@ class ThrottleConfig(_Section):
 
 
 class AuthConfig(_Section):
-    """argon2id cost of *new* key hashes (a stored hash carries its own parameters)."""
+    """argon2id cost of *new* key hashes (a stored hash carries its own parameters), the
+    failed-authentication limit, and who the client is.
+
+    The failure limit counts per client address. Behind a reverse proxy, list it in
+    ``trusted_proxies`` (e.g. ``["127.0.0.1", "::1"]`` for nginx on the same host,
+    ``["10.0.0.0/8"]`` for a load balancer's subnet): a request from one of them is then
+    counted against the right-most ``X-Forwarded-For`` address that is not itself a trusted
+    proxy. Without it, every user behind the proxy shares the proxy's one bucket; the
+    header of a peer not listed is never read, so a client cannot choose its own address.
+    """
 
     # argon2-cffi defaults = RFC 9106 §4 second recommended option (t=3, 64 MiB, p=4)
     argon2_time_cost: int = Field(default=3, ge=1)
@@ -162,6 +196,16 @@ class AuthConfig(_Section):
     # a 401 / auth 429 is answered after this delay (a sleeping coroutine, no thread): it
     # caps how fast one connection can guess or flood
     failure_delay_seconds: float = Field(default=0.5, ge=0.0)
+    # reverse proxies (IPs / CIDRs) whose X-Forwarded-For names the client for the failure
+    # limit and the access log; empty = the socket peer is the client, the header is
+    # ignored (anyone could write it). See :mod:`ragshield.server.proxies`.
+    trusted_proxies: list[str] = Field(default_factory=list)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        parse_networks(value)
+        return value
 
 
 class StorageConfig(_Section):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi.responses import JSONResponse
 
 from ragshield.server.db import AuditRecord, StorageError
+from ragshield.server.proxies import TrustedProxies
 
 if TYPE_CHECKING:
     from ragshield.server.service import Service
@@ -140,10 +141,17 @@ class AuditQueue:
 class ObserveMiddleware:
     """Metrics, the access log and audit rows for rejections (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, service: Service, audit: AuditQueue) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        service: Service,
+        audit: AuditQueue,
+        proxies: TrustedProxies | None = None,
+    ) -> None:
         self.app = app
         self.service = service
         self.audit = audit
+        self.proxies = proxies or TrustedProxies()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -172,11 +180,10 @@ class ObserveMiddleware:
             m = self.service.metrics
             m.requests.labels(endpoint, str(status)).inc()
             m.latency.labels(endpoint).observe(seconds)
-            client = scope.get("client") or ("-", 0)
             key_id = state.get("key_id") or "-"
             access_log.info(
                 '%s "%s %s" %d %.1fms key=%s',
-                client[0],
+                self.proxies.client_of(scope),
                 scope.get("method", "-"),
                 path,
                 status,
