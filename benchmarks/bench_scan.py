@@ -11,7 +11,8 @@ Full mode (the target: <= 30 min on this 2-core machine): an index of 2,000 pass
 first 112 HotpotQA ones — built with ``ragshield index`` (packaged MiniLM, exact FAISS);
 ``--questions`` (50) SQuAD *test*-split questions (odd-position articles, see
 :mod:`ragshield.eval.ontopic`), drawn round-robin over the articles with ``--seed``; every
-setting (``--attacks all``: 8 planting settings and extraction); 3 chains (none;
+attack (``--attacks``, default one setting per attack family: clean, poisonedrag,
+mixed-2x, injection-prefixed, injection-offtopic, injection-hijack, suffix, extraction); 3 chains (none;
 ragdefender; ragdefender,ecosaferag); the packaged Qwen2.5-0.5B writes targets and attack
 texts and answers end to end (``--no-generator``: filter-level only), extraction with
 ``--extraction-queries`` (10) per attack and chain. It prints the time per stage, the
@@ -41,6 +42,14 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SQUAD = "ontopic/squad_v1.1_dev_43articles.json"
 HOTPOT = "ontopic/hotpotqa_distractor_dev100.json"
 CHAINS = ("none", "ragdefender", "ragdefender,ecosaferag")
+#: One setting per attack of issue #18: PoisonedRAG; misleading + GARAG typos (mixed-2x
+#: plants PoisonedRAG, misleading and typo copies together); injection in a new passage
+#: (question-prefixed and off-topic) and in an existing one (hijack); GCG suffix;
+#: RAG-Thief and the worm (extraction). clean anchors accuracy.
+EVERY_ATTACK = (
+    "clean", "poisonedrag", "mixed-2x", "injection-prefixed", "injection-offtopic",
+    "injection-hijack", "suffix", "extraction",
+)  # fmt: skip
 MODEL = "qwen2.5-0.5b"
 
 
@@ -85,7 +94,7 @@ def full(args: argparse.Namespace) -> None:
     from ragshield.eval.scan import run_scan
     from ragshield.eval.scan_cli import _print_summary
     from ragshield.eval.scan_writer import AttackTextWriter
-    from ragshield.generate.factory import make_generator
+    from ragshield.generate.factory import batch_job_options, make_generator
     from ragshield.indexing import index_corpus
 
     out = Path(args.out)
@@ -100,13 +109,18 @@ def full(args: argparse.Namespace) -> None:
         timings["build_index (not part of a scan)"] = time.perf_counter() - t0
         print(f"indexed {n} passages in {timings['build_index (not part of a scan)']:.0f} s")
     qs = _questions(args.questions, args.seed)
-    writer = TextWriter(MODEL)
+    writer = TextWriter(  # replies cached under --out: a new --out times a cold scan
+        MODEL, cache_dir=out / "scan" / "cache" / "attack-text",
+        local_options=batch_job_options(MODEL),
+    )  # fmt: skip
     t0 = time.perf_counter()
     writer.warm_up()
     timings["load_writer"] = time.perf_counter() - t0
     gen = None
     if not args.no_generator:
-        gen = make_generator(MODEL, cache_dir=out / "scan" / "cache" / "answers")
+        gen = make_generator(
+            MODEL, cache_dir=out / "scan" / "cache" / "answers", **batch_job_options(MODEL)
+        )
     from ragshield.eval.scan import open_scan_store
 
     t0 = time.perf_counter()
@@ -114,8 +128,12 @@ def full(args: argparse.Namespace) -> None:
     timings["open_index"] = time.perf_counter() - t0
     from ragshield.eval.plant import REAL_SETTINGS
 
+    attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
+    if attacks == ["all"]:
+        attacks = [*REAL_SETTINGS, "extraction"]
+    print(f"attacks: {', '.join(attacks)}; chains: {'; '.join(CHAINS)}; seed {args.seed}")
     scan = run_scan(
-        index, qs, attacks=[*REAL_SETTINGS, "extraction"], defenses=list(CHAINS),
+        index, qs, attacks=attacks, defenses=list(CHAINS),
         generator=gen, out_dir=out / "scan", question_source="SQuAD test questions",
         show_progress=True, opened=opened, timings=timings,
         attack_writer=AttackTextWriter(writer, opened[1]), attacker=writer.generator_,
@@ -137,32 +155,41 @@ def full(args: argparse.Namespace) -> None:
 
 def compare_shared(args: argparse.Namespace) -> None:
     from ragshield.attacks.poisonedrag import PoisonedRAGAttack
-    from ragshield.attacks.writer import TextWriter
+    from ragshield.attacks.writer import TextWriter, write_in_batches
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.ontopic import load_ontopic
     from ragshield.eval.real_retrieval import build_base_store, run_real_eval
-    from ragshield.generate.factory import make_generator
+    from ragshield.generate.factory import batch_job_options, make_generator
 
     out = Path(args.out)
     data = load_ontopic(SHARED / HOTPOT, poisoning_dir=SHARED / "poisoning" / "hotpotqa")
     cases = [c for c in data.split("test") if c.attack_texts.get("poisonedrag")][: args.targets]
     enc = SentenceTransformerEncoder()
     store = build_base_store(data, enc)
-    writer = TextWriter(MODEL)
+    writer = TextWriter(MODEL, local_options=batch_job_options(MODEL))
     attack = PoisonedRAGAttack(writer)
     t0 = time.perf_counter()
-    llm_cases = []
-    for i, c in enumerate(cases):
-        texts = tuple(attack.craft(c.question, c.target_answer, 5, seed=i))
-        llm_cases.append(
-            dataclasses.replace(c, attack_texts={"poisonedrag": texts}, attack_source="llm")
-        )
-        print(f"\rwrote {i + 1}/{len(cases)} ({time.perf_counter() - t0:.0f} s)", end="",
-              file=sys.stderr, flush=True)  # fmt: skip
+
+    def craft_all() -> list[tuple[str, ...]]:
+        return [
+            tuple(attack.craft(c.question, c.target_answer, 5, seed=i)) for i, c in enumerate(cases)
+        ]
+
+    write_in_batches(writer, craft_all)  # batched replies into the cache, then read back
+    llm_cases = [
+        dataclasses.replace(c, attack_texts={"poisonedrag": texts}, attack_source="llm")
+        for c, texts in zip(cases, craft_all(), strict=True)
+    ]
     write_s = time.perf_counter() - t0
     n_written = sum(len(c.attack_texts["poisonedrag"]) for c in llm_cases)
     print(f"\nwrote {n_written} passages for {len(cases)} targets in {write_s:.0f} s")
-    gen = make_generator(MODEL, cache_dir=out / "compare-cache" / "answers") if args.e2e else None
+    gen = (
+        make_generator(
+            MODEL, cache_dir=out / "compare-cache" / "answers", **batch_job_options(MODEL)
+        )
+        if args.e2e
+        else None
+    )
     # poisonedrag-1 plants each target's first passage: LLM-written whenever the LLM wrote
     # one, so that row compares the texts alone; poisonedrag (5) tops a short LLM list up
     # with template texts (column "sources").
@@ -203,6 +230,12 @@ def main() -> None:
     ap.add_argument("--passages", type=int, default=2000)
     ap.add_argument("--questions", type=int, default=50)
     ap.add_argument("--extraction-queries", type=int, default=10)
+    ap.add_argument(
+        "--attacks",
+        default=",".join(EVERY_ATTACK),
+        help="scan settings (default: one per attack family; 'all' settings adds "
+        "poisonedrag-1 and mixed-4x, intensity variants)",
+    )
     ap.add_argument("--no-generator", action="store_true", help="filter-level metrics only")
     ap.add_argument("--targets", type=int, default=44, help="--compare-shared: targets")
     ap.add_argument("--e2e", type=int, default=0, help="--compare-shared: targets for ASR")

@@ -183,3 +183,71 @@ def test_real_smollm2_writes_a_poisonedrag_passage(tmp_path) -> None:  # type: i
         assert p.text.startswith("who designed the zorblat bridge.")
         assert re.search("mirena tolst", p.body, re.IGNORECASE)
     assert list(tmp_path.rglob("*.json"))  # replies were cached for a rerun
+
+
+class ScriptedMany(Scripted):
+    """A scripted generator that can also answer many instructions in one call."""
+
+    def __init__(self, reply) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(reply)
+        self.batches: list[list[str]] = []
+
+    def generate_many(self, requests):  # type: ignore[no-untyped-def]
+        self.batches.append([q for q, _ in requests])
+        return [self.generate(q, c) for q, c in requests]
+
+
+def _some_styles_fail(instruction: str, k: int) -> str:
+    """Deterministic per instruction; the plain and encyclopedia asks miss the target, so
+    the attack must retry."""
+    if "encyclopedia" in instruction or instruction.endswith("words."):
+        return "Canberra is the capital."
+    return f"Sydney it is ({instruction[-30:]})."
+
+
+class TestWriteInBatches:
+    QUESTIONS = (Q, "who wrote hamlet", "when did the war end")
+
+    def _craft_all(self, attack: PoisonedRAGAttack) -> list[list[str]]:
+        return [attack.craft(q, "Sydney", 3, seed=i) for i, q in enumerate(self.QUESTIONS)]
+
+    def test_same_passages_as_one_by_one_with_batched_writing(self, tmp_path) -> None:  # type: ignore[no-untyped-def]
+        from ragshield.attacks.writer import write_in_batches
+
+        one_by_one = self._craft_all(
+            PoisonedRAGAttack(TextWriter(CachedGenerator(Scripted(_some_styles_fail))))
+        )
+        inner = ScriptedMany(_some_styles_fail)
+        writer = TextWriter(CachedGenerator(inner, tmp_path))
+        attack = PoisonedRAGAttack(writer)
+        chunks: list[int] = []
+        write_in_batches(writer, lambda: self._craft_all(attack), on_chunk=chunks.append)
+        asked_in_batches = len(inner.calls)
+        assert self._craft_all(attack) == one_by_one
+        assert len(inner.calls) == asked_in_batches  # the real run read every reply back
+        assert len(inner.batches) >= 2  # a second round wrote the retries
+        flat = [i for b in inner.batches for i in b]
+        assert len(flat) == len(set(flat))  # no instruction written twice
+        assert sum(chunks) == len(flat)
+        assert all(len(b) > 1 for b in inner.batches[:1])  # questions share a batch
+
+    def test_targets_in_batches(self, tmp_path) -> None:  # type: ignore[no-untyped-def]
+        from ragshield.attacks.writer import write_in_batches
+
+        inner = ScriptedMany(lambda q, k: "Canberra" if "plausible" in q else "Perth")
+        writer = TextWriter(CachedGenerator(inner, tmp_path))
+        targets = TargetAnswerWriter(writer)
+        run = lambda: [targets.target_for(q, ["Canberra"]).target for q in self.QUESTIONS]  # noqa: E731
+        write_in_batches(writer, run)
+        assert run() == ["Perth"] * 3
+        assert len(inner.batches) == 2 and len(inner.batches[0]) == 3  # first asks, then retries
+
+    def test_no_cache_means_no_dry_run(self) -> None:
+        from ragshield.attacks.writer import write_in_batches
+
+        writer = TextWriter(Scripted(_style_echo))
+        calls: list[int] = []
+        write_in_batches(writer, lambda: calls.append(1))
+        assert calls == [] and not writer.can_prefetch
+        with pytest.raises(InputError, match="no cache"), writer.collecting():
+            pass

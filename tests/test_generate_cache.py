@@ -175,3 +175,40 @@ class TestInMemory:
         disk = CachedGenerator(inner, tmp_path)
         wrapped = answer_once(disk)  # a disk cache still gets the in-memory layer
         assert isinstance(wrapped, CachedGenerator) and wrapped.inner is disk
+
+
+class ManyGenerator(CountingGenerator):
+    """Also answers a list at once, recording each list (a batching generator)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lists: list[int] = []
+
+    def generate_many(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[Generation]:
+        self.lists.append(len(requests))
+        return [self.generate(q, c) for q, c in requests]
+
+
+class TestGenerateMany:
+    def test_hits_read_back_misses_in_one_inner_call(self, tmp_path: Path) -> None:
+        inner = ManyGenerator()
+        gen = CachedGenerator(inner, tmp_path)
+        first = gen.generate(QUESTION, CONTEXTS)
+        reqs = [(QUESTION, CONTEXTS), ("q2", []), ("q3", CONTEXTS[:1]), ("q2", [])]
+        out = gen.generate_many(reqs)
+        assert out[0].text == first.text and out[0].details["cache"] == "hit"
+        assert [g.details["cache"] for g in out[1:]] == ["miss", "miss", "miss"]
+        assert inner.lists == [2]  # the repeated miss is computed once
+        assert out[3].text == out[1].text
+        assert gen.lookup("q3", CONTEXTS[:1]).text == out[2].text  # type: ignore[union-attr]
+        again = CachedGenerator(inner, tmp_path).generate_many(reqs)
+        assert [g.details["cache"] for g in again] == ["hit"] * 4 and inner.lists == [2]
+
+    def test_lookup_never_computes_and_plain_inner_goes_one_by_one(self) -> None:
+        inner = CountingGenerator()
+        gen = CachedGenerator(inner)
+        assert gen.lookup(QUESTION, CONTEXTS) is None and inner.calls == 0
+        out = gen.generate_many([(QUESTION, CONTEXTS), ("q2", [])])
+        assert inner.calls == 2 and gen.lookup("q2", []).text == out[1].text  # type: ignore[union-attr]
+        with pytest.raises(InputError):
+            gen.generate_many([(QUESTION, "not a list")])  # type: ignore[list-item]

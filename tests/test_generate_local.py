@@ -362,3 +362,51 @@ def test_real_smollm2_answers_from_context():
     assert record["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     config = json.loads((gen.path_ / "config.json").read_text())
     assert "quantization_config" not in config
+
+
+class TestGenerateMany:
+    """Batched greedy decoding (:mod:`ragshield.generate.batch`) gives what one call gives."""
+
+    REQUESTS = (
+        ("Who designed the tower?", ["The tower was designed by G. Eiffel."]),
+        ("Why?", []),
+        ("A much longer question about the history of the tower and its designer?", CONTEXTS),
+        ("Who?", ["x"]),
+    )
+
+    @pytest.mark.parametrize("newline", [False, True])
+    def test_batched_equals_one_by_one_across_padding(self, tiny, newline):
+        gen = LocalLLMGenerator(tiny, max_new_tokens=10, stop_at_newline=newline)
+        single = [gen.generate(q, c) for q, c in self.REQUESTS]
+        batched = gen.generate_many(self.REQUESTS, batch_size=4)
+        assert [g.details["completion_ids"] for g in batched] == [
+            g.details["completion_ids"] for g in single
+        ]
+        assert [g.text for g in batched] == [g.text for g in single]
+        assert [g.prompt_tokens for g in batched] == [g.prompt_tokens for g in single]
+        assert {g.details["batch_size"] for g in batched} == {4}
+
+    def test_order_is_kept_across_batches(self, tiny_gen):
+        reqs = list(self.REQUESTS) * 2
+        out = tiny_gen.generate_many(reqs, batch_size=3)
+        assert [g.text for g in out] == [tiny_gen.generate(q, c).text for q, c in reqs]
+
+    def test_sampling_answers_one_by_one(self, tiny):
+        gen = LocalLLMGenerator(tiny, max_new_tokens=6, temperature=1.0, seed=3)
+        out = gen.generate_many(self.REQUESTS[:2])
+        assert [g.text for g in out] == [gen.generate(q, c).text for q, c in self.REQUESTS[:2]]
+        assert all("batch_size" not in g.details for g in out)
+
+    def test_empty_and_bad_input(self, tiny_gen):
+        assert tiny_gen.generate_many([]) == []
+        with pytest.raises(InputError):
+            tiny_gen.generate_many([("q", "not a list")])  # type: ignore[list-item]
+
+
+def test_batch_job_options():
+    from ragshield.generate.factory import batch_job_options
+
+    opts = batch_job_options("qwen2.5-0.5b")
+    assert opts["dtype"] == "auto" and opts["threads"] >= 1
+    for spec in ("extractive", "template", "openai:http://127.0.0.1:1/v1#m", None):
+        assert batch_job_options(spec) == {}

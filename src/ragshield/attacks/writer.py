@@ -17,6 +17,14 @@ prompt tells the model to answer briefly or say "I don't know", which is the wro
 for writing a passage. Decoding is greedy, so the same instruction always gives the same
 text; attacks vary the instruction (not a sampling seed) to get distinct passages.
 
+Batching: an attack asks its instructions one after another (a retry depends on the reply
+before it), which on a CPU wastes the cheap width of a decode step. :meth:`TextWriter.collecting`
+runs such code as a dry run — replies come from the cache, an uncached instruction is
+recorded and answered with a stand-in — and :meth:`TextWriter.prefetch` then writes all
+recorded instructions in batches into the cache; repeated until nothing new is recorded,
+the real run reads every reply back (:func:`write_in_batches`). The result is what the
+sequential run would produce from the same cached replies.
+
 ``spec="template"`` means no LLM at all: attacks then fall back to their fixed wording and
 report ``generated_by == "template"`` so every table can label such rows.
 """
@@ -25,6 +33,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +79,8 @@ class TextWriter:
         cache, :func:`default_cache_dir`; a :class:`Generator` object is used as passed).
     max_new_tokens: reply budget; 96 tokens holds a ~50-word passage (Tan et al.'s
         passages in the shared data have a median of 52 words).
+    local_options: extra constructor options for a local model spec (e.g.
+        :func:`ragshield.generate.factory.batch_job_options`); ignored otherwise.
     """
 
     def __init__(
@@ -77,11 +89,14 @@ class TextWriter:
         *,
         cache_dir: str | os.PathLike[str] | None = None,
         max_new_tokens: int = 96,
+        local_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.generator = generator
         self.cache_dir = cache_dir
         self.max_new_tokens = max_new_tokens
+        self.local_options = dict(local_options or {})
         self._gen: Generator | None = None
+        self._collect: list[str] | None = None
 
     @property
     def is_template(self) -> bool:
@@ -100,6 +115,7 @@ class TextWriter:
                 options: dict[str, Any] = {"max_new_tokens": self.max_new_tokens}
                 if not spec.startswith("openai:"):
                     options.update(stop_at_newline=False, prompt_style="ragfort")
+                    options.update(self.local_options)
                 self._gen = make_generator(
                     spec, cache_dir=self.cache_dir or default_cache_dir(), **options
                 )
@@ -123,9 +139,57 @@ class TextWriter:
             if callable(method):
                 method()
 
+    @property
+    def can_prefetch(self) -> bool:
+        """True when replies are cached and can be looked up (see the module docstring)."""
+        return not self.is_template and callable(getattr(self.generator_, "lookup", None))
+
+    @contextmanager
+    def collecting(self) -> Iterator[list[str]]:
+        """A dry run: inside, :meth:`write` answers from the cache only; an instruction not
+        in it is appended to the yielded list and answered with the instruction itself (a
+        stand-in that carries the target answer, so attacks do not ask for retries)."""
+        if not self.can_prefetch:
+            raise InputError("this writer's generator has no cache to collect against")
+        self._collect = []
+        try:
+            yield self._collect
+        finally:
+            self._collect = None
+
+    def prefetch(
+        self,
+        instructions: Sequence[str],
+        *,
+        chunk: int = 64,
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> None:
+        """Write every ``instruction`` not yet cached, ``chunk`` at a time (the generator
+        batches each chunk; a stop loses at most one chunk)."""
+        todo = list(dict.fromkeys(instructions))
+        many = getattr(self.generator_, "generate_many", None)
+        for start in range(0, len(todo), chunk):
+            part = todo[start : start + chunk]
+            if callable(many):
+                many([(ins, []) for ins in part])
+            else:
+                for ins in part:
+                    self.generator_.generate(ins, [])
+            if on_chunk is not None:
+                on_chunk(len(part))
+
     def write(self, instruction: str) -> Written:
         """The generator's reply to ``instruction``, cleaned by :func:`clean_reply`."""
-        out = self.generator_.generate(instruction, [])
+        if self._collect is not None:
+            hit = self.generator_.lookup(instruction, [])  # type: ignore[attr-defined]
+            if hit is None:
+                self._collect.append(instruction)
+                return Written(
+                    clean_reply(instruction), instruction, self.generated_by, 0.0, 0, False
+                )
+            out = hit
+        else:
+            out = self.generator_.generate(instruction, [])
         timings = dict(out.timings)
         details = dict(out.details)
         return Written(
@@ -136,6 +200,28 @@ class TextWriter:
             completion_tokens=int(out.completion_tokens),
             cached=details.get("cache") == "hit",
         )
+
+
+def write_in_batches(
+    writer: TextWriter,
+    run: Callable[[], object],
+    *,
+    max_rounds: int = 8,
+    on_chunk: Callable[[int], None] | None = None,
+) -> None:
+    """Fill ``writer``'s cache for everything ``run`` will ask, in batches: dry runs of
+    ``run`` (:meth:`TextWriter.collecting`) alternate with :meth:`TextWriter.prefetch`
+    until a dry run records nothing new (or ``max_rounds``). ``run`` is then called for
+    real by the caller and reads every reply from the cache. A writer without a cache
+    is left alone (``run`` then writes one reply at a time)."""
+    if not writer.can_prefetch:
+        return
+    for _ in range(max_rounds):
+        with writer.collecting() as pending:
+            run()
+        if not pending:
+            return
+        writer.prefetch(pending, on_chunk=on_chunk)
 
 
 _LABEL = re.compile(

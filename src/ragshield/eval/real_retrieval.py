@@ -51,6 +51,7 @@ from ragshield.errors import InputError
 from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import REAL_SETTINGS, PlantedPassage, attack_passages, planted_copy
 from ragshield.generate.base import Generator
+from ragshield.generate.cache import answer_once
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
 from ragshield.types import FilterResult, RetrievedPassage
@@ -236,6 +237,7 @@ def run_real_eval(
     if unknown:
         raise InputError(f"unknown setting(s) {unknown}; available: {', '.join(REAL_SETTINGS)}")
     cache = str(cache_dir) if cache_dir else None
+    generator = answer_once(generator)  # a repeated (question, context) is answered once
     store = base_store or build_base_store(data, encoder, cache)
     if calibrate_index:  # as a pipeline over a saved index does (config.assemble)
         from ragshield.defenses.calibration import calibrate, profile_vectors
@@ -262,18 +264,29 @@ def run_real_eval(
         sources = "+".join(sorted({p.source for p in planted_list})) or "-"
         for name, defense in defenses.items():
             scores: list[dict[str, float]] = []
-            for case, retrieved in zip(cases, hits, strict=True):
-                t0 = time.perf_counter()
-                res = None if defense is None else defense.filter(case.question, retrieved)
-                kept = list(retrieved) if res is None else list(res.kept)
-                ms = (time.perf_counter() - t0) * 1000.0
-                s = _score_question(case, retrieved, kept, planted, context_k)
-                s["filter_ms"] = ms
-                if generator is not None:
-                    s.update(_end_to_end(generator, case, kept, planted, context_k))
-                scores.append(s)
-                if on_question is not None:
-                    on_question(QuestionTrace(setting, name, case, retrieved, res, s, planted))
+            pairs = list(zip(cases, hits, strict=True))
+            for start in range(0, len(pairs), _ANSWER_CHUNK):
+                traces = []
+                for case, retrieved in pairs[start : start + _ANSWER_CHUNK]:
+                    t0 = time.perf_counter()
+                    res = None if defense is None else defense.filter(case.question, retrieved)
+                    kept = list(retrieved) if res is None else list(res.kept)
+                    ms = (time.perf_counter() - t0) * 1000.0
+                    s = _score_question(case, retrieved, kept, planted, context_k)
+                    s["filter_ms"] = ms
+                    traces.append((case, retrieved, res, kept, s))
+                if generator is not None:  # the chunk's answers in one call (batched)
+                    contexts = [_context(kept, context_k) for _, _, _, kept, _ in traces]
+                    texts = _answer_all(
+                        generator,
+                        [(t[0].question, c) for t, c in zip(traces, contexts, strict=True)],
+                    )
+                    for (case, _, _, _, s), text in zip(traces, texts, strict=True):
+                        s.update(_end_to_end(text, case, planted))
+                for case, retrieved, res, _, s in traces:
+                    scores.append(s)
+                    if on_question is not None:
+                        on_question(QuestionTrace(setting, name, case, retrieved, res, s, planted))
             rows.append(RealRow(name, setting, len(cases), per_target, sources, _mean(scores)))
             if show_progress:
                 print(f"  {setting:<20} {name:<24} done", flush=True)
@@ -284,17 +297,26 @@ def run_real_eval(
     )  # fmt: skip
 
 
-def _end_to_end(
-    generator: Generator,
-    case: QACase,
-    kept: Sequence[RetrievedPassage],
-    planted: Mapping[str, PlantedPassage],
-    context_k: int,
-) -> dict[str, float]:
+#: Questions filtered, then answered in one ``generate_many`` call (a local model decodes
+#: them in batches; ours: 32 = the local generator's batch width).
+_ANSWER_CHUNK = 32
+
+
+def _context(kept: Sequence[RetrievedPassage], context_k: int) -> list[str]:
+    return [r.text for r in sorted(kept, key=lambda r: -r.score)[:context_k]]
+
+
+def _answer_all(generator: Generator, requests: list[tuple[str, list[str]]]) -> list[str]:
+    """Answer texts; through ``generate_many`` when the generator has it (batched)."""
+    many = getattr(generator, "generate_many", None)
+    if callable(many):
+        return [g.text for g in many(requests)]
+    return [generator.generate(q, c).text for q, c in requests]
+
+
+def _end_to_end(text: str, case: QACase, planted: Mapping[str, PlantedPassage]) -> dict[str, float]:
     from ragshield.attacks.injection import REFUSAL_ANSWER
 
-    context = sorted(kept, key=lambda r: -r.score)[:context_k]
-    text = generator.generate(case.question, [r.text for r in context]).text
     mine = [p for p in planted.values() if p.question_id == case.id]
     # With nothing planted (clean) the question's own attacker answer, if it has one, gives
     # the baseline: how often the response names it anyway (comparison questions name both

@@ -301,7 +301,11 @@ def run_scan(
         with _timed(timings, "write_attacks"), tqdm(
             total=len(cases), desc="write attacks", unit="q", disable=not show_progress,
             leave=False,
-        ) as wbar:  # fmt: skip
+        ) as wbar, tqdm(
+            desc="write attack texts (batched replies)", unit="reply",
+            disable=not show_progress, leave=False,
+        ) as rbar:  # fmt: skip
+            attack_writer.on_chunk = rbar.update
             cases = attack_writer.fill(
                 cases, questions, golden, seed=seed, on_case=lambda _c: wbar.update(1)
             )

@@ -250,10 +250,10 @@ def scan(
         source = f"questions file {questions}"
     gen = None
     if generator:
-        from ragshield.generate.factory import make_generator
+        from ragshield.generate.factory import batch_job_options, make_generator
 
         cache = None if generator.strip() == "extractive" else out_dir / "cache" / "answers"
-        gen = make_generator(generator, opened[1], cache_dir=cache)
+        gen = make_generator(generator, opened[1], cache_dir=cache, **batch_job_options(generator))
     attacker = text_writer.generator_ if text_writer is not None else None
     if attacker is None and gen is not None and gen.name != "extractive":
         attacker = gen
@@ -282,7 +282,10 @@ def _writer(spec: str) -> TextWriter | None:
         raise InputError("--writer is empty; use llm, template or a generator spec")
     if spec == TEMPLATE:
         return None
-    return TextWriter(DEFAULT_WRITER_MODEL if spec == "llm" else spec)
+    from ragshield.generate.factory import batch_job_options
+
+    spec = DEFAULT_WRITER_MODEL if spec == "llm" else spec
+    return TextWriter(spec, local_options=batch_job_options(spec))
 
 
 def _print_summary(console: Console, scan: ScanResult) -> None:

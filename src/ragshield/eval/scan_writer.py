@@ -2,7 +2,7 @@
 
 Example::
 
-    from ragshield.attacks.writer import TextWriter
+    from ragshield.attacks.writer import TextWriter, write_in_batches
     from ragshield.eval.scan_writer import AttackTextWriter, llm_questions
 
     writer = TextWriter()                             # packaged Qwen2.5-0.5B, disk-cached
@@ -17,7 +17,10 @@ prefixed), misleading passages (no prefix, Tan et al.) and GARAG-style typo copi
 gold passage (genetic search with the index's own encoder) — and labels them
 ``attack_source="llm"``, so every table says where its texts came from. Every LLM reply
 goes through the writer's disk cache (:class:`~ragshield.generate.cache.CachedGenerator`),
-so a stopped scan resumes where it was.
+so a stopped scan resumes where it was. Each stage (targets, then passages) is first run
+dry over all questions and its replies written in batches
+(:func:`ragshield.attacks.writer.write_in_batches`): on a CPU a batch of 16 replies
+decodes in about the time of two.
 
 An LLM attack may return fewer passages than asked (a reply that does not state the target
 is dropped, never padded); :mod:`ragshield.eval.plant` then tops a setting up with its
@@ -34,7 +37,7 @@ from ragshield.attacks.garag import TypoAttack
 from ragshield.attacks.misleading import MisleadingPassageAttack
 from ragshield.attacks.poisonedrag import PoisonedRAGAttack
 from ragshield.attacks.targets import TargetAnswerWriter, differs
-from ragshield.attacks.writer import TextWriter
+from ragshield.attacks.writer import TextWriter, write_in_batches
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import QACase
@@ -76,6 +79,12 @@ class AttackTextWriter:
     n_misleading: misleading passages per question (ours: 3, so ``mixed-2x``'s 10 slots
         are filled by 5 + 3 + typo copies without template text).
     n_typos: GARAG typo copies of the gold passage per question (ours).
+    tries: extra asks per LLM passage whose reply lacks the target answer (ours: 1, a CPU
+        budget — PoisonedRAG re-asks up to L = 50 times; short lists are topped up with
+        labelled template texts by :mod:`ragshield.eval.plant`).
+    typo_population, typo_generations: the GARAG search size (ours: 10 × 8 ≈ 90 encodes
+        per question, a scan-sized budget; :class:`~ragshield.attacks.garag.TypoAttack`
+        defaults to 16 × 12 — each encode of a typo-ridden paragraph costs ~45 ms here).
     """
 
     def __init__(
@@ -86,6 +95,9 @@ class AttackTextWriter:
         n_poisonedrag: int = 5,  # Zou et al. 2025: N = 5 passages per target question
         n_misleading: int = 3,
         n_typos: int = 3,
+        tries: int = 1,
+        typo_population: int = 10,
+        typo_generations: int = 8,
     ) -> None:
         if writer.is_template:
             raise InputError("AttackTextWriter needs an LLM writer; 'template' has none")
@@ -94,7 +106,12 @@ class AttackTextWriter:
         self.n_poisonedrag = n_poisonedrag
         self.n_misleading = n_misleading
         self.n_typos = n_typos
+        self.tries = tries
+        self.typo_population = typo_population
+        self.typo_generations = typo_generations
         self.stats: dict[str, float] = {}
+        #: called with the number of replies each batched chunk wrote (progress bars)
+        self.on_chunk: Callable[[int], None] | None = None
 
     def fill(
         self,
@@ -111,47 +128,73 @@ class AttackTextWriter:
         by the case's decoy target (``cases[i].target_answer``): all targets are planted
         into one index, see :func:`ragshield.eval.scan_questions.decoy_targets`."""
         targets = TargetAnswerWriter(self.writer)
-        pr = PoisonedRAGAttack(self.writer)
-        misleading = MisleadingPassageAttack(self.writer)
-        typos = TypoAttack(self.encoder)
+        pr = PoisonedRAGAttack(self.writer, tries=self.tries)
+        misleading = MisleadingPassageAttack(self.writer, tries=self.tries)
+        typos = TypoAttack(
+            self.encoder, population=self.typo_population, generations=self.typo_generations
+        )
         every_right = [a for q in questions for a in q.answers]
+        pairs = list(zip(cases, questions, strict=True))
         stats = {"target_llm": 0, "target_file": 0, "target_decoy": 0, "poisonedrag": 0,
                  "blind": 0, "garag": 0, "seconds": 0.0}  # fmt: skip
+        t_start = time.perf_counter()
+
+        def pick_targets() -> list[tuple[str, str]]:
+            picked = []
+            for i, (case, q) in enumerate(pairs):
+                t = targets.target_for(
+                    case.question, case.answers, given=q.target or None, seed=seed + i
+                )
+                if t.generated_by == "file":
+                    picked.append((t.target, "target_file"))
+                elif t.generated_by.startswith("llm") and differs(t.target, every_right):
+                    picked.append((t.target, "target_llm"))
+                else:
+                    picked.append((case.target_answer, "target_decoy"))
+            return picked
+
+        # Stage by stage over all questions, so each stage's replies are written in
+        # batches first (write_in_batches) and then read back from the cache.
+        write_in_batches(self.writer, pick_targets, on_chunk=self.on_chunk)
+        chosen = pick_targets()
+        stats["seconds_targets"] = time.perf_counter() - t_start
+
+        def passages() -> list[dict[str, tuple[str, ...]]]:
+            texts = []
+            for i, ((case, _), (target, _)) in enumerate(zip(pairs, chosen, strict=True)):
+                made: dict[str, tuple[str, ...]] = {}
+                if target:
+                    made["poisonedrag"] = tuple(
+                        pr.craft(case.question, target, self.n_poisonedrag, seed=seed + i)
+                    )
+                    made["blind"] = tuple(
+                        misleading.craft(case.question, target, self.n_misleading, seed=seed + i)
+                    )
+                texts.append(made)
+            return texts
+
+        write_in_batches(self.writer, passages, on_chunk=self.on_chunk)
+        written = passages()
+        stats["seconds_passages"] = time.perf_counter() - t_start - stats["seconds_targets"]
         out: list[QACase] = []
-        for i, (case, q) in enumerate(zip(cases, questions, strict=True)):
-            t0 = time.perf_counter()
-            s = seed + i
-            t = targets.target_for(case.question, case.answers, given=q.target or None, seed=s)
-            target = t.target
-            if t.generated_by == "file":
-                stats["target_file"] += 1
-            elif t.generated_by.startswith("llm") and differs(target, every_right):
-                stats["target_llm"] += 1
-            else:
-                target = case.target_answer
-                stats["target_decoy"] += 1
-            texts: dict[str, tuple[str, ...]] = {}
-            if target:
-                texts["poisonedrag"] = tuple(
-                    pr.craft(case.question, target, self.n_poisonedrag, seed=s)
-                )
-                texts["blind"] = tuple(
-                    misleading.craft(case.question, target, self.n_misleading, seed=s)
-                )
+        for i, ((case, _), (target, how), texts) in enumerate(
+            zip(pairs, chosen, written, strict=True)
+        ):
+            stats[how] += 1
             gold = golden_text.get(case.id, "")
             if gold.strip() and self.n_typos:
                 texts["garag"] = tuple(
-                    typos.craft_from(case.question, gold, self.n_typos, seed=s,
+                    typos.craft_from(case.question, gold, self.n_typos, seed=seed + i,
                                      answers=case.answers)
                 )  # fmt: skip
             for kind, made in texts.items():
                 stats[kind] += len(made)
-            stats["seconds"] += time.perf_counter() - t0
             new = dataclasses.replace(
                 case, target_answer=target, attack_texts=texts, attack_source=LLM_SOURCE
             )
             out.append(new)
             if on_case is not None:
                 on_case(new)
+        stats["seconds"] = time.perf_counter() - t_start
         self.stats = stats
         return out

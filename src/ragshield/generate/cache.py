@@ -100,18 +100,17 @@ class CachedGenerator:
         assert self.cache_dir is not None
         return Path(self.cache_dir).expanduser() / key[:2] / f"{key}.json"
 
-    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+    def _stored(self, question: str, contexts: Sequence[str]) -> tuple[dict[str, Any], Any]:
         check_query(question)
         if isinstance(contexts, str) or not isinstance(contexts, Sequence):
             raise InputError("contexts must be a list of passage texts, not a bare string.")
         payload = self._payload(question, contexts)
         key = hashlib.sha256(_canonical(payload)).hexdigest()
         stored = self._memory.get(key) if self.cache_dir is None else _read(self._file(key))
-        if stored is not None:
-            self.hits += 1
-            return _to_generation(stored["generation"], cache="hit")
-        self.misses += 1
-        gen = self.inner.generate(question, contexts)
+        return payload, stored
+
+    def _store(self, payload: dict[str, Any], gen: Generation) -> Generation:
+        key = hashlib.sha256(_canonical(payload)).hexdigest()
         record: dict[str, Any] = {
             "key": key,
             "request": payload,
@@ -122,6 +121,48 @@ class CachedGenerator:
         else:
             _write_atomic(self._file(key), record)
         return _to_generation(record["generation"], cache="miss")
+
+    def lookup(self, question: str, contexts: Sequence[str]) -> Generation | None:
+        """The stored answer, or ``None``; never calls the generator (and counts nothing)."""
+        _, stored = self._stored(question, contexts)
+        return None if stored is None else _to_generation(stored["generation"], cache="hit")
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        payload, stored = self._stored(question, contexts)
+        if stored is not None:
+            self.hits += 1
+            return _to_generation(stored["generation"], cache="hit")
+        self.misses += 1
+        return self._store(payload, self.inner.generate(question, contexts))
+
+    def generate_many(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[Generation]:
+        """:meth:`generate` for many requests: hits are read back, the misses go to the
+        inner generator's ``generate_many`` in one call when it has one (a local model
+        then decodes them in batches), else one by one. Answers are stored when that
+        call returns: callers that must resume after a stop pass modest chunks."""
+        out: list[Generation | None] = []
+        missing: dict[str, tuple[dict[str, Any], tuple[str, Sequence[str]], list[int]]] = {}
+        for i, (question, contexts) in enumerate(requests):
+            payload, stored = self._stored(question, contexts)
+            if stored is None:
+                key = hashlib.sha256(_canonical(payload)).hexdigest()
+                missing.setdefault(key, (payload, (question, contexts), []))[2].append(i)
+                out.append(None)
+            else:
+                self.hits += 1
+                out.append(_to_generation(stored["generation"], cache="hit"))
+        self.misses += len(missing)
+        todo = list(missing.values())
+        many = getattr(self.inner, "generate_many", None)
+        if todo and callable(many):
+            made = many([req for _, req, _ in todo])
+        else:
+            made = [self.inner.generate(q, c) for _, (q, c), _ in todo]
+        for (payload, _, where), gen in zip(todo, made, strict=True):
+            stored_gen = self._store(payload, gen)
+            for i in where:  # a request repeated in the list is computed once
+                out[i] = stored_gen
+        return [g for g in out if g is not None]
 
 
 def answer_once(generator: Generator | None) -> CachedGenerator | None:

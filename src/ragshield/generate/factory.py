@@ -40,6 +40,19 @@ def _names() -> str:
     return ", ".join(sorted(MODELS))
 
 
+def batch_job_options(spec: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """Options for a local model in a job that owns the machine (``ragshield scan``,
+    benchmarks): ``dtype="auto"`` (bf16 where the CPU has bf16 units) and one torch
+    thread per usable core. Measured here (Qwen2.5-0.5B, 2 cores, AVX512-BF16): prefill
+    99 → 403 tokens/s and decode 6.5 → 10 steps/s against the interactive default
+    (float32, one thread, which stays polite on a shared CPU). ``{}`` for other specs."""
+    text = "" if spec is None else os.fspath(spec).strip()
+    if text in ("", "extractive", "template") or text.startswith("openai:"):
+        return {}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"dtype": "auto", "threads": max(1, cores or 1)}
+
+
 def make_generator(
     spec: str | os.PathLike[str] | None,
     encoder: Encoder | None = None,
