@@ -136,11 +136,18 @@ class TestTargets:
             ("The wrong answer is: The Hiroshima bomb", "The Hiroshima bomb"),
             ("Incorrect answer - Perth.\nExplanation follows", "Perth"),
             ('"George Harrison"', "George Harrison"),
+            ("The correct answer is Sydney.", "Sydney"),
+            ("Answer is Perth", "Perth"),
         ],
     )
     def test_reply_leads_are_stripped(self, reply: str, expected: str) -> None:
         gen = Scripted(lambda q, k: reply)
         assert TargetAnswerWriter(TextWriter(gen)).target_for(Q, ["Canberra"]).target == expected
+
+    def test_an_echoed_right_answer_is_rejected(self) -> None:
+        gen = Scripted(lambda q, k: "The correct answer is Canberra" if k == 1 else "Perth")
+        t = TargetAnswerWriter(TextWriter(gen)).target_for(Q, ["Canberra"])
+        assert t.target == "Perth" and len(gen.calls) == 2
 
     def test_llm_target_is_checked_and_retried(self) -> None:
         gen = Scripted(lambda q, k: "Canberra" if k == 1 else "Wrong answer: Sydney.\nBecause ...")

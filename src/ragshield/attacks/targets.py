@@ -51,9 +51,12 @@ TEMPLATE_ANSWERS: tuple[str, ...] = (
     "Tessaly Brune",
     "Ostrevia",
 )
-#: "Wrong answer:", "The incorrect answer is:", "Answer -" ... before the answer itself.
+#: "Wrong answer:", "The incorrect answer is:", "Answer -", "The correct answer is" ...
+#: before the answer itself (a 0.5B model often echoes the right answer that way; stripped,
+#: :func:`differs` then rejects it).
 _LEAD = re.compile(
-    r"^\W*(?:the\s+)?(?:(?:plausible|wrong|incorrect|false)\s+)*(?:answer\s*)?(?:is\s*)?[:：\-]\s*",
+    r"^\W*(?:the\s+)?(?:(?:plausible|wrong|incorrect|false|correct|right)\s+)*"
+    r"(?:(?:answer\s*)?(?:is\s*)?[:：\-]|answer\s+is\b)\s*",
     re.IGNORECASE,
 )
 _NUMBER = re.compile(r"^\s*(\d{1,4})(?:\s|$)")
