@@ -17,7 +17,9 @@ RAGFort §5.1's rule), one judge encoder (the index's) for every chain.
 The budget is small on purpose (``max_queries`` per attack and chain, 10 by default): a
 scan estimates, it does not run the papers' 1,000 rounds. RAG-Thief runs only when an
 attacker LLM is given (its reflection writes the follow-up queries); otherwise the worm
-alone runs and a note says so. With the extractive generator (no ``--generator``) no single
+alone runs and a note says so. The sessions run side by side in threads, so their
+answers are decoded in shared batches (:class:`~ragshield.generate.microbatch.BatchingGenerator`);
+each session's own queries stay in order, and ``seconds`` is its wall time among the others. With the extractive generator (no ``--generator``) no single
 answer can reproduce a chunk, so CRR stays near zero — the note says that too.
 """
 
@@ -25,11 +27,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ragshield.defenses.base import PassageFilter
 from ragshield.embed.base import Encoder
 from ragshield.generate.base import Generator
+from ragshield.generate.microbatch import BatchingGenerator
 from ragshield.store.faiss_store import FaissStore
 
 #: Extraction queries per attack and chain (``--extraction-queries``); ours, see above.
@@ -94,37 +98,43 @@ def run_scan_extraction(
     texts = [p.text for p in store.passages]
     titled = any(p.title for p in store.passages)  # the index embedded "title. text"
     scorer = ChunkRecoveryScorer(encoder).fit(texts, None if titled else store.vectors)
-    cells: list[ExtractionCell] = []
+    if callable(getattr(gen, "generate_many", None)):  # sessions' answers share batches
+        gen = BatchingGenerator(gen)
+    if attacker is not None and callable(getattr(attacker, "generate_many", None)):
+        attacker = BatchingGenerator(attacker)
+    sessions = []
     for chain_name, chain in chains.items():
         rag = build_pipeline(
             PipelineConfig(retrieval=RetrievalConfig(k=k, context_k=context_k)),
             encoder=encoder, store=store, generator=gen, filters=[chain] if chain else [],
         )  # fmt: skip
-        for name in names:
-            attack = attack_factory(
-                name, encoder=encoder, max_queries=max_queries, attacker_generator=attacker,
-                seed=seed,
-            )()  # fmt: skip
-            reached: set[str] = set()
+        sessions += [(chain_name, name, rag) for name in names]
 
-            def ask(
-                q: str, _c: str = chain_name, _a: str = name, _r: set[str] = reached,
-                _rag: RAGPipeline = rag,
-            ) -> Answer:  # fmt: skip
-                ans = _rag.answer(q, k=k)
-                _r.update(p.id for p in ans.passages)
-                if on_query is not None:
-                    on_query(_c, _a)
-                return ans
+    def run(chain_name: str, name: str, rag: RAGPipeline) -> ExtractionCell:
+        attack = attack_factory(
+            name, encoder=encoder, max_queries=max_queries, attacker_generator=attacker,
+            seed=seed,
+        )()  # fmt: skip
+        reached: set[str] = set()
 
-            t0 = time.perf_counter()
-            outputs = list(attack.run(ask))
-            res = scorer.score(outputs)
-            cells.append(
-                ExtractionCell(
-                    chain_name, name, float(res.crr), int(res.n_recovered), int(res.n_chunks),
-                    len(outputs), len(reached), time.perf_counter() - t0,
-                    str(getattr(attack, "stop_reason_", "")),
-                )
-            )  # fmt: skip
+        def ask(q: str) -> Answer:
+            ans = rag.answer(q, k=k)
+            reached.update(p.id for p in ans.passages)
+            if on_query is not None:
+                on_query(chain_name, name)
+            return ans
+
+        t0 = time.perf_counter()
+        outputs = list(attack.run(ask))
+        res = scorer.score(outputs)
+        return ExtractionCell(
+            chain_name, name, float(res.crr), int(res.n_recovered), int(res.n_chunks),
+            len(outputs), len(reached), time.perf_counter() - t0,
+            str(getattr(attack, "stop_reason_", "")),
+        )  # fmt: skip
+
+    # Each (chain, attack) session waits on one answer at a time; run side by side, their
+    # answers (and RAG-Thief's reflections) are decoded together (BatchingGenerator).
+    with ThreadPoolExecutor(max_workers=max(1, len(sessions))) as pool:
+        cells = list(pool.map(lambda s: run(*s), sessions))
     return cells, notes

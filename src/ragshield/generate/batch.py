@@ -34,6 +34,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ragshield.generate.lines import answer_line_ended, first_line
 from ragshield.types import Generation
 
 if TYPE_CHECKING:
@@ -62,8 +63,6 @@ def generate_batch(
 
 def _one_batch(gen: LocalLLMGenerator, batch: list[list[int]]) -> list[Generation]:
     import torch
-
-    from ragshield.generate.local_hf import answer_line_ended, first_line
 
     model, tok = gen.model_, gen.tokenizer_
     gen._set_threads()
@@ -131,8 +130,6 @@ class _NewlineStop:
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
-
-        from ragshield.generate.local_hf import answer_line_ended
 
         done = [
             answer_line_ended(self.tok.decode(row[self.width :], skip_special_tokens=True))

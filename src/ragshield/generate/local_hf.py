@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ragshield.errors import InputError, ModelNotFoundError, check_float, check_int, check_query
+from ragshield.generate.lines import answer_line_ended, first_line
 from ragshield.generate.prompt import build_messages, system_prompt
 from ragshield.types import Generation
 
@@ -73,20 +74,6 @@ def _check_messages(messages: object) -> list[dict[str, str]]:
             raise InputError(f"message {i} must be a mapping with string 'role' and 'content'.")
         out.append({"role": m["role"], "content": m["content"]})
     return out
-
-
-def answer_line_ended(text: str) -> bool:
-    """True once the answer has started and a newline follows it.
-
-    Leading newlines do not count: some models open their turn with a blank line.
-    """
-    return "\n" in text.lstrip()
-
-
-def first_line(text: str) -> str:
-    """The first non-blank line, stripped (what a newline-stopped answer returns)."""
-    stripped = text.strip()
-    return stripped.splitlines()[0].strip() if stripped else ""
 
 
 # Turn-end markers of common chat templates: a template's own end token is not always the

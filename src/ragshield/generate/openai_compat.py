@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragshield.errors import InputError, RagshieldError, check_float, check_int, check_query
+from ragshield.generate.lines import first_line
 from ragshield.generate.prompt import build_messages
 from ragshield.types import Generation
 
@@ -200,7 +201,7 @@ class OpenAICompatGenerator:
         if not isinstance(completion_tokens, int):
             completion_tokens = self.count_tokens(text)
         return Generation(
-            text=_first_line(text) if self.stop_at_newline else text.strip(),
+            text=first_line(text) if self.stop_at_newline else text.strip(),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             timings={"request": elapsed},
@@ -295,11 +296,6 @@ class OpenAICompatGenerator:
             )
         finish = first.get("finish_reason") if isinstance(first, Mapping) else None
         return content, finish if isinstance(finish, str) else None
-
-
-def _first_line(text: str) -> str:
-    stripped = text.strip()
-    return stripped.splitlines()[0].strip() if stripped else ""
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -1,0 +1,123 @@
+"""Answer ``generate()`` calls made at the same time from several threads in one batch.
+
+Example::
+
+    from concurrent.futures import ThreadPoolExecutor
+    from ragshield.generate.microbatch import BatchingGenerator
+
+    gen = BatchingGenerator(CachedGenerator(LocalLLMGenerator("qwen2.5-0.5b")))
+    with ThreadPoolExecutor(6) as pool:           # six independent sessions
+        answers = list(pool.map(lambda q: gen.generate(q, ctx).text, questions))
+
+Why: some loops cannot be batched by collecting their requests first — an extraction
+attacker's next query depends on the answer to its last one. Several such sessions run
+side by side (one per attack and defense chain in ``ragshield scan``) each block on one
+answer at a time. This wrapper lets the first waiting thread lead: it waits ``window_s``
+for the others to arrive, sends everything queued to the inner generator's
+``generate_many`` (a local model decodes the rows together, on a CPU at about the cost of
+one), and hands each thread its own answer. While a batch runs, new requests queue up and
+form the next one, so the sessions settle into waves without any scheduling of their own.
+
+A hand-written condition variable rather than an async framework: the callers are plain
+synchronous code (the attacks' ``run(ask)`` loops), and the batch is the only thing shared.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragshield.generate.base import Generator
+from ragshield.types import Generation
+
+
+@dataclass
+class _Pending:
+    request: tuple[str, list[str]]
+    result: Generation | None = None
+    error: BaseException | None = None
+    done: bool = field(default=False)
+
+
+class BatchingGenerator:
+    """Wraps a generator; concurrent :meth:`generate` calls share ``generate_many`` calls.
+
+    Parameters
+    ----------
+    inner: the generator; without a ``generate_many`` each queued call is answered alone.
+    window_s: how long a leading call waits for others before its batch starts (ours:
+        50 ms, far below one answer's cost of seconds).
+    max_batch: most requests per batch (ours: 32, the local generator's batch width).
+    """
+
+    def __init__(self, inner: Generator, *, window_s: float = 0.05, max_batch: int = 32) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.window_s = window_s
+        self.max_batch = max_batch
+        self.batches: list[int] = []  # sizes of the batches sent, for tests and reports
+        self._cv = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._leading = False
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def cache_identity(self) -> dict[str, Any]:
+        from ragshield.generate.cache import generator_identity
+
+        return generator_identity(self.inner)
+
+    def warm_up(self) -> None:
+        method = getattr(self.inner, "warm_up", None)
+        if callable(method):
+            method()
+
+    def generate_many(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[Generation]:
+        many = getattr(self.inner, "generate_many", None)
+        if callable(many):
+            out: list[Generation] = many(requests)
+            return out
+        return [self.inner.generate(q, c) for q, c in requests]
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        mine = _Pending((question, list(contexts)))
+        with self._cv:
+            self._queue.append(mine)
+            self._cv.notify_all()
+            while not mine.done:
+                if self._leading:
+                    self._cv.wait()
+                    continue
+                self._leading = True
+                deadline = time.monotonic() + self.window_s
+                while (
+                    len(self._queue) < self.max_batch and (left := deadline - time.monotonic()) > 0
+                ):
+                    self._cv.wait(left)
+                batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
+                self._cv.release()
+                try:
+                    self._run(batch)
+                finally:
+                    self._cv.acquire()
+                    self._leading = False
+                    self._cv.notify_all()
+        if mine.error is not None:
+            raise mine.error
+        assert mine.result is not None
+        return mine.result
+
+    def _run(self, batch: list[_Pending]) -> None:
+        self.batches.append(len(batch))
+        try:
+            results = self.generate_many([p.request for p in batch])
+        except BaseException as exc:  # every waiting caller sees the error, none hangs
+            for p in batch:
+                p.error, p.done = exc, True
+            return
+        for p, r in zip(batch, results, strict=True):
+            p.result, p.done = r, True
