@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.ragshield-installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup browser demo test lint bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,8 +24,16 @@ demo: setup
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/ragshield demo
 	OMP_WAIT_POLICY=PASSIVE RAGSHIELD_NO_PROGRESS=1 $(BIN)/ragshield scan --demo --attacks all --out demo-scan
 
+# headless Chromium for the report's browser test (Debian's package; needs root and apt,
+# otherwise that test is skipped with its reason)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && { apt-get install -y -qq chromium >/dev/null 2>&1 \
+	       || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null 2>&1; }; } \
+	  || echo "chromium not installed: the report's browser test will be skipped"; }
+
 # lint first (ruff check, ruff format --check, mypy), then the suite: CI's .ci/run calls this
-test: lint
+test: lint browser
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q
 
 lint: setup
