@@ -397,6 +397,23 @@ class TestGenerateMany:
         assert [g.text for g in out] == [gen.generate(q, c).text for q, c in self.REQUESTS[:2]]
         assert all("batch_size" not in g.details for g in out)
 
+    def test_long_one_line_answers_are_decoded_alone(self, tiny):
+        from ragshield.generate.batch import LONG_PROMPT_TOKENS
+
+        gen = LocalLLMGenerator(tiny, max_new_tokens=4, stop_at_newline=True)
+        long_ctx = ["Canberra is the capital of Australia. " * 15]
+        reqs = [("What is the capital?", long_ctx), *self.REQUESTS[:2]]
+        assert len(gen.prompt_ids(*reqs[0])) >= LONG_PROMPT_TOKENS
+        assert all(len(gen.prompt_ids(q, c)) < LONG_PROMPT_TOKENS for q, c in reqs[1:])
+        out = gen.generate_many(reqs)
+        assert "batch_size" not in out[0].details  # prefill-bound: alone is faster
+        assert [g.details["batch_size"] for g in out[1:]] == [2, 2]  # short ones share one
+        assert out[0].text == gen.generate(*reqs[0]).text
+        # an explicit width, or replies that are not one line, still batch
+        assert out[0].details != gen.generate_many(reqs, batch_size=3)[0].details
+        free = LocalLLMGenerator(tiny, max_new_tokens=4, stop_at_newline=False)
+        assert free.generate_many(reqs)[0].details["batch_size"] == 3
+
     def test_empty_and_bad_input(self, tiny_gen):
         assert tiny_gen.generate_many([]) == []
         with pytest.raises(InputError):

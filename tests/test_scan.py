@@ -173,6 +173,24 @@ def test_recommend_excludes_chains_that_lose_accuracy() -> None:
     assert "b" in rec.reason
 
 
+def test_recommend_end_to_end_excludes_a_chain_whose_answers_get_worse() -> None:
+    # b keeps the answer passage as often as none (answer_kept) but its edited context
+    # costs the generator 6 points of accuracy: end to end it must not be recommended
+    rows = (
+        _row("none", "clean", answer_kept=0.82, accuracy=0.38, asr=0.02),
+        _row("none", "suffix", answer_kept=0.8, accuracy=0.06, asr=0.54),
+        _row("a", "clean", answer_kept=0.82, accuracy=0.38, asr=0.02),
+        _row("a", "suffix", answer_kept=0.82, accuracy=0.38, asr=0.04),
+        _row("b", "clean", answer_kept=0.82, accuracy=0.32, asr=0.02),
+        _row("b", "suffix", answer_kept=0.82, accuracy=0.32, asr=0.02),
+    )
+    res = RealResults("t", "s", 10, 5, 0, "enc", rows)
+    rec = recommend(res, ["none", "a", "b"], "accuracy", "asr")
+    assert rec.chain == "a" and rec.eligible == ("none", "a")
+    assert rec.risk_metric == "asr" and rec.risk == pytest.approx(0.04)
+    assert "b (0.320)" in rec.reason and "mean asr" in rec.reason
+
+
 def test_bar_chart_escapes_names() -> None:
     svg = bar_chart({"<script>": {"x&y": 0.5}}, "t")
     assert "<script>" not in svg and "&lt;script&gt;" in svg and "x&amp;y" in svg

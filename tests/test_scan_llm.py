@@ -139,6 +139,30 @@ def test_extraction_setting_scores_crr_per_chain(index: Path, tmp_path: Path) ->
     assert "Extraction (chunk recovery rate)" in html and "extractive generator" in html
 
 
+class FirstPassage:
+    """Answers with its first context passage (a reader that trusts the top passage)."""
+
+    name = "first-passage"
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        return Generation(contexts[0] if contexts else "I don't know", completion_tokens=1)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_with_a_generator_the_recommendation_is_end_to_end(index: Path) -> None:
+    scan = run_scan(
+        index, QUESTIONS, attacks=["poisonedrag"], defenses=["none", "ragdefender"],
+        generator=FirstPassage(),  # type: ignore[arg-type]
+    )  # fmt: skip
+    rec = scan.recommendation
+    assert (rec.risk_metric, rec.quality_metric) == ("asr", "accuracy")
+    attacked = scan.results.get(rec.chain, "poisonedrag").metrics["asr"]
+    assert rec.risk == pytest.approx(attacked) and "mean asr" in rec.reason
+    assert rec.baseline_quality == scan.results.get("none", "clean").metrics["accuracy"]
+
+
 def test_extraction_without_attacker_runs_the_worm_only(index: Path) -> None:
     scan = run_scan(
         index, QUESTIONS[:1], attacks=["extraction"], defenses=["none"], extraction_queries=1

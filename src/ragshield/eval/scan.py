@@ -19,9 +19,14 @@ question by the LLM when ``attack_writer`` is given (:mod:`ragshield.eval.scan_w
 labelled ``llm``), else labelled templates. The ``extraction`` setting runs RAG-Thief and
 the worm through a pipeline per chain and scores CRR (:mod:`ragshield.eval.scan_extraction`).
 
-The recommended chain is the one with the lowest ``attack_reaches`` averaged over the
-attack settings, among the chains whose clean ``answer_kept`` is within
-:data:`ACCURACY_TOLERANCE` of no defense (``gold_kept`` when no question has an answer).
+The recommended chain is the one with the lowest risk averaged over the attack settings,
+among the chains whose clean quality is within :data:`ACCURACY_TOLERANCE` of no defense.
+With a ``generator`` both are end to end, as the issue asks: risk = ``asr``, quality =
+``accuracy`` — a filter can keep the answer-bearing passage yet change what a small model
+answers (on the 50-question SQuAD scan EcoSafeRAG's sentence edits kept ``answer_kept``
+at 0.82 while the 0.5B model's accuracy fell 0.38 → 0.32). Without one they are the
+retrieval-level ``attack_reaches`` and ``answer_kept`` (``gold_kept`` when no question
+has an answer).
 """
 
 from __future__ import annotations
@@ -69,12 +74,13 @@ class Recommendation:
     """The chosen chain and why; ``eligible`` = chains within the accuracy tolerance."""
 
     chain: str
-    attack_reaches: float
+    risk: float  # mean of ``risk_metric`` over the attack settings
     clean_quality: float
     baseline_quality: float
     quality_metric: str
     eligible: tuple[str, ...]
     reason: str
+    risk_metric: str = "attack_reaches"
 
 
 @dataclass(frozen=True)
@@ -181,8 +187,10 @@ def to_cases(
 # ---- recommendation ----------------------------------------------------------------------
 
 
-def recommend(results: RealResults, chains: Sequence[str], quality: str) -> Recommendation:
-    """Lowest mean ``attack_reaches`` among chains that keep clean ``quality`` within
+def recommend(
+    results: RealResults, chains: Sequence[str], quality: str, risk: str = "attack_reaches"
+) -> Recommendation:
+    """Lowest mean ``risk`` among chains that keep clean ``quality`` within
     :data:`ACCURACY_TOLERANCE` of no defense; ties go to higher quality, then speed."""
     attacked = sorted({r.setting for r in results.rows if r.setting != "clean"})
     clean = {c: results.get(c, "clean").metrics for c in chains}
@@ -190,22 +198,24 @@ def recommend(results: RealResults, chains: Sequence[str], quality: str) -> Reco
     base = clean[base_name][quality]
     eligible = [c for c in chains if clean[c][quality] >= base - ACCURACY_TOLERANCE - 1e-9]
 
-    def reach(c: str) -> float:
-        vals = [results.get(c, s).metrics["attack_reaches"] for s in attacked]
+    def mean_risk(c: str) -> float:
+        vals = [results.get(c, s).metrics[risk] for s in attacked]
         return float(np.mean(vals)) if vals else 0.0
 
-    best = min(eligible, key=lambda c: (reach(c), -clean[c][quality], clean[c]["filter_ms"]))
+    best = min(eligible, key=lambda c: (mean_risk(c), -clean[c][quality], clean[c]["filter_ms"]))
     dropped = [c for c in chains if c not in eligible]
     reason = (
-        f"lowest mean attack_reaches ({reach(best):.3f} over {len(attacked)} attack settings) "
+        f"lowest mean {risk} ({mean_risk(best):.3f} over {len(attacked)} attack settings) "
         f"among chains keeping clean {quality} within {ACCURACY_TOLERANCE:.2f} of "
         f"{base_name!r} ({base:.3f})"
     )
     if dropped:
-        reason += f"; excluded for accuracy loss: {', '.join(dropped)}"
+        lost = ", ".join(f"{c} ({clean[c][quality]:.3f})" for c in dropped)
+        reason += f"; excluded for {quality} loss: {lost}"
     return Recommendation(
-        best, reach(best), clean[best][quality], base, quality, tuple(eligible), reason
-    )
+        best, mean_risk(best), clean[best][quality], base, quality, tuple(eligible), reason,
+        risk,
+    )  # fmt: skip
 
 
 # ---- output directory --------------------------------------------------------------------
@@ -343,8 +353,13 @@ def run_scan(
                 store, encoder, chains, generator, attacker, extraction_queries, k, context_k,
                 seed, show_progress,
             )  # fmt: skip
-    quality = "answer_kept" if any(c.answers for c in cases) else "gold_kept"
-    rec = recommend(results, list(chains), quality)
+    quality, risk = (
+        "answer_kept" if any(c.answers for c in cases) else "gold_kept",
+        "attack_reaches",
+    )
+    if generator is not None and any(c.answers for c in cases):  # end to end, see above
+        quality, risk = "accuracy", "asr"
+    rec = recommend(results, list(chains), quality, risk)
     scan = ScanResult(
         index=str(index_path), store_kind=kind, n_passages=len(store),
         question_source=question_source, questions=tuple(cases), results=results,

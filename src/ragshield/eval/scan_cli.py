@@ -291,9 +291,11 @@ def _writer(spec: str) -> TextWriter | None:
 def _print_summary(console: Console, scan: ScanResult) -> None:
     r = scan.results
     chains = list(dict.fromkeys(row.defense for row in r.rows))
-    table = Table("setting", *chains, title="attack_reaches (clean row: answer_kept)")
+    rec = scan.recommendation  # the table shows what the recommendation was chosen on
+    risk, quality = rec.risk_metric, rec.quality_metric
+    table = Table("setting", *chains, title=f"{risk} (clean row: {quality})")
     for s in dict.fromkeys(row.setting for row in r.rows):
-        key = "answer_kept" if s == "clean" else "attack_reaches"
+        key = quality if s == "clean" else risk
         table.add_row(s, *[f"{r.get(d, s).metrics[key]:.3f}" for d in chains])
     console.print(table)
     if scan.extraction:
@@ -302,7 +304,6 @@ def _print_summary(console: Console, scan: ScanResult) -> None:
             ext.add_row(c.chain, c.attack, f"{c.crr:.4f}", f"{c.recovered}/{c.n_chunks}",
                         str(c.queries))  # fmt: skip
         console.print(ext)
-    rec = scan.recommendation
     console.print(f"recommended: [bold]--filter {escape(rec.chain)}[/bold] ({escape(rec.reason)})")
     t = ", ".join(f"{k} {v:.1f}s" for k, v in scan.timings.items())
     console.print(f"time per stage: {t}", markup=False)

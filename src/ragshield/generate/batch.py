@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 #: Rows decoded together (ours; Qwen2.5-0.5B, bf16, 2 cores, measured: 10 tokens/s for
 #: one row, 89 for 16, 125 for 32, 134 for 48 — past 32 the gain is small).
 DEFAULT_BATCH_SIZE = 32
+#: From this prompt length a newline-stopped answer is decoded alone (ours, measured by
+#: ``benchmarks/bench_batch.py`` on SQuAD RAG prompts of 648-1,318 tokens: 1.95 s per
+#: answer alone, 2.27 in batches of 4, 4.35 in batches of 16; short prompts still batch).
+LONG_PROMPT_TOKENS = 512
 
 
 def generate_batch(
