@@ -151,11 +151,14 @@ class FirstPassage:
         return len(text.split())
 
 
-def test_with_a_generator_the_recommendation_is_end_to_end(index: Path) -> None:
+def test_with_a_generator_the_recommendation_is_end_to_end(index: Path, tmp_path: Path) -> None:
     scan = run_scan(
         index, QUESTIONS, attacks=["poisonedrag"], defenses=["none", "ragdefender"],
-        generator=FirstPassage(),  # type: ignore[arg-type]
+        generator=FirstPassage(), out_dir=tmp_path / "out",  # type: ignore[arg-type]
     )  # fmt: skip
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "accuracy (end to end)" in html and "end-to-end ASR" in html
+    assert html.count("<svg") == 2  # attack reaches + end-to-end ASR
     rec = scan.recommendation
     assert (rec.risk_metric, rec.quality_metric) == ("asr", "accuracy")
     attacked = scan.results.get(rec.chain, "poisonedrag").metrics["asr"]

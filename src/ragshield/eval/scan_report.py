@@ -200,6 +200,8 @@ def _setting_tables(scan: ScanResult) -> str:
         cols = list(_CLEAN_COLS if s == "clean" else _ATTACK_COLS)
         if has_gen and s != "clean":
             cols[1:1] = [("asr", "ASR (end to end)"), ("accuracy", "accuracy")]
+        elif has_gen:  # what a defense costs on normal traffic, answered for real
+            cols[0:0] = [("accuracy", "accuracy (end to end)"), ("asr", "names target anyway")]
         r0 = r.get(defenses[0], s)
         planted = "" if s == "clean" else (
             f" — {r0.m_planted:.1f} planted passage(s) per question, texts: {escape(r0.sources)}"
@@ -327,6 +329,11 @@ def render_report(scan: ScanResult) -> str:
         {s: {d: r.get(d, s).metrics["attack_reaches"] for d in defenses} for s in attacked},
         "attack reaches the generator's context (lower is better)",
     )
+    if "asr" in r.rows[0].metrics:  # with a generator: what the attacks did to the answers
+        chart += bar_chart(
+            {s: {d: r.get(d, s).metrics["asr"] for d in defenses} for s in attacked},
+            "end-to-end ASR: the answer names the attacker's target (lower is better)",
+        )
     when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     template = (
         "<p class='muted'>Questions are <b>template questions</b>: a few words around a number "
