@@ -226,3 +226,22 @@ def test_scan_with_a_real_small_llm_writer(index: Path, tmp_path: Path) -> None:
     assert stats["target_llm"] + stats["target_decoy"] == 1
     row = next(r for r in res["rows"] if r["setting"] == "poisonedrag")
     assert set(row["sources"].split("+")) <= {"llm", "template"}
+
+
+def test_whitebox_setting_is_opt_in_and_plants_optimised_prefixes(index: Path) -> None:
+    from ragshield.eval.plant import attack_passages
+    from ragshield.eval.scan_cli import _settings
+
+    assert "poisonedrag-whitebox" not in _settings("all")
+    assert _settings("clean,poisonedrag-whitebox") == ["clean", "poisonedrag-whitebox"]
+    scan = run_scan(
+        index, QUESTIONS[:1], attacks=["poisonedrag", "poisonedrag-whitebox"], defenses=["none"]
+    )
+    row = scan.results.get("none", "poisonedrag-whitebox")
+    assert row.m_planted == 5 and row.sources == "template"
+    assert row.metrics["adv_retrieved"] > 0 and "write_whitebox" in scan.timings
+    case = scan.questions[0]
+    wb = case.attack_texts["whitebox"]
+    blackbox = [p.passage.text for p in attack_passages([case], "poisonedrag")]
+    assert len(wb) == 5 and not set(wb) & set(blackbox)  # the prefixes were optimised
+    assert all(case.target_answer in t for t in wb)  # the body I still states the target

@@ -29,6 +29,11 @@ labelled ``"template"`` in every table (``PlantedPassage.source``). Settings
 * ``injection-hijack`` — the golden passage itself carries an instruction (an edit to an
   existing page, not a new passage);
 * ``suffix`` — one PoisonedRAG passage with a published GCG suffix appended.
+
+Opt-in (:data:`OPTIONAL_SETTINGS`, named explicitly; not part of ``all``, it costs
+gradient steps per passage): ``poisonedrag-whitebox`` — five PoisonedRAG white-box
+passages per target, ``QACase.attack_texts["whitebox"]`` (HotFlip-optimised prefixes,
+written by :func:`ragshield.eval.scan_writer.whitebox_texts` against the index's encoder).
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ REAL_SETTINGS: tuple[str, ...] = (
     "injection-hijack",
     "suffix",
 )
+#: Settings run only when named (see the module docstring).
+OPTIONAL_SETTINGS: tuple[str, ...] = ("poisonedrag-whitebox",)
 _COUNTS = {"poisonedrag-1": 1, "poisonedrag": 5, "mixed-2x": 10, "mixed-4x": 20}
 #: Instruction kinds planted (the published PromptInject strings stay held out).
 _INJECTION_KINDS = ("ignore_context", "refusal", "exfiltration")
@@ -207,8 +214,9 @@ def attack_passages(
     ``golden_text`` maps a case id to its golden passage text (needed for typo copies and
     hijacked passages); without it those attacks are skipped.
     """
-    if setting not in REAL_SETTINGS:
-        raise InputError(f"unknown setting {setting!r}; available: {', '.join(REAL_SETTINGS)}.")
+    if setting not in (*REAL_SETTINGS, *OPTIONAL_SETTINGS):
+        known = ", ".join((*REAL_SETTINGS, *OPTIONAL_SETTINGS))
+        raise InputError(f"unknown setting {setting!r}; available: {known}.")
     out: list[PlantedPassage] = []
     golden_text = golden_text or {}
     for ci, case in enumerate(cases):
@@ -251,6 +259,13 @@ def attack_passages(
                 )
             )
             continue
+        elif setting == "poisonedrag-whitebox":
+            wb = shared.get("whitebox", ())
+            if not wb:  # nothing was optimised for this question
+                continue
+            source = case.attack_source if shared.get("poisonedrag") else "template"
+            made = [(t, setting, source) for t in wb[:5]]  # Zou et al. 2025: N = 5
+            payload = target
         elif setting == "suffix":
             sfx = [s.suffix for s in universal_suffixes() if s.id != "gcg-init"]
             carrier = texts_pr[0] if (texts_pr := list(shared.get("poisonedrag", ()))) else (

@@ -49,7 +49,13 @@ from ragshield.defenses.base import PassageFilter
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import OnTopicData, QACase
-from ragshield.eval.plant import REAL_SETTINGS, PlantedPassage, attack_passages, planted_copy
+from ragshield.eval.plant import (
+    OPTIONAL_SETTINGS,
+    REAL_SETTINGS,
+    PlantedPassage,
+    attack_passages,
+    planted_copy,
+)
 from ragshield.generate.base import Generator
 from ragshield.generate.cache import answer_once
 from ragshield.store.faiss_store import FaissStore
@@ -233,9 +239,10 @@ def run_real_eval(
     ``on_question`` sees every scored question (progress bars, per-question audits)."""
     if not cases:
         raise InputError("no questions to evaluate")
-    unknown = [s for s in settings if s not in REAL_SETTINGS]
+    unknown = [s for s in settings if s not in (*REAL_SETTINGS, *OPTIONAL_SETTINGS)]
     if unknown:
-        raise InputError(f"unknown setting(s) {unknown}; available: {', '.join(REAL_SETTINGS)}")
+        known = ", ".join((*REAL_SETTINGS, *OPTIONAL_SETTINGS))
+        raise InputError(f"unknown setting(s) {unknown}; available: {known}")
     cache = str(cache_dir) if cache_dir else None
     generator = answer_once(generator)  # a repeated (question, context) is answered once
     store = base_store or build_base_store(data, encoder, cache)

@@ -66,6 +66,7 @@ ACCURACY_TOLERANCE = 0.01
 #: Written into every scan output directory; a directory without it is never written to.
 MARKER = ".ragshield-scan"
 OUTPUT_FILES = ("results.json", "results.jsonl", "report.html")
+WHITEBOX = "poisonedrag-whitebox"  # the opt-in setting (ragshield.eval.plant)
 _EXAMPLES_PER_CELL = 8  # audited questions kept per (setting, defense) for the report
 
 
@@ -321,6 +322,14 @@ def run_scan(
             )
         notes["attack_writer"] = attack_writer.writer.generated_by
         notes["attack_texts"] = dict(attack_writer.stats)
+    if WHITEBOX in settings:  # opt-in: HotFlip steps against the index's own encoder
+        from ragshield.eval.scan_writer import whitebox_texts
+
+        with _timed(timings, "write_whitebox"), tqdm(
+            total=len(cases), desc="white-box passages", unit="q", disable=not show_progress,
+            leave=False,
+        ) as wbbar:  # fmt: skip
+            cases = whitebox_texts(cases, encoder, seed=seed, on_case=lambda _c: wbbar.update(1))
     data = OnTopicData(Path(index_path).name, tuple(store.passages), tuple(cases))
     examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
 

@@ -120,13 +120,15 @@ def _split(spec: str | None, sep: str, default: tuple[str, ...]) -> list[str]:
 
 
 def _settings(spec: str | None) -> list[str]:
-    """``--attacks``: names, ``all`` = every setting, extraction included."""
-    from ragshield.eval.plant import REAL_SETTINGS
+    """``--attacks``: names, ``all`` = every setting, extraction included (the opt-in
+    ``poisonedrag-whitebox`` only when named: it costs gradient steps per passage)."""
+    from ragshield.eval.plant import OPTIONAL_SETTINGS, REAL_SETTINGS
     from ragshield.eval.scan_extraction import SETTING as EXTRACTION
 
-    known = (*REAL_SETTINGS, EXTRACTION)
+    every = (*REAL_SETTINGS, EXTRACTION)
+    known = (*every, *OPTIONAL_SETTINGS)
     names = _split(spec, ",", DEFAULT_ATTACKS)
-    settings = list(dict.fromkeys(n for s in names for n in (known if s == ALL else (s,))))
+    settings = list(dict.fromkeys(n for s in names for n in (every if s == ALL else (s,))))
     unknown = [s for s in settings if s not in known]
     if unknown:
         raise InputError(
@@ -174,7 +176,8 @@ def scan(
     attacks: Annotated[
         str | None,
         typer.Option(
-            help=f"Comma-separated settings, or all (+ extraction) [{','.join(DEFAULT_ATTACKS)}]."
+            help="Comma-separated settings, or all (+ extraction; poisonedrag-whitebox only "
+            f"when named) [{','.join(DEFAULT_ATTACKS)}]."
         ),
     ] = None,
     defenses: Annotated[

@@ -198,3 +198,50 @@ class AttackTextWriter:
         stats["seconds"] = time.perf_counter() - t_start
         self.stats = stats
         return out
+
+
+def whitebox_texts(
+    cases: Sequence[QACase],
+    encoder: Encoder,
+    *,
+    n: int = 5,  # Zou et al. 2025: N = 5 passages per target question
+    steps: int = 30,
+    seed: int = 0,
+    on_case: Callable[[QACase], None] | None = None,
+) -> list[QACase]:
+    """``cases`` with ``attack_texts["whitebox"]``: PoisonedRAG white-box passages ``S ⊕ I``
+    whose prefix ``S`` (the question at first) is HotFlip-optimised against the index's
+    own ``encoder`` (:class:`~ragshield.attacks.poisonedrag_whitebox.PoisonedRAGWhiteBoxAttack`).
+
+    ``I`` is each case's PoisonedRAG body: the LLM-written passage when the writer wrote
+    one, else the template assertion (then labelled ``template`` by
+    :mod:`ragshield.eval.plant`), so the white-box row differs from the black-box one only
+    by the optimised prefix. ``steps`` per passage (the attack's CPU-sized default)."""
+    from ragshield.attacks.poisonedrag_whitebox import PoisonedRAGWhiteBoxAttack
+    from ragshield.eval.plant import pick_target, template_attack_texts
+
+    attack = PoisonedRAGWhiteBoxAttack(encoder, steps=steps)
+    out: list[QACase] = []
+    for i, case in enumerate(cases):
+        target = pick_target(case, cases, seed)
+        texts = list(case.attack_texts.get("poisonedrag", ()))
+        if not texts:
+            texts = template_attack_texts(case, target, seed + i)["poisonedrag"]
+        made = tuple(
+            attack.optimize(case.question, _body(case.question, t), seed=seed + 7 * i + j).text
+            for j, t in enumerate(texts[:n])
+        )
+        new = dataclasses.replace(case, attack_texts={**case.attack_texts, "whitebox": made})
+        out.append(new)
+        if on_case is not None:
+            on_case(new)
+    return out
+
+
+def _body(question: str, text: str) -> str:
+    """A PoisonedRAG passage without its question prefix (the ``I`` part)."""
+    q = question.strip()
+    if text.startswith(q):
+        rest = text[len(q) :].lstrip(" .")
+        return rest or text
+    return text
