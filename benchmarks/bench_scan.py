@@ -2,7 +2,7 @@
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_scan.py                 # the full target run
+    python benchmarks/bench_scan.py                                   # the full target run
     python benchmarks/bench_scan.py --questions 5 --no-generator      # a reduced run
     python benchmarks/bench_scan.py --compare-shared --targets 44 --e2e 10
 
@@ -17,7 +17,9 @@ ragdefender; ragdefender,ecosaferag); the packaged Qwen2.5-0.5B writes targets a
 texts and answers end to end (``--no-generator``: filter-level only), extraction with
 ``--extraction-queries`` (10) per attack and chain. It prints the time per stage, the
 time per question of the LLM stages (so a reduced run extrapolates) and the summary table.
-LLM replies and answers are cached under ``--out``; a rerun resumes.
+LLM replies and answers are cached under ``--out``; a rerun resumes (so a new ``--out``
+times a cold scan). The local model runs with :func:`~ragshield.generate.factory.batch_job_options`
+(bf16 where the CPU has it, one torch thread per core): give it the machine.
 
 ``--compare-shared``: on the 44 HotpotQA poisoning targets (test split, the shared
 incorrect answers as targets), PoisonedRAG (5 passages per target) planted into the
