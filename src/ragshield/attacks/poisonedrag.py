@@ -50,6 +50,15 @@ def question_prefixed(question: str, text: str) -> str:
     return f"{q} {text}" if q.endswith(("?", "!", ".")) else f"{q}.{text}"
 
 
+def without_question_prefix(question: str, text: str) -> str:
+    """The inverse of :func:`question_prefixed` (the ``I`` part of a planted passage);
+    ``text`` unchanged when it does not start with the question."""
+    q = question.strip()
+    if text.startswith(q):
+        return text[len(q) :].lstrip(" .") or text
+    return text
+
+
 class PoisonedRAGAttack(LLMPassageAttack):
     """PoisonedRAG black-box passages (a :class:`~ragshield.attacks.base.CorpusAttack`).
 

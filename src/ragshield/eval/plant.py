@@ -64,8 +64,11 @@ REAL_SETTINGS: tuple[str, ...] = (
     "injection-hijack",
     "suffix",
 )
+WHITEBOX = "poisonedrag-whitebox"
 #: Settings run only when named (see the module docstring).
-OPTIONAL_SETTINGS: tuple[str, ...] = ("poisonedrag-whitebox",)
+OPTIONAL_SETTINGS: tuple[str, ...] = (WHITEBOX,)
+#: Every setting :func:`attack_passages` plants.
+KNOWN_SETTINGS: tuple[str, ...] = (*REAL_SETTINGS, *OPTIONAL_SETTINGS)
 _COUNTS = {"poisonedrag-1": 1, "poisonedrag": 5, "mixed-2x": 10, "mixed-4x": 20}
 #: Instruction kinds planted (the published PromptInject strings stay held out).
 _INJECTION_KINDS = ("ignore_context", "refusal", "exfiltration")
@@ -214,9 +217,8 @@ def attack_passages(
     ``golden_text`` maps a case id to its golden passage text (needed for typo copies and
     hijacked passages); without it those attacks are skipped.
     """
-    if setting not in (*REAL_SETTINGS, *OPTIONAL_SETTINGS):
-        known = ", ".join((*REAL_SETTINGS, *OPTIONAL_SETTINGS))
-        raise InputError(f"unknown setting {setting!r}; available: {known}.")
+    if setting not in KNOWN_SETTINGS:
+        raise InputError(f"unknown setting {setting!r}; available: {', '.join(KNOWN_SETTINGS)}.")
     out: list[PlantedPassage] = []
     golden_text = golden_text or {}
     for ci, case in enumerate(cases):
@@ -259,7 +261,7 @@ def attack_passages(
                 )
             )
             continue
-        elif setting == "poisonedrag-whitebox":
+        elif setting == WHITEBOX:
             wb = shared.get("whitebox", ())
             if not wb:  # nothing was optimised for this question
                 continue

@@ -50,7 +50,7 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import (
-    OPTIONAL_SETTINGS,
+    KNOWN_SETTINGS,
     REAL_SETTINGS,
     PlantedPassage,
     attack_passages,
@@ -239,10 +239,9 @@ def run_real_eval(
     ``on_question`` sees every scored question (progress bars, per-question audits)."""
     if not cases:
         raise InputError("no questions to evaluate")
-    unknown = [s for s in settings if s not in (*REAL_SETTINGS, *OPTIONAL_SETTINGS)]
+    unknown = [s for s in settings if s not in KNOWN_SETTINGS]
     if unknown:
-        known = ", ".join((*REAL_SETTINGS, *OPTIONAL_SETTINGS))
-        raise InputError(f"unknown setting(s) {unknown}; available: {known}")
+        raise InputError(f"unknown setting(s) {unknown}; available: {', '.join(KNOWN_SETTINGS)}")
     cache = str(cache_dir) if cache_dir else None
     generator = answer_once(generator)  # a repeated (question, context) is answered once
     store = base_store or build_base_store(data, encoder, cache)

@@ -46,6 +46,7 @@ from ragshield.defenses.base import PassageFilter, warm_up
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import OnTopicData, QACase
+from ragshield.eval.plant import WHITEBOX
 from ragshield.eval.real_retrieval import QuestionTrace, RealResults, run_real_eval
 from ragshield.eval.scan_extraction import SETTING as EXTRACTION
 from ragshield.eval.scan_extraction import ExtractionCell, run_scan_extraction
@@ -66,7 +67,6 @@ ACCURACY_TOLERANCE = 0.01
 #: Written into every scan output directory; a directory without it is never written to.
 MARKER = ".ragshield-scan"
 OUTPUT_FILES = ("results.json", "results.jsonl", "report.html")
-WHITEBOX = "poisonedrag-whitebox"  # the opt-in setting (ragshield.eval.plant)
 _EXAMPLES_PER_CELL = 8  # audited questions kept per (setting, defense) for the report
 
 
@@ -362,12 +362,11 @@ def run_scan(
                 store, encoder, chains, generator, attacker, extraction_queries, k, context_k,
                 seed, show_progress,
             )  # fmt: skip
-    quality, risk = (
-        "answer_kept" if any(c.answers for c in cases) else "gold_kept",
-        "attack_reaches",
-    )
-    if generator is not None and any(c.answers for c in cases):  # end to end, see above
+    has_answers = any(c.answers for c in cases)
+    if generator is not None and has_answers:  # end to end, see the module docstring
         quality, risk = "accuracy", "asr"
+    else:
+        quality, risk = ("answer_kept" if has_answers else "gold_kept"), "attack_reaches"
     rec = recommend(results, list(chains), quality, risk)
     scan = ScanResult(
         index=str(index_path), store_kind=kind, n_passages=len(store),

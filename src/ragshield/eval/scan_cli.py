@@ -122,11 +122,11 @@ def _split(spec: str | None, sep: str, default: tuple[str, ...]) -> list[str]:
 def _settings(spec: str | None) -> list[str]:
     """``--attacks``: names, ``all`` = every setting, extraction included (the opt-in
     ``poisonedrag-whitebox`` only when named: it costs gradient steps per passage)."""
-    from ragshield.eval.plant import OPTIONAL_SETTINGS, REAL_SETTINGS
+    from ragshield.eval.plant import KNOWN_SETTINGS, REAL_SETTINGS
     from ragshield.eval.scan_extraction import SETTING as EXTRACTION
 
     every = (*REAL_SETTINGS, EXTRACTION)
-    known = (*every, *OPTIONAL_SETTINGS)
+    known = (*KNOWN_SETTINGS, EXTRACTION)
     names = _split(spec, ",", DEFAULT_ATTACKS)
     settings = list(dict.fromkeys(n for s in names for n in (every if s == ALL else (s,))))
     unknown = [s for s in settings if s not in known]

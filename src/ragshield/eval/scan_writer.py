@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ragshield.attacks.garag import TypoAttack
 from ragshield.attacks.misleading import MisleadingPassageAttack
-from ragshield.attacks.poisonedrag import PoisonedRAGAttack
+from ragshield.attacks.poisonedrag import PoisonedRAGAttack, without_question_prefix
 from ragshield.attacks.targets import TargetAnswerWriter, differs
 from ragshield.attacks.writer import TextWriter, write_in_batches
 from ragshield.embed.base import Encoder
@@ -228,7 +228,9 @@ def whitebox_texts(
         if not texts:
             texts = template_attack_texts(case, target, seed + i)["poisonedrag"]
         made = tuple(
-            attack.optimize(case.question, _body(case.question, t), seed=seed + 7 * i + j).text
+            attack.optimize(
+                case.question, without_question_prefix(case.question, t), seed=seed + 7 * i + j
+            ).text
             for j, t in enumerate(texts[:n])
         )
         new = dataclasses.replace(case, attack_texts={**case.attack_texts, "whitebox": made})
@@ -236,12 +238,3 @@ def whitebox_texts(
         if on_case is not None:
             on_case(new)
     return out
-
-
-def _body(question: str, text: str) -> str:
-    """A PoisonedRAG passage without its question prefix (the ``I`` part)."""
-    q = question.strip()
-    if text.startswith(q):
-        rest = text[len(q) :].lstrip(" .")
-        return rest or text
-    return text
