@@ -102,12 +102,20 @@ def index(
     max_chars: Annotated[
         int, typer.Option(help="Split longer passages into ID#c0, ID#c1 … chunks.")
     ] = 20_000,
+    trusted_ids: Annotated[
+        Path | None,
+        typer.Option(
+            "--trusted-ids",
+            help="File of passage ids you vouch for, one per line: RAGDefender never removes "
+            "them. A record's own fields never make it trusted.",
+        ),
+    ] = None,
 ) -> None:
     """Encode a corpus and save an index directory (FAISS, or a pointer to a pgvector table)."""
     from ragshield.corpus import read_corpus
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.errors import check_int
-    from ragshield.indexing import build_index
+    from ragshield.indexing import build_index, read_trusted_ids, resolve_trusted
     from ragshield.store.persist import check_out_dir
 
     if index_type not in ("flat", "hnsw", "ivf"):
@@ -115,7 +123,9 @@ def index(
     check_int(max_chars, "--max-chars", "index", low=1)
     check_out_dir(out_dir, probe=True)
     fields = [f.strip() for f in text_field.split(",")] if text_field else None
+    trusted = read_trusted_ids(trusted_ids) if trusted_ids is not None else []
     passages = read_corpus(corpus, text_fields=fields)
+    resolve_trusted(passages, trusted)  # an unknown id fails before the encoder loads
     enc = SentenceTransformerEncoder(encoder)
     err.print(f"encoding {len(passages)} passages with {enc.name} …")
     if store is not None and not store.startswith(("postgresql://", "postgres://")):
@@ -131,6 +141,7 @@ def index(
         ray_address=ray,
         ray_workers=ray_workers,
         max_chars=max_chars,
+        trusted_ids=trusted,
     )
     where = f"pgvector table {table}" if store else "FAISS"
     out.print(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -30,8 +32,13 @@ def build_index(
     ray_address: str | None = None,
     ray_workers: int = 1,
     max_chars: int | None = MAX_CHARS,
+    trusted_ids: Collection[str] = (),
 ) -> VectorStore:
     """Encode and save; the directory appears only when complete (temp dir + rename).
+
+    ``trusted_ids`` are the passage ids the *operator* vouches for (RAGDefender never removes
+    them); they are recorded in the index metadata, expanded to their chunks. Trust never
+    comes from a record's own fields: whoever can add a record could write them.
 
     ``out`` is checked before encoding (it may only be new, empty or an index), so a bad
     target fails in a second, not after an hour of encoding. Passages longer than
@@ -46,6 +53,7 @@ def build_index(
     check_out_dir(out, probe=True)
     if max_chars is not None:
         passages = chunk_passages(passages, max_chars)
+    trusted = resolve_trusted(passages, trusted_ids)
     encoder = encoder or SentenceTransformerEncoder()
     texts = [index_text(p) for p in passages]
     if ray_address:
@@ -71,9 +79,44 @@ def build_index(
         store = FaissStore(encoder.dim, index_type, encoder_name=encoder.name)
         store.add(passages, vectors)
     profile = profile_vectors(vectors)  # what "natural" similarity is in this index
+    if profile is not None and trusted:
+        profile = replace(profile, trusted_ids=trusted)
     store.profile = profile.to_dict() if profile is not None else None
     store.save(out)
     return store
+
+
+def resolve_trusted(passages: Sequence[Passage], trusted_ids: Collection[str]) -> tuple[str, ...]:
+    """The operator's trusted ids as index passage ids: an id names the passage, or every
+    chunk ``ID#cN`` the chunker made of it. An id the corpus lacks is a typo: refused."""
+    if not trusted_ids:
+        return ()
+    by_origin: dict[str, list[str]] = {}
+    for p in passages:
+        by_origin.setdefault(p.id, []).append(p.id)
+        origin = p.metadata.get("chunk_of")
+        if isinstance(origin, str) and p.id.startswith(f"{origin}#c"):
+            by_origin.setdefault(origin, []).append(p.id)
+    missing = sorted(set(trusted_ids) - by_origin.keys())
+    if missing:
+        shown = ", ".join(repr(m) for m in missing[:5])
+        raise InputError(
+            f"{len(missing)} trusted id(s) are not in the corpus ({shown}); "
+            "list ids exactly as the corpus records them"
+        )
+    return tuple(sorted({i for t in trusted_ids for i in by_origin[t]}))
+
+
+def read_trusted_ids(path: str | Path) -> list[str]:
+    """One passage id per line (blank lines and ``#`` comments skipped), UTF-8."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read the trusted-ids file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: the trusted-ids file must be UTF-8 text") from None
+    return [s for line in text.splitlines() if (s := line.strip()) and not s.startswith("#")]
 
 
 def index_corpus(

@@ -37,12 +37,14 @@ NATURAL_QUANTILE = 0.999  # the densest 0.1 % of natural neighbourhoods still pa
 
 @dataclass(frozen=True)
 class IndexProfile:
-    """Nearest-neighbour cosine statistics of an index's passages."""
+    """Nearest-neighbour cosine statistics of an index's passages, and the passage ids the
+    operator vouched for when building it (``ragshield index --trusted-ids FILE``)."""
 
     n: int
     sampled: int
     quantiles: dict[str, float]
     natural_similarity: float
+    trusted_ids: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,9 +57,16 @@ class IndexProfile:
                 sampled=int(data["sampled"]),
                 quantiles={str(k): float(v) for k, v in dict(data["quantiles"]).items()},
                 natural_similarity=float(data["natural_similarity"]),
+                trusted_ids=_str_tuple(data.get("trusted_ids", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"unreadable index profile ({exc}); rebuild the index") from exc
+
+
+def _str_tuple(value: object) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise TypeError("trusted_ids must be a list of strings")
+    return tuple(value)
 
 
 def profile_vectors(

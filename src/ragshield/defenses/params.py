@@ -170,7 +170,24 @@ class IsCallable:
         return 3
 
 
-Constraint = Interval | Options | OptionList | Boolean | IsCallable | None
+@dataclass(frozen=True)
+class StrList:
+    """A list (or tuple, set) of strings — ids, say. A bare string is refused rather than
+    read as a list of its characters."""
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, (list, tuple, set, frozenset)) and all(
+            isinstance(v, str) for v in value
+        )
+
+    def __str__(self) -> str:
+        return "a list of strings"
+
+    def invalid_example(self) -> object:
+        return "not-a-list"
+
+
+Constraint = Interval | Options | OptionList | Boolean | IsCallable | StrList | None
 """One allowed form; ``None`` in a parameter's list means ``None`` itself is allowed."""
 
 ParamTable = dict[str, list[Constraint]]
@@ -221,8 +238,9 @@ def _plain(value: object, owner: str, name: str, allowed: Sequence[Constraint]) 
         return value
     if callable(value) and any(isinstance(c, IsCallable) for c in allowed):
         return _import_path(value, owner, name)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, owner, name, allowed) for v in value]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+        return [_plain(v, owner, name, allowed) for v in items]
     if isinstance(value, Mapping):
         return {str(k): _plain(v, owner, name, allowed) for k, v in value.items()}
     raise InputError(

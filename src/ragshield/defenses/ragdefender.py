@@ -51,8 +51,11 @@ non-targets), reported on the test split by ``benchmarks/bench_real_retrieval.py
   neighbourhood of the index reaches (``natural_similarity``, recorded at index time by
   :mod:`ragshield.defenses.calibration`, else ``dense_threshold``), or the signature of an
   evidenced tight group;
-* source trust — a passage whose metadata has ``trusted: true`` is never removed, and
-  ``details["trusted_kept"]`` says so.
+* operator trust — a passage whose id the *operator* named (``trusted_ids``; recorded at
+  index time by ``ragshield index --trusted-ids FILE`` and read back by ``calibrate``) is
+  never removed, and ``details["trusted_kept"]`` says so. Trust never comes from a record's
+  own fields: an attacker who can add a record can write ``"trusted": true`` into it
+  (issue #27: the demo's planted passages whitelisted themselves that way).
 
 ``RAGDefender(require_evidence=False, restated_question=False)`` is the density-only
 behaviour of earlier releases (what the synthetic tables measured).
@@ -61,13 +64,13 @@ behaviour of earlier releases (what the synthetic tables measured).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from numbers import Real
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from ragshield.defenses.params import Boolean, Interval, Options, ParamTable
+from ragshield.defenses.params import Boolean, Interval, Options, ParamTable, StrList
 from ragshield.defenses.ragdefender_evidence import (
     calibrate_guard,
     char_trigram_cosine,
@@ -157,6 +160,8 @@ class RAGDefender(_RAGDefenderBase):
         dev SQuAD PR x5 gold kept 0.758 -> 0.765, no other dev cell changed).
     dense_threshold, natural_similarity: group density that counts as evidence; the
         index's own calibration (``calibrate(profile)``) fills ``natural_similarity``.
+    trusted_ids: passage ids the operator vouches for (never removed); the index's
+        calibration adds the ids recorded at index time. Passage metadata is ignored.
 
     ``details``: ``mode``, ``guard`` (passed or not, ``max_similarity``), ``groups``
     (index lists with their level), ``spared``, ``typo_copies`` (copy, original) pairs,
@@ -188,6 +193,7 @@ class RAGDefender(_RAGDefenderBase):
         "dense_threshold": [_COSINE],
         "natural_similarity": [_COSINE, None],
         "signature_min_size": [Interval(int, 1, None)],
+        "trusted_ids": [StrList()],
     }
 
     def __init__(
@@ -220,7 +226,9 @@ class RAGDefender(_RAGDefenderBase):
         dense_threshold: float = 0.9,  # SQuAD dev index: 1-NN cosine p99.9 0.896
         natural_similarity: float | None = None,
         signature_min_size: int = 2,  # real-retrieval dev: a lone benign passage names it
+        trusted_ids: Collection[str] = (),  # operator-named only, never a record's own field
     ) -> None:
+        self.trusted_ids = trusted_ids
         self.encoder = encoder
         self.restated_question = restated_question
         self.restate_min_words = restate_min_words
@@ -274,6 +282,8 @@ class RAGDefender(_RAGDefenderBase):
         :mod:`ragshield.defenses.calibration`) unless ``natural_similarity`` was set."""
         if self.natural_similarity is None:
             self.natural_similarity = round(float(profile.natural_similarity), 4)
+        if profile.trusted_ids:
+            self.trusted_ids = tuple(sorted({*self.trusted_ids, *profile.trusted_ids}))
 
     def evidence_threshold(self) -> float:
         """Group density that no natural neighbourhood of the index reaches: the index's own
@@ -494,10 +504,12 @@ class RAGDefender(_RAGDefenderBase):
         details: dict[str, Any],
         t0: float,
     ) -> FilterResult:
-        """Source trust last: a passage whose metadata says ``trusted`` is never removed, and
-        the details say which ones were kept for that reason."""
+        """Operator trust last: a passage whose id the operator named in ``trusted_ids`` is
+        never removed, and the details say which ones were kept for that reason. A record's
+        own ``trusted`` field counts for nothing (anyone who can add a record can set it)."""
+        trusted = frozenset(self.trusted_ids)
         for i in np.flatnonzero(work.removed).tolist():
-            if items[i].passage.metadata.get("trusted") is True:
+            if items[i].passage.id in trusted:
                 work.removed[i] = False
                 details["trusted_kept"].append(i)
         remove = np.flatnonzero(work.removed)
