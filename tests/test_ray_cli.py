@@ -194,7 +194,7 @@ def test_eval_poisoning_on_ray_equals_in_process(
     common = [
         "eval", "poisoning", str(shared_data / "poisoning" / "nq"), "--limit", "4",
         "--seeds", "2", "--ratios", "1,4", "--attacks", "poisonedrag,mixed",
-        "--defenses", "none,ragdefender,similarity-threshold,ecosaferag",
+        "--defenses", "none;ragdefender;similarity-threshold;ecosaferag",
     ]  # fmt: skip
     invoke([*common, "--out", str(tmp_path / "local")])
     invoke([*common, "--out", str(tmp_path / "ray"), "--ray", "local", "--ray-workers", "2"])

@@ -23,12 +23,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ragshield.defenses.registry import chain_labels
 from ragshield.errors import InputError
 from ragshield.eval.extraction_plan import (
     ATTACKS,
     DEFENSES,
+    SPECIAL_ROWS,
     ExtractionPlan,
     build_cascade,
+    check_rows,
     load_plan_knowledge,
     run_plan,
 )
@@ -76,8 +79,12 @@ def extraction(
         int | None, typer.Option(help="Seeded subset of this many chunks (0 = all).")
     ] = 1000,
     defenses: Annotated[
-        str, typer.Option(help=f"Comma-separated, from: {', '.join(DEFENSES)}.")
-    ] = "none,distance-threshold,summarization",
+        str,
+        typer.Option(
+            help="Rows to compare: ';' between rows, ',' within a filter chain; "
+            f"rows beyond filter chains: {', '.join(SPECIAL_ROWS)}."
+        ),
+    ] = "none;distance-threshold;summarization",
     attacks: Annotated[str, typer.Option(help="Comma-separated: rag-thief, worm.")] = (
         "rag-thief,worm"
     ),
@@ -141,7 +148,7 @@ def extraction(
     dry_run: Annotated[bool, typer.Option(help="Print the plan and exit.")] = False,
 ) -> None:
     """Run the extraction attacks against each defense and write extraction.{md,json} + plot."""
-    wanted = _names(defenses, DEFENSES, "defense")
+    wanted = check_rows(chain_labels(defenses))
     attack_names = _names(attacks, ATTACKS, "attack")
     if ("ragfort-inter" in wanted or "ragfort" in wanted) and ragfort_index is None:
         raise InputError("the ragfort-inter/ragfort rows need --ragfort-index DIR.")
@@ -173,7 +180,7 @@ def extraction(
         seed=seed,
     )
     summary = (
-        f"kb={kb} limit={limit or 'all'} defenses={','.join(wanted)} attacks={','.join(attack_names)} "
+        f"kb={kb} limit={limit or 'all'} defenses={';'.join(wanted)} attacks={','.join(attack_names)} "
         f"max_queries={max_queries} max_seconds={max_seconds} questions={questions} "
         f"generator={generator} seed={seed} out={out_dir}"
         + (f" ray={ray} workers={ray_workers}" if ray else "")

@@ -250,17 +250,16 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
 
 
 def build_chains(specs: Sequence[str], encoder: Encoder) -> dict[str, PassageFilter | None]:
-    """One FilterChain per spec through the defense registry (``none`` = no filter)."""
-    from ragshield.defenses.registry import build_chain
+    """One warmed-up chain per spec through the defense registry (``none`` = no filter)."""
+    from ragshield.defenses.registry import build_chains as registry_chains
 
     if not specs:
         raise InputError("no defense chain to scan; e.g. --defenses 'none;ragdefender'")
     chains: dict[str, PassageFilter | None] = {}
-    for spec in specs:
-        name = ",".join(s.strip() for s in spec.split(",") if s.strip()) or "none"
-        chain = build_chain(name, encoder)
-        chain.warm_up()
-        chains[name] = chain if chain.filters else None
+    for label, chain in registry_chains(specs, encoder).items():
+        if chain is not None:
+            chain.warm_up()
+        chains[label] = chain
     return chains
 
 
