@@ -65,7 +65,7 @@ def llm_questions(
             "the LLM wrote no question that passed the self-check; "
             "use --writer template or a --questions file"
         )
-    return [ScanQuestion(q.question, q.answers, q.target_answer or "") for q in written]
+    return written
 
 
 class AttackTextWriter:
