@@ -56,7 +56,6 @@ from ragshield.eval.scan_writer import AttackTextWriter
 from ragshield.generate.base import Generator
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
-from ragshield.types import Passage
 
 DEFAULT_ATTACKS: tuple[str, ...] = (
     "clean", "poisonedrag", "mixed-2x", "injection-prefixed", "injection-hijack", "suffix",
@@ -136,21 +135,13 @@ def open_scan_store(index_path: str | os.PathLike[str]) -> tuple[FaissStore, Enc
 
 
 def _copy_table(store: Any) -> FaissStore:
-    table = getattr(store, "table", None)
-    if table is None or not hasattr(store, "connect"):
+    """Every row of a store through its ``export()`` (no SQL outside ``store/``)."""
+    export = getattr(store, "export", None)
+    if not callable(export):
         raise InputError(f"cannot scan a {type(store).__name__} index: no way to read its rows")
-    conn = store.connect()
-    with conn.transaction():
-        conn.execute("SET TRANSACTION READ ONLY")
-        rows = conn.execute(
-            f"SELECT id, title, text, metadata, embedding FROM {table} ORDER BY row_id"
-        ).fetchall()
-    if not rows:
-        raise InputError(f"table {table} is empty: nothing to scan")
-    from ragshield.store.pgvector_store import _to_numpy
-
-    passages = [Passage(i, text, title, dict(meta or {})) for i, title, text, meta, _ in rows]
-    vectors = np.stack([_to_numpy(r[4]) for r in rows]).astype(np.float32)
+    passages, vectors = export()
+    if not passages:
+        raise InputError(f"the {type(store).__name__} index is empty: nothing to scan")
     out = FaissStore(int(vectors.shape[1]), encoder_name=getattr(store, "encoder_name", ""))
     out.add(passages, vectors)
     return out
