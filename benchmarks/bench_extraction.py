@@ -149,7 +149,7 @@ def main() -> None:
     rows = ex.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
     configs = list(rows)
     if args.ragfort_index or (args.cascade_draft and args.cascade_reference):
-        from ragshield.eval.extraction_cli import build_cascade
+        from ragshield.eval.extraction_plan import build_cascade
         from ragshield.reindex import load_reindexed
 
         reindexed = (

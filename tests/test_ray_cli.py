@@ -23,7 +23,7 @@ from ragshield.corpus import read_corpus
 from ragshield.demo import demo_files
 from ragshield.errors import InputError
 from ragshield.eval.extraction import ExtractionReport, ExtractionRow
-from ragshield.eval.extraction_cli import ExtractionPlan
+from ragshield.eval.extraction_plan import ExtractionPlan
 from ragshield.eval.parallel import (
     extraction_cells,
     merge_extraction_reports,
@@ -105,7 +105,7 @@ def test_extraction_cells_reproduce_the_in_process_table(tmp_path: Path) -> None
     """The worker function, run here cell by cell: merged, the cells give the table."""
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.crr import cluster_topics
-    from ragshield.eval.extraction_cli import load_plan_knowledge, run_plan
+    from ragshield.eval.extraction_plan import load_plan_knowledge, run_plan
     from ragshield.eval.parallel import extraction_cell
 
     kb = tmp_path / "kb.json"

@@ -241,7 +241,7 @@ def open_parts(
                 "the config file)."
             )
         if plan.index is not None:
-            store, opened = registry.open_index(
+            store, opened = registry.open_transformed_index(
                 plan.index,
                 config.index,
                 encoder=config.encoder,

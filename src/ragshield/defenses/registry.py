@@ -254,7 +254,7 @@ def build_chains(
     }
 
 
-def open_index(
+def open_transformed_index(
     name: str,
     path: str | os.PathLike[str],
     *,

@@ -27,27 +27,12 @@ from ragshield.defenses.registry import chain_labels
 from ragshield.errors import InputError
 from ragshield.eval.extraction_plan import (
     ATTACKS,
-    DEFENSES,
     SPECIAL_ROWS,
     ExtractionPlan,
-    build_cascade,
     check_rows,
-    load_plan_knowledge,
     run_plan,
 )
-from ragshield.eval.outdir import check_out_dir, claim_out_dir
-
-# the plan and its runner live in the library (ragshield.eval.extraction_plan), shared with
-# the Ray path; they are re-exported here for existing imports
-__all__ = [
-    "ATTACKS",
-    "DEFENSES",
-    "ExtractionPlan",
-    "app",
-    "build_cascade",
-    "load_plan_knowledge",
-    "run_plan",
-]
+from ragshield.eval.outdir import check_results_dir, claim_out_dir
 
 app = typer.Typer(
     help="Knowledge-base extraction evaluation: Chunk Recovery Rate, utility and cost per "
@@ -187,7 +172,7 @@ def extraction(
     )
     from ragshield.eval.extraction import REPORT_FILES
 
-    check_out_dir(out_dir, REPORT_FILES)  # refused before the run (and its logs), untouched
+    check_results_dir(out_dir, REPORT_FILES)  # refused before the run (and its logs), untouched
     if dry_run:
         out.print(f"dry run: {summary}", highlight=False)
         return

@@ -21,14 +21,6 @@ if TYPE_CHECKING:
 
     from ragshield.eval.extraction import ExtractionReport, KnowledgeBase
 
-DEFENSES = (
-    "none",
-    "distance-threshold",
-    "summarization",
-    "ragfort-inter",
-    "ragfort-intra",
-    "ragfort",
-)
 #: Rows that are not a chain of post-retrieval filters: no defense, the summarisation
 #: baseline (it wraps the generator) and RAGFort's ablation rows (re-index / cascade). Any
 #: other row is a filter chain in the registry's grammar (``distance-threshold,ragdefender``).
@@ -182,7 +174,7 @@ def _load_reindexed(path: Path) -> tuple[VectorStore, Encoder]:
     re-index recorded (as ``ragshield ask`` and the service open it)."""
     from ragshield.defenses import registry
 
-    return registry.open_index("ragfort-inter", path, encoder=None, uri=None)
+    return registry.open_transformed_index("ragfort-inter", path, encoder=None, uri=None)
 
 
 def build_cascade(

@@ -63,8 +63,15 @@ from ragshield.text import contains_answer
 from ragshield.types import Answer, FilterResult, RetrievedPassage
 
 CLEAN_KEYS = ("benign_removed", "touched", "gold_kept", "answer_kept", "filter_ms")
-ATTACK_KEYS = ("adv_retrieved", "attack_reaches", "adv_majority", "caught", "gold_retrieved",
-               "gold_kept", "answer_kept")  # fmt: skip
+ATTACK_KEYS = (
+    "adv_retrieved",
+    "attack_reaches",
+    "adv_majority",
+    "caught",
+    "gold_retrieved",
+    "gold_kept",
+    "answer_kept",
+)
 
 
 @dataclass(frozen=True)
@@ -114,15 +121,25 @@ class RealResults:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "dataset": self.dataset, "split": self.split, "k": self.k,
-            "context_k": self.context_k, "seed": self.seed, "encoder": self.encoder,
+            "dataset": self.dataset,
+            "split": self.split,
+            "k": self.k,
+            "context_k": self.context_k,
+            "seed": self.seed,
+            "encoder": self.encoder,
             "notes": dict(self.notes),
             "rows": [
-                {"defense": r.defense, "setting": r.setting, "n": r.n,
-                 "m_planted": r.m_planted, "sources": r.sources, **dict(r.metrics)}
+                {
+                    "defense": r.defense,
+                    "setting": r.setting,
+                    "n": r.n,
+                    "m_planted": r.m_planted,
+                    "sources": r.sources,
+                    **dict(r.metrics),
+                }
                 for r in self.rows
             ],
-        }  # fmt: skip
+        }
 
     def to_markdown(self, keys: Sequence[str] | None = None) -> str:
         settings = list(dict.fromkeys(r.setting for r in self.rows))
@@ -266,9 +283,12 @@ def run_real_eval(
         sources = "+".join(sorted({p.source for p in planted_list})) or "-"
         for name, defense in defenses.items():
             rag = RAGPipeline(
-                encoder, attacked, [defense] if defense is not None else [], generator,
+                encoder,
+                attacked,
+                [defense] if defense is not None else [],
+                generator,
                 context_k=context_k,
-            )  # fmt: skip
+            )
             scores: list[dict[str, float]] = []
             answers = rag.iter_answers(
                 [c.question for c in cases], k, retrieved=hits, generate=generator is not None
@@ -286,10 +306,15 @@ def run_real_eval(
             if show_progress:
                 print(f"  {setting:<20} {name:<24} done", flush=True)
     return RealResults(
-        dataset=data.name, split=split or "custom", k=k, context_k=context_k, seed=seed,
-        encoder=getattr(encoder, "name", type(encoder).__name__), rows=tuple(rows),
+        dataset=data.name,
+        split=split or "custom",
+        k=k,
+        context_k=context_k,
+        seed=seed,
+        encoder=getattr(encoder, "name", type(encoder).__name__),
+        rows=tuple(rows),
         notes={"index_size": len(store), "n_questions": len(cases)},
-    )  # fmt: skip
+    )
 
 
 def _end_to_end(text: str, case: QACase, planted: Mapping[str, PlantedPassage]) -> dict[str, float]:

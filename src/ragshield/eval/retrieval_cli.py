@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from ragshield.eval.outdir import check_out_dir, claim_out_dir
+from ragshield.eval.outdir import check_results_dir, claim_out_dir
 
 DEFAULT_DEFENSES = "none;ragdefender-paper;ragdefender;ecosaferag;ragdefender,ecosaferag"
 
@@ -68,7 +68,7 @@ def retrieval(
     from ragshield.eval.real_retrieval import run_real_eval
 
     if out is not None:
-        check_out_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after it
+        check_results_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after it
     ds = load_ontopic(data, poisoning_dir=poisoning_dir, per_topic=per_topic, seed=seed)
     cases = ds.split(split)  # type: ignore[arg-type]
     enc = SentenceTransformerEncoder()
@@ -80,10 +80,18 @@ def retrieval(
 
         gen = make_generator(generator, enc)
     res = run_real_eval(
-        ds, cases, chains, [s.strip() for s in settings.split(",") if s.strip()],
-        encoder=enc, k=k, context_k=context_k, seed=seed, split=split, generator=gen,
+        ds,
+        cases,
+        chains,
+        [s.strip() for s in settings.split(",") if s.strip()],
+        encoder=enc,
+        k=k,
+        context_k=context_k,
+        seed=seed,
+        split=split,
+        generator=gen,
         cache_dir=cache_dir,
-    )  # fmt: skip
+    )
     table = res.to_markdown()
     typer.echo(table)
     if out is not None:

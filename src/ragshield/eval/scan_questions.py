@@ -204,8 +204,10 @@ def decoy_targets(
         n = normalize_answer(c)
         return bool(n) and not any(n in r or r in n for r in right)
 
-    pools = {kind: sorted(c for c in pool if usable(c)) for kind, pool in
-             (("number", numbers), ("name", names))}  # fmt: skip
+    pools = {
+        kind: sorted(c for c in pool if usable(c))
+        for kind, pool in (("number", numbers), ("name", names))
+    }
     out = []
     for i, q in enumerate(questions):
         if q.target:
