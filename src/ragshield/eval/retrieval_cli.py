@@ -62,11 +62,12 @@ def retrieval(
     cache_dir: Annotated[Path | None, typer.Option(help="Reuse encoded vectors.")] = None,
 ) -> None:
     """Index a corpus, plant attacks into a copy, retrieve for real, score each defense."""
-    from ragshield.defenses.registry import build_chains
+    from ragshield.defenses.registry import build_chains, chain_labels
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.ontopic import load_ontopic
     from ragshield.eval.real_retrieval import run_real_eval
 
+    chain_labels(defenses)  # a mistyped chain is refused before the corpus is encoded
     if out is not None:
         check_results_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after it
     ds = load_ontopic(data, poisoning_dir=poisoning_dir, per_topic=per_topic, seed=seed)
