@@ -13,9 +13,10 @@ Example::
 
 Every corpus passage is indexed (FAISS, exact inner product), each setting's attack texts
 are planted into a copy (:mod:`ragshield.eval.plant`), every question is retrieved for
-real with ``k``, each defense filters the retrieved list, and the ``context_k`` survivors
-nearest the question are what a generator reads. Metrics per (defense, setting), means over
-questions:
+real with ``k`` (one search per setting), and each defense runs as a
+:class:`~ragshield.pipeline.RAGPipeline` over those sets (``answer_many``: the pipeline's
+filter, context rule — the ``context_k`` survivors nearest the question — and batched
+generation). Metrics per (defense, setting), means over questions:
 
 * ``benign_removed`` — share of the retrieved benign passages the defense removed (the
   false-positive rate a user feels); ``touched`` — share of questions with >= 1 removed;
