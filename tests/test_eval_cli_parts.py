@@ -92,3 +92,17 @@ def test_scan_extraction_a_copying_generator_leaks(encoder, demo_store: FaissSto
     assert none.n_chunks == 30
     # a 0.99 cosine floor drops every passage the worm's queries reach: nothing leaks
     assert strict.crr == 0.0 and strict.chunks_reached == 0
+
+
+@pytest.mark.parametrize("command", ["poisoning", "extraction"])
+def test_eval_commands_share_the_ray_options(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from typing import get_args
+
+    from ragshield.eval.cli_options import RayOpt
+
+    help_text = get_args(RayOpt)[1].help
+    assert run(["eval", command, "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert " ".join(help_text.split()[:4]) in out and "--ray-workers" in out

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from ragshield.defenses.registry import chain_labels
 from ragshield.errors import InputError
+from ragshield.eval.cli_options import RayOpt, RayWorkersOpt
 from ragshield.eval.extraction_plan import (
     ATTACKS,
     SPECIAL_ROWS,
@@ -122,14 +123,8 @@ def extraction(
         "runs/extraction"
     ),
     seed: Annotated[int, typer.Option(help="Subset, question sample and attack RNG seed.")] = 0,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            help="Run the defense × attack cells on Ray: 'local', 'auto' (joined cluster) "
-            "or ray://HOST:PORT."
-        ),
-    ] = None,
-    ray_workers: Annotated[int, typer.Option(help="Ray workers when --ray is set.")] = 2,
+    ray: RayOpt = None,  # the defense × attack cells run on the workers
+    ray_workers: RayWorkersOpt = 2,
     dry_run: Annotated[bool, typer.Option(help="Print the plan and exit.")] = False,
 ) -> None:
     """Run the extraction attacks against each defense and write extraction.{md,json} + plot."""

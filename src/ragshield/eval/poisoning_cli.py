@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragshield.errors import InputError
+from ragshield.eval.cli_options import RayOpt, RayWorkersOpt
 
 if TYPE_CHECKING:
     from ragshield.eval.poisoning import PoisoningResults
@@ -64,14 +65,8 @@ def poisoning(
     out: Annotated[Path, typer.Option(help="Folder for results.md, results.json, asr.png.")] = Path(
         "runs/poisoning"
     ),
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            help="Spread the questions over Ray: 'local', 'auto' (joined cluster) or "
-            "ray://HOST:PORT."
-        ),
-    ] = None,
-    ray_workers: Annotated[int, typer.Option(help="Ray workers when --ray is set.")] = 2,
+    ray: RayOpt = None,  # the questions are spread over the workers
+    ray_workers: RayWorkersOpt = 2,
 ) -> None:
     """Filter-level detection/ASR for every defense × attack × ratio, plus end-to-end
     ASR/accuracy when a generator is given."""
