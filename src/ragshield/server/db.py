@@ -258,7 +258,10 @@ def make_engine(url: str) -> Engine:
     """
     url = sqlalchemy_url(url)
     try:
-        engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"))
+        # a server that accepts TCP and never answers fails after 10 s, not never (libpq
+        # waits forever by default; issue #27, root cause 5)
+        pg = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgresql") else {}
+        engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"), **pg)
     except (SQLAlchemyError, ImportError, ValueError) as exc:
         raise InputError(f"storage url {url!r} is not usable: {exc}") from None
     if engine.dialect.name == "sqlite":
