@@ -28,6 +28,7 @@ from ragshield.errors import (
     text_problem,
 )
 from ragshield.text import split_long
+from ragshield.textfile import HOSTILE, hostile_reason
 from ragshield.types import Passage
 
 _TEXT_KEYS = ("text", "contents", "content")
@@ -114,6 +115,8 @@ def _iter_jsonl(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passa
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataFormatError(path, n, f"malformed JSON ({exc.msg})") from None
+        except HOSTILE as exc:
+            raise DataFormatError(path, n, f"malformed JSON ({hostile_reason(exc)})") from None
         p = _record_to_passage(rec, path, n, f"{path.stem}:{n}", text_fields)
         if p is not None:
             yield p
@@ -124,6 +127,8 @@ def _iter_json(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passag
         data = json.loads(_decode(path))
     except json.JSONDecodeError as exc:
         raise DataFormatError(path, exc.lineno, f"malformed JSON ({exc.msg})") from None
+    except HOSTILE as exc:
+        raise DataFormatError(path, None, f"malformed JSON ({hostile_reason(exc)})") from None
     if isinstance(data, dict):
         data = [{"_id": k, **v} if isinstance(v, dict) else v for k, v in data.items()]
     if not isinstance(data, list):

@@ -16,7 +16,6 @@ sentence is in the index) and every report labels them ``template questions``.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Sequence
@@ -24,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ragshield.errors import DataFormatError, InputError
+from ragshield.errors import DataFormatError, InputError, text_problem
 from ragshield.text import normalize_answer, split_sentences
+from ragshield.textfile import load_json, read_utf8
 from ragshield.types import Passage
 
 TEMPLATE_SOURCE = "template questions"
@@ -56,13 +56,10 @@ def read_questions(path: str | Path) -> list[ScanQuestion]:
     if not path.is_file():
         raise DataFormatError(path, None, "questions file not found")
     out: list[ScanQuestion] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for lineno, line in enumerate(read_utf8(path, "questions file").splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(path, lineno, f"invalid JSON: {exc.msg}") from exc
+        rec = load_json(line, path, lineno)
         if not isinstance(rec, dict):
             raise DataFormatError(path, lineno, "expected a JSON object with 'question'")
         q = rec.get("question")
@@ -75,6 +72,10 @@ def read_questions(path: str | Path) -> list[ScanQuestion]:
         target = rec.get("target", "")
         if not isinstance(target, str):
             raise DataFormatError(path, lineno, "'target' must be a string")
+        for name, value in (("question", q), ("target", target), *(("answer", a) for a in ans)):
+            problem = text_problem(value, allow_blank=True)  # a lone surrogate (root cause 9)
+            if problem is not None:
+                raise DataFormatError(path, lineno, f"{name!r} {problem}")
         out.append(ScanQuestion(q.strip(), tuple(a.strip() for a in ans), target.strip()))
     if not out:
         raise DataFormatError(path, None, "no questions in the file")
