@@ -65,3 +65,24 @@ def test_check_leaves_nothing_behind(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is a file"):
         (tmp_path / "f").write_text("x")
         check_out_dir(tmp_path / "f")
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--cache-dir", "FILE"], "--cache-dir"),
+        (["--cache-dir", "FILE/sub"], "--cache-dir"),
+        (["--cache-dir", "/proc/ragshield-x"], "--cache-dir"),
+        (["--context-k", "0"], "--context-k"),
+        (["--k", "0"], "--k"),
+    ],
+)
+def test_bad_options_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], needle: str
+) -> None:
+    (tmp_path / "FILE").write_text("x")
+    extra = [str(tmp_path / e) if e.startswith("FILE") else e for e in extra]
+    out = tmp_path / "out"
+    fail_line(capsys, ["eval", "retrieval", _data(tmp_path), "--out", out, *extra], needle)
+    assert not out.exists()
+    assert (tmp_path / "FILE").read_text() == "x"

@@ -32,7 +32,7 @@ from ragshield.eval.extraction_plan import (
     load_plan_knowledge,
     run_plan,
 )
-from ragshield.eval.outdir import check_out_dir, claim_out_dir
+from ragshield.eval.outdir import check_cache_dir, check_out_dir, claim_out_dir
 
 # the plan and its runner live in the library (ragshield.eval.extraction_plan), shared with
 # the Ray path; they are re-exported here for existing imports
@@ -181,6 +181,7 @@ def extraction(
     from ragshield.eval.extraction import REPORT_FILES
 
     check_out_dir(out_dir, REPORT_FILES)  # refused before the run (and its logs), untouched
+    check_cache_dir(cache_dir)
     if dry_run:
         out.print(f"dry run: {summary}", highlight=False)
         return

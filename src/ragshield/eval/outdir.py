@@ -92,3 +92,20 @@ def claim_out_dir(
     except OSError as exc:
         raise InputError(f"--out {out}: cannot write ({exc.strerror or exc}).") from None
     return out
+
+
+def check_cache_dir(cache_dir: str | os.PathLike[str] | None) -> None:
+    """Refuse a ``--cache-dir`` that is a file or cannot be created/written, before the run
+    (it was a traceback after the whole encode; issue #27, root cause 10). A cache folder
+    may hold anything else: ragshield only adds its own hashed file names to it."""
+    if cache_dir is None:
+        return
+    path = Path(cache_dir)
+    try:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"--cache-dir {path} is a file; choose a folder.")
+        _probe_writable(path)
+    except OSError as exc:
+        raise InputError(f"--cache-dir {path}: {exc.strerror or exc}.") from None
+    except InputError as exc:
+        raise InputError(str(exc).replace("--out", "--cache-dir")) from None

@@ -76,7 +76,7 @@ def poisoning(
     ASR/accuracy when a generator is given."""
     from rich.console import Console
 
-    from ragshield.eval.outdir import check_out_dir, claim_out_dir
+    from ragshield.eval.outdir import check_cache_dir, check_out_dir, claim_out_dir
     from ragshield.eval.report import markdown_table, write_json
 
     if seeds < 1:
@@ -86,6 +86,7 @@ def poisoning(
     except ValueError as exc:
         raise InputError(f"--ratios must be numbers separated by commas; got {ratios!r}") from exc
     check_out_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after hours
+    check_cache_dir(cache_dir)
     console = Console(stderr=True)
     attack_list = [a.strip() for a in attacks.split(",") if a.strip()]
     names = [d.strip() for d in defenses.split(",") if d.strip()]
