@@ -136,6 +136,11 @@ class PipelineConfig(BaseModel):
         if "defenses" in given:
             data["defenses"]["chain"] = registry.names(given["defenses"])
         if "generator_options" in given:
+            if not isinstance(given["generator_options"], Mapping):
+                raise InputError(
+                    "generator_options must be a mapping of option = value. "
+                    f"Got {type(given['generator_options']).__name__} instead."
+                )
             data["generator_options"] = {**data["generator_options"], **given["generator_options"]}
         return _validate(type(self), data, "command-line options")
 
