@@ -15,7 +15,7 @@ import pytest
 from tests.reliability.io_checks import fail_line, snapshot
 
 from ragshield.errors import InputError
-from ragshield.eval.outdir import MARKER, check_out_dir, claim_out_dir
+from ragshield.eval.outdir import MARKER, check_results_dir, claim_out_dir
 
 
 def _data(tmp_path: Path) -> Path:
@@ -60,11 +60,11 @@ def test_marked_folder_is_ours(tmp_path: Path) -> None:
 
 def test_check_leaves_nothing_behind(tmp_path: Path) -> None:
     out = tmp_path / "new" / "run"
-    check_out_dir(out)
+    check_results_dir(out)
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(InputError, match="is a file"):
         (tmp_path / "f").write_text("x")
-        check_out_dir(tmp_path / "f")
+        check_results_dir(tmp_path / "f")
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from ragshield.errors import InputError
 MARKER = ".ragshield-eval"
 
 
-def check_out_dir(out_dir: str | os.PathLike[str], own_names: Collection[str] = ()) -> Path:
+def check_results_dir(out_dir: str | os.PathLike[str], own_names: Collection[str] = ()) -> Path:
     """``out_dir`` as a :class:`Path` if the harness may write there; leaves nothing behind.
 
     ``own_names`` (the harness's file names) only shapes the message for an unmarked
@@ -82,8 +82,8 @@ def _probe_writable(out: Path) -> None:
 def claim_out_dir(
     out_dir: str | os.PathLike[str], harness: str, own_names: Collection[str] = ()
 ) -> Path:
-    """Check ``out_dir`` (:func:`check_out_dir`), create it and mark it as ragshield's."""
-    out = check_out_dir(out_dir, own_names)
+    """Check ``out_dir`` (:func:`check_results_dir`), create it and mark it as ragshield's."""
+    out = check_results_dir(out_dir, own_names)
     try:
         out.mkdir(parents=True, exist_ok=True)
         marker = out / MARKER

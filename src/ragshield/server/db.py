@@ -170,6 +170,13 @@ class StorageError(RagshieldError):
     """The database is unreachable or refused a statement; the message says which."""
 
 
+def _one_line(exc: BaseException) -> str:
+    """The driver's message without SQLAlchemy's statement dump and "Background" link."""
+    first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    text = first[0] if first else type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
 @dataclass(frozen=True)
 class KeyRow:
     id: str
@@ -318,7 +325,9 @@ class Database:
             with self.engine.begin() as conn:
                 yield conn
         except SQLAlchemyError as exc:
-            raise StorageError(f"database write failed ({self._where()}): {exc}") from exc
+            raise StorageError(
+                f"database write failed ({self._where()}): {_one_line(exc)}"
+            ) from exc
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -328,10 +337,11 @@ class Database:
                 with conn.begin():
                     yield conn
         except SQLAlchemyError as exc:
-            raise StorageError(f"database read failed ({self._where()}): {exc}") from exc
+            raise StorageError(f"database read failed ({self._where()}): {_one_line(exc)}") from exc
 
     def _where(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        where = self.engine.url.render_as_string(hide_password=True)
+        return where if len(where) <= 200 else where[:200] + "..."
 
     def migrate(self) -> int:
         """Apply pending schema steps; return the version now in force.
