@@ -29,6 +29,7 @@ from ragshield.errors import (
     text_problem,
 )
 from ragshield.text import split_long
+from ragshield.textfile import HOSTILE, hostile_reason
 from ragshield.types import Passage
 
 _TEXT_KEYS = ("text", "contents", "content")
@@ -117,9 +118,12 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield n, json.loads(line)
+            value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataFormatError(path, n, f"malformed JSON ({exc.msg})") from None
+        except HOSTILE as exc:  # deep nesting, a 100,000-digit number (#27)
+            raise DataFormatError(path, n, f"malformed JSON ({hostile_reason(exc)})") from None
+        yield n, value
 
 
 def _iter_jsonl(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passage]:
@@ -134,6 +138,8 @@ def _iter_json(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passag
         data = json.loads(_decode(path))
     except json.JSONDecodeError as exc:
         raise DataFormatError(path, exc.lineno, f"malformed JSON ({exc.msg})") from None
+    except HOSTILE as exc:
+        raise DataFormatError(path, None, f"malformed JSON ({hostile_reason(exc)})") from None
     if isinstance(data, dict):
         data = [{"_id": k, **v} if isinstance(v, dict) else v for k, v in data.items()]
     if not isinstance(data, list):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragshield.corpus import json_lines
-from ragshield.errors import DataFormatError, InputError
+from ragshield.errors import DataFormatError, InputError, text_problem
 from ragshield.text import normalize_answer, split_sentences
 from ragshield.types import Passage
 
@@ -104,6 +104,11 @@ def parse_question(record: object, path: Path, line: int) -> ScanQuestion:
     qid = record.get("id", f"q{line}")
     if not isinstance(qid, (str, int)) or isinstance(qid, bool):
         raise DataFormatError(path, line, "'id' must be a string or an integer")
+    texts = (("question", question), ("target", target), *(("answer", a) for a in answers))
+    for name, value in texts:  # a JSON "\ud800" escape: a lone surrogate (issue #27)
+        problem = text_problem(value, allow_blank=True)
+        if problem is not None:
+            raise DataFormatError(path, line, f"{name!r} {problem}")
     return ScanQuestion(question.strip(), answers, target, str(qid), gold, "file")
 
 
