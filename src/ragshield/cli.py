@@ -394,8 +394,18 @@ def _missing_extra(parent: typer.Typer, command: str, extra: str, exc: ImportErr
 _mount_optional()
 
 
+def _plain_help(typer_app: typer.Typer) -> None:
+    """Help texts are plain text, not Rich markup, in every sub-app: "[retrieval]" and
+    "[defenses]" were swallowed as tags ("(TOML: index, encoder, generator, , )")."""
+    typer_app.rich_markup_mode = None
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _plain_help(group.typer_instance)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (used by ``main`` and the tests)."""
+    _plain_help(app)
     try:
         # with standalone_mode=False, click returns the code of typer.Exit instead of raising
         rc = app(args=argv, standalone_mode=False)

@@ -15,6 +15,7 @@ audit rows older than ``audit.retention_days`` at start and every hour.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -220,9 +221,12 @@ class BodyLimitMiddleware:
     chunked upload cannot sneak past), then replays the body to the app.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout: float = 20.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        # the whole body within this many seconds, else 408 (Apache mod_reqtimeout's
+        # default body=20; a slow-body client held its connection forever; issue #27)
+        self.timeout = timeout
 
     def _too_big(self, scope: Scope, size: int | str) -> JSONResponse:
         detail = (
@@ -250,17 +254,25 @@ class BodyLimitMiddleware:
         chunks: list[bytes] = []
         total = 0
         more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body = message.get("body", b"")
-            total += len(body)
-            if total > self.max_bytes:
-                await self._too_big(scope, f"more than {self.max_bytes}")(scope, receive, send)
-                return
-            chunks.append(body)
-            more = bool(message.get("more_body", False))
+        try:
+            async with asyncio.timeout(self.timeout):
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    body = message.get("body", b"")
+                    total += len(body)
+                    if total > self.max_bytes:
+                        too_big = self._too_big(scope, f"more than {self.max_bytes}")
+                        await too_big(scope, receive, send)
+                        return
+                    chunks.append(body)
+                    more = bool(message.get("more_body", False))
+        except TimeoutError:
+            detail = f"the request body did not arrive within {self.timeout:g} s."
+            scope.setdefault("state", {})["reason"] = detail
+            await json_error(408, detail, {"Connection": "close"})(scope, receive, send)
+            return
         replayed = False
 
         async def replay() -> Message:
