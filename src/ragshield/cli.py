@@ -407,8 +407,17 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (used by ``main`` and the tests)."""
     _plain_help(app)
     try:
+        if argv is not None and any("\x00" in a for a in argv):
+            raise InputError("an argument holds a NUL byte; no path or name can contain one")
         # with standalone_mode=False, click returns the code of typer.Exit instead of raising
         rc = app(args=argv, standalone_mode=False)
+    except (OSError, UnicodeEncodeError) as exc:
+        # a path the OS refuses (name too long, vanished /proc entry) or one that is not
+        # text: the user's input, said in one line (benchmarks/hostile_pass.py, issue #27)
+        if os.environ.get("RAGSHIELD_DEBUG"):
+            raise
+        err.print(f"[red]error:[/red] {escape(_os_message(exc))}", highlight=False, soft_wrap=True)
+        return 2
     except RagshieldError as exc:
         if os.environ.get("RAGSHIELD_DEBUG"):
             raise
@@ -426,6 +435,14 @@ def run(argv: list[str] | None = None) -> int:
         err.print(f"[red]error:[/red] malformed JSON: {escape(str(exc))}", highlight=False)
         return 2
     return rc if isinstance(rc, int) else 0
+
+
+def _os_message(exc: OSError | UnicodeEncodeError) -> str:
+    if isinstance(exc, UnicodeEncodeError):
+        return f"a path or argument is not valid text ({exc.reason}); rename it or pass another"
+    name = str(exc.filename or "")
+    shown = name[:120] + ("..." if len(name) > 120 else "")
+    return f"{exc.strerror or exc}" + (f": {shown}" if shown else "")
 
 
 def main() -> None:

@@ -261,6 +261,12 @@ class KeyManager:
             raise AuthError("malformed API key: keys look like rsk_<12 hex>_<secret>.")
         return _Presented(m.group(1), m.group(2), digest), cached
 
+    def recently_verified(self, token: str) -> bool:
+        """True when this exact token verified within ``verify_cache_seconds`` (no argon2,
+        no database: cheap enough to ask for every request)."""
+        token = token.strip()
+        return self._cached(hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest())
+
     def _cached(self, digest: bytes) -> bool:
         with self._lock:
             hit = self._verified.get(digest)

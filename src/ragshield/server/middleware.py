@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import queue
 import threading
 import time
@@ -25,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi.responses import JSONResponse
 
+from ragshield.server.auth import AuthThrottled
 from ragshield.server.db import AuditRecord, StorageError
 from ragshield.server.proxies import TrustedProxies
 
 if TYPE_CHECKING:
+    from ragshield.server.auth import KeyManager
     from ragshield.server.service import Service
 
 log = logging.getLogger("ragshield.server")
@@ -283,3 +286,50 @@ class BodyLimitMiddleware:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+class AuthShedMiddleware:
+    """Answer a throttled client's unverified requests with 429 before anything else runs.
+
+    A client over ``auth.failure_limit`` gets 429 from the key manager anyway, but only
+    after the request body is read, the route resolved and the auth dependency run in
+    FastAPI. Here that answer costs a dictionary lookup, so 64 clients flooding bad keys
+    take less of the CPU a legitimate client needs (issue #27 load target;
+    ``benchmarks/bench_server.py``). A token verified recently is never shed: a valid key
+    behind the same address as the flood keeps working. Same status, headers, delay and
+    audit row as the in-app answer.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        keys: KeyManager,
+        proxies: TrustedProxies,
+        delay: float,
+        on_shed: Callable[[], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.keys = keys
+        self.proxies = proxies
+        self.delay = delay
+        self.on_shed = on_shed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path", "").startswith("/v1/"):
+            headers = dict(scope.get("headers") or [])
+            raw = headers.get(b"authorization", b"")
+            token = raw[7:] if raw[:7].lower() == b"bearer " else headers.get(b"x-api-key", b"")
+            if token and not self.keys.recently_verified(token.decode("latin-1")):
+                client = self.proxies.client_of(scope)
+                wait = self.keys.failures.retry_after(client)
+                if wait > 0:
+                    if self.on_shed is not None:
+                        self.on_shed()
+                    await asyncio.sleep(self.delay)
+                    f = self.keys.failures
+                    detail = str(AuthThrottled(client, wait, f.limit, f.window))
+                    scope.setdefault("state", {})["reason"] = detail
+                    retry = {"Retry-After": str(max(1, math.ceil(wait)))}
+                    await json_error(429, detail, retry)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
