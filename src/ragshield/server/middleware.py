@@ -296,8 +296,10 @@ class AuthShedMiddleware:
     FastAPI. Here that answer costs a dictionary lookup, so 64 clients flooding bad keys
     take less of the CPU a legitimate client needs (issue #27 load target;
     ``benchmarks/bench_server.py``). A token verified recently is never shed: a valid key
-    behind the same address as the flood keeps working. Same status, headers, delay and
-    audit row as the in-app answer.
+    behind the same address as the flood keeps working. Same status, headers and delay as
+    the in-app answer; a shed request is counted (``ragshield_auth_failures{reason=
+    "throttled"}``, the access log) but writes no audit row — the failures that tripped the
+    limit did.
     """
 
     def __init__(
@@ -328,7 +330,9 @@ class AuthShedMiddleware:
                     await asyncio.sleep(self.delay)
                     f = self.keys.failures
                     detail = str(AuthThrottled(client, wait, f.limit, f.window))
-                    scope.setdefault("state", {})["reason"] = detail
+                    # counted in the metrics and the access log, not one audit row each: a
+                    # flood would otherwise be a database write per request it sends
+                    scope.setdefault("state", {}).update(reason=detail, audited=True)
                     retry = {"Retry-After": str(max(1, math.ceil(wait)))}
                     await json_error(429, detail, retry)(scope, receive, send)
                     return
