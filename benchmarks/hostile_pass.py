@@ -339,9 +339,9 @@ def service_cases(work: Path) -> list[Case]:
     async def send(path: str, body: bytes, headers: dict[str, str]) -> int:
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            hdr = {"Content-Type": "application/json"}
-            hdr.update({k: v.encode("utf-8", "surrogateescape").decode("latin-1")
-                        for k, v in headers.items()})  # fmt: skip
+            hdr: dict[str, str | bytes] = {"Content-Type": "application/json"}
+            # raw header bytes, as a hostile client sends them (0xff is not ASCII)
+            hdr.update({k: v.encode("utf-8", "surrogateescape") for k, v in headers.items()})
             r = await client.post(path, content=body, headers=hdr)
             return r.status_code
 
