@@ -29,7 +29,7 @@ def _write(path: Path, data: str | bytes) -> Path:
 QUESTIONS: dict[str, tuple[bytes | str, str]] = {
     "latin-1": ('{"question": "Où est né Molière ?"}\n'.encode("latin-1"), "UTF-8"),
     "deep": (DEEP + "\n", "nested too deeply"),
-    "huge int": ('{"question": "q?", "x": ' + HUGE + "}\n", "invalid JSON"),
+    "huge int": ('{"question": "q?", "x": ' + HUGE + "}\n", "malformed JSON"),
     "surrogate question": ('{"question": "caf\\ud800?"}\n', "lone surrogate"),
     "surrogate target": ('{"question": "q?", "target": "\\udc80"}\n', "lone surrogate"),
     "surrogate answer": ('{"question": "q?", "answer": ["a\\ud800"]}\n', "lone surrogate"),

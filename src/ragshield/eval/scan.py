@@ -280,6 +280,13 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
     timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - t0
 
 
+def _bar(show: bool, desc: str, unit: str, total: int | None = None) -> Any:
+    """A transient progress bar, shown only when ``show`` (the CLI's progress flag)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not show, leave=False)
+
+
 def build_chains(specs: Sequence[str], encoder: Encoder) -> dict[str, PassageFilter | None]:
     """One warmed-up chain per spec through the defense registry (``none`` = no filter)."""
     from ragshield.defenses.registry import build_chains as registry_chains
@@ -331,8 +338,6 @@ def run_scan(
         cases, fallback = to_cases(questions, store, encoder, split=split)
     with _timed(timings, "build_defenses"):
         chains = build_chains(defenses, encoder)
-    from tqdm.auto import tqdm
-
     notes: dict[str, Any] = {
         "gold_from_top1": fallback,
         "generator": getattr(generator, "name", ""),
@@ -342,19 +347,8 @@ def run_scan(
         golden = {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids[0] in text_of}
         with (
             _timed(timings, "write_attacks"),
-            tqdm(
-                total=len(cases),
-                desc="write attacks",
-                unit="q",
-                disable=not show_progress,
-                leave=False,
-            ) as wbar,
-            tqdm(
-                desc="write attack texts (batched replies)",
-                unit="reply",
-                disable=not show_progress,
-                leave=False,
-            ) as rbar,
+            _bar(show_progress, "write attacks", "q", len(cases)) as wbar,
+            _bar(show_progress, "write attack texts (batched replies)", "reply") as rbar,
         ):
             attack_writer.on_chunk = rbar.update
             cases = attack_writer.fill(
@@ -367,25 +361,13 @@ def run_scan(
 
         with (
             _timed(timings, "write_whitebox"),
-            tqdm(
-                total=len(cases),
-                desc="white-box passages",
-                unit="q",
-                disable=not show_progress,
-                leave=False,
-            ) as wbbar,
+            _bar(show_progress, "white-box passages", "q", len(cases)) as wbbar,
         ):
             cases = whitebox_texts(cases, encoder, seed=seed, on_case=lambda _c: wbbar.update(1))
     data = OnTopicData(Path(index_path).name, tuple(store.passages), tuple(cases))
     examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
-    bar = tqdm(
-        total=len(settings) * len(chains) * len(cases),
-        desc="scan",
-        unit="q",
-        disable=not show_progress,
-        leave=False,
-    )
+    bar = _bar(show_progress, "scan", "q", len(settings) * len(chains) * len(cases))
 
     def on_question(t: QuestionTrace) -> None:
         bar.update(1)
@@ -466,18 +448,10 @@ def _extraction(
     show_progress: bool,
 ) -> tuple[list[ExtractionCell], list[str]]:
     """:func:`run_scan_extraction` with a progress bar over every query it may ask."""
-    from tqdm.auto import tqdm
-
     from ragshield.eval.scan_extraction import extraction_attacks
 
     n_attacks = len(extraction_attacks(attacker)[0])
-    with tqdm(
-        total=len(chains) * n_attacks * queries,
-        desc="extraction",
-        unit="query",
-        disable=not show_progress,
-        leave=False,
-    ) as bar:
+    with _bar(show_progress, "extraction", "query", len(chains) * n_attacks * queries) as bar:
 
         def tick(chain: str, attack: str) -> None:
             bar.update(1)

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragshield.corpus import json_lines
 from ragshield.errors import DataFormatError, InputError, text_problem
 from ragshield.text import normalize_answer, split_sentences
-from ragshield.textfile import load_json
 from ragshield.types import Passage
 
 TEMPLATE_SOURCE = "template questions"
@@ -126,19 +126,12 @@ def read_questions(path: str | os.PathLike[str]) -> list[ScanQuestion]:
         raise InputError(f"questions file {str(p)!r} does not exist.")
     out: list[ScanQuestion] = []
     ids: set[str] = set()
-    try:
-        with p.open(encoding="utf-8") as fh:
-            for line_no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                record = load_json(line, p, line_no)  # deep nesting / huge ints too (#27)
-                q = parse_question(record, p, line_no)
-                if q.id in ids:
-                    raise DataFormatError(p, line_no, f"duplicate id {q.id!r}")
-                ids.add(q.id)
-                out.append(q)
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(p, None, f"not UTF-8 text: {exc}") from exc
+    for line_no, record in json_lines(p):
+        q = parse_question(record, p, line_no)
+        if q.id in ids:
+            raise DataFormatError(p, line_no, f"duplicate id {q.id!r}")
+        ids.add(q.id)
+        out.append(q)
     if not out:
         raise DataFormatError(p, None, "no questions: the file is empty")
     return out
