@@ -407,8 +407,6 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (used by ``main`` and the tests)."""
     _plain_help(app)
     try:
-        if argv is not None and any("\x00" in a for a in argv):
-            raise InputError("an argument holds a NUL byte; no path or name can contain one")
         # with standalone_mode=False, click returns the code of typer.Exit instead of raising
         rc = app(args=argv, standalone_mode=False)
     except (OSError, UnicodeEncodeError) as exc:
@@ -433,6 +431,11 @@ def run(argv: list[str] | None = None) -> int:
         return 2
     except json.JSONDecodeError as exc:
         err.print(f"[red]error:[/red] malformed JSON: {escape(str(exc))}", highlight=False)
+        return 2
+    except ValueError as exc:  # last: InputError and JSONDecodeError are ValueErrors too
+        if "null byte" not in str(exc) or os.environ.get("RAGSHIELD_DEBUG"):
+            raise
+        err.print("[red]error:[/red] a path holds a NUL byte; no file name can contain one")
         return 2
     return rc if isinstance(rc, int) else 0
 
