@@ -5,6 +5,7 @@ The HTTP wiring (failure limit and access log per resolved client) is in test_se
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -144,7 +145,13 @@ def test_serve_leaves_forwarded_headers_to_the_config(
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(service_mod.Service, "from_config", lambda cfg: stub)
     monkeypatch.setattr("ragshield.server.app.create_app", lambda service: "app")
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append(kw))
+    # serve binds first (ragshield.server.http.bind), then runs a uvicorn.Server on it
+    monkeypatch.setattr("ragshield.server.http.bind", lambda host, port: socket.socket())
+    monkeypatch.setattr(
+        uvicorn.Server,
+        "run",
+        lambda self, sockets=None: calls.append({"proxy_headers": self.config.proxy_headers}),
+    )
     p = tmp_path / "s.toml"
     p.write_text('index = "x"\n', "utf-8")
     cli = Typer()

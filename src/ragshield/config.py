@@ -67,6 +67,14 @@ class RetrievalConfig(_Section):
     k: int = 5  # RAGDefender §6.1 / RAGFort §5.1: top-5 retrieval
     context_k: int | None = None  # None: every survivor
 
+    @field_validator("k", "context_k", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: object, info: ValidationInfo) -> object:
+        """``k = true`` was silently k = 1 (pydantic reads a bool as an int; issue #27)."""
+        if isinstance(value, bool):
+            raise ValueError(f"{info.field_name} must be an integer, not {str(value).lower()}.")
+        return value
+
     @field_validator("k", "context_k")
     @classmethod
     def _at_least_one(cls, value: int | None, info: ValidationInfo) -> int | None:

@@ -144,3 +144,22 @@ def test_pgvector_connect_times_out(serve) -> None:
     with pytest.raises(RagshieldError, match="cannot connect to PostgreSQL"):
         store.connect()
     assert time.monotonic() - t0 < 5.0
+
+
+@pytest.mark.parametrize(
+    ("body", "outcome"),
+    [
+        (b"[" * 50_000, "nested too deeply"),
+        (b'{"choices": [{"message": {"content": "Par\\ud800is"}}]}', "Par\ufffdis"),
+    ],
+    ids=["deep-json", "surrogate-content"],
+)
+def test_hostile_reply_bodies(serve, body: bytes, outcome: str) -> None:
+    """Found by benchmarks/hostile_pass.py: RecursionError and a tokenizer TypeError."""
+    srv = serve(lambda conn: conn.sendall(_headers(length=len(body)) + body))
+    gen = OpenAICompatGenerator(f"http://127.0.0.1:{srv.port}/v1", "m", max_retries=0)
+    try:
+        text = gen.generate("Who?", ["Paris is the capital."]).text
+    except EndpointError as exc:
+        text = str(exc)
+    assert outcome in text

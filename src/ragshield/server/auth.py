@@ -34,6 +34,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import math
@@ -182,6 +183,9 @@ class KeyManager:
         self._lock = threading.Lock()
         self._verify_slots = threading.BoundedSemaphore(c.verify_concurrency)
         self._async_slots = anyio.CapacityLimiter(c.verify_concurrency)
+        # (token digest, stored hash) -> the argon2 check already running for it: after a
+        # restart (empty cache) 16 parallel requests with one key ran 16 checks (issue #27)
+        self._inflight: dict[tuple[bytes, str], asyncio.Future[bool]] = {}
 
     def create(
         self,
@@ -257,6 +261,12 @@ class KeyManager:
             raise AuthError("malformed API key: keys look like rsk_<12 hex>_<secret>.")
         return _Presented(m.group(1), m.group(2), digest), cached
 
+    def recently_verified(self, token: str) -> bool:
+        """True when this exact token verified within ``verify_cache_seconds`` (no argon2,
+        no database: cheap enough to ask for every request)."""
+        token = token.strip()
+        return self._cached(hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest())
+
     def _cached(self, digest: bytes) -> bool:
         with self._lock:
             hit = self._verified.get(digest)
@@ -323,7 +333,31 @@ class KeyManager:
             raise self._unknown(client)
         if cached and self._cache_matches(p, row):
             return self._conclude(p, row, True, client)
-        ok = await anyio.to_thread.run_sync(
-            self._argon2, row.secret_hash, p.secret, limiter=self._async_slots
-        )
+        ok = await self._verify_once(p, row)
         return self._conclude(p, row, ok, client)
+
+    async def _verify_once(self, p: _Presented, row: KeyRow) -> bool:
+        """One argon2 check per (secret, stored hash) at a time: concurrent requests with
+        the same token wait for the running check's answer instead of queueing their own."""
+        key = (p.digest, row.secret_hash)
+        running = self._inflight.get(key)
+        if running is not None and running.get_loop() is asyncio.get_running_loop():
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                if not running.cancelled():
+                    raise  # this request was cancelled, not the check it waited for
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            ok = await anyio.to_thread.run_sync(
+                self._argon2, row.secret_hash, p.secret, limiter=self._async_slots
+            )
+        except BaseException:
+            future.cancel()  # waiters run their own check
+            raise
+        finally:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+        future.set_result(ok)
+        return ok

@@ -49,27 +49,38 @@ def serve(
     import uvicorn
 
     from ragshield.server.app import create_app
+    from ragshield.server.http import HeaderDeadlineH11, bind
     from ragshield.server.service import Service
 
     if not 0 < port < 65536:
         raise InputError(f"--port must be in 1..65535. Got {port}.")
     cfg = load_config(config)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    service = Service.from_config(cfg)
-    typer.echo(
-        f"serving {len(service.store)} passages from {cfg.index} with defenses "
-        f"[{', '.join(cfg.defenses.chain) or 'none'}] on http://{host}:{port} "
-        f"(storage: {service.db.engine.url.render_as_string(hide_password=True)})",
-        err=True,
-    )
+    sock = bind(host, port)  # a bad host or a port in use is refused before the models load
     try:
-        # proxy_headers off: auth.trusted_proxies alone decides whose X-Forwarded-For counts
-        # (uvicorn's own default believes any loopback peer's, or $FORWARDED_ALLOW_IPS)
-        uvicorn.run(
-            create_app(service), host=host, port=port, log_level="warning", proxy_headers=False
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
         )
+        service = Service.from_config(cfg)
+        try:
+            # proxy_headers off: auth.trusted_proxies alone decides whose X-Forwarded-For
+            # counts (uvicorn's default believes any loopback peer's, or $FORWARDED_ALLOW_IPS)
+            server = uvicorn.Server(
+                uvicorn.Config(
+                    create_app(service), log_level="warning", proxy_headers=False,
+                    http=HeaderDeadlineH11,
+                )
+            )  # fmt: skip
+            typer.echo(
+                f"serving {len(service.store)} passages from {cfg.index} with defenses "
+                f"[{', '.join(cfg.defenses.chain) or 'none'}] on http://{host}:{port} "
+                f"(storage: {service.db.engine.url.render_as_string(hide_password=True)})",
+                err=True,
+            )
+            server.run(sockets=[sock])
+        finally:
+            service.close()
     finally:
-        service.close()
+        sock.close()
 
 
 def _keys(config: Path | None, db: str | None) -> KeyManager:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -257,6 +258,27 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
+def _check_sqlite_file(url: str) -> None:
+    """A SQLite URL must name a new file or a SQLite database: SQLite opens anything else,
+    fails with "file is not a database" and leaves -wal/-shm files beside the user's file
+    (benchmarks/hostile_pass.py, issue #27)."""
+    if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
+        return
+    path = Path(url[len("sqlite:///") :].split("?", 1)[0])
+    try:
+        if path.is_dir():
+            raise InputError(f"storage {path} is a folder; name a database file.")
+        if path.is_file() and path.stat().st_size > 0:
+            with path.open("rb") as fh:
+                if fh.read(16) != b"SQLite format 3\x00":
+                    raise InputError(
+                        f"storage {path} exists and is not a SQLite database; refusing to "
+                        "open it (nothing was written)."
+                    )
+    except OSError as exc:
+        raise InputError(f"storage {str(path)[:200]}: {exc.strerror or exc}") from None
+
+
 def make_engine(url: str) -> Engine:
     """An engine with SQLite tuned for a threaded server (WAL, busy timeout, IMMEDIATE).
 
@@ -264,6 +286,7 @@ def make_engine(url: str) -> Engine:
     :meth:`Database.consume` and :meth:`Database.block`) serialise concurrent writers.
     """
     url = sqlalchemy_url(url)
+    _check_sqlite_file(url)
     try:
         # a server that accepts TCP and never answers fails after 10 s, not never (libpq
         # waits forever by default; issue #27, root cause 5)

@@ -15,7 +15,9 @@ audit rows older than ``audit.retention_days`` at start and every hour.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import queue
 import threading
 import time
@@ -24,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi.responses import JSONResponse
 
+from ragshield.server.auth import AuthThrottled
 from ragshield.server.db import AuditRecord, StorageError
 from ragshield.server.proxies import TrustedProxies
 
 if TYPE_CHECKING:
+    from ragshield.server.auth import KeyManager
     from ragshield.server.service import Service
 
 log = logging.getLogger("ragshield.server")
@@ -220,9 +224,12 @@ class BodyLimitMiddleware:
     chunked upload cannot sneak past), then replays the body to the app.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout: float = 20.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        # the whole body within this many seconds, else 408 (Apache mod_reqtimeout's
+        # default body=20; a slow-body client held its connection forever; issue #27)
+        self.timeout = timeout
 
     def _too_big(self, scope: Scope, size: int | str) -> JSONResponse:
         detail = (
@@ -250,17 +257,25 @@ class BodyLimitMiddleware:
         chunks: list[bytes] = []
         total = 0
         more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body = message.get("body", b"")
-            total += len(body)
-            if total > self.max_bytes:
-                await self._too_big(scope, f"more than {self.max_bytes}")(scope, receive, send)
-                return
-            chunks.append(body)
-            more = bool(message.get("more_body", False))
+        try:
+            async with asyncio.timeout(self.timeout):
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    body = message.get("body", b"")
+                    total += len(body)
+                    if total > self.max_bytes:
+                        too_big = self._too_big(scope, f"more than {self.max_bytes}")
+                        await too_big(scope, receive, send)
+                        return
+                    chunks.append(body)
+                    more = bool(message.get("more_body", False))
+        except TimeoutError:
+            detail = f"the request body did not arrive within {self.timeout:g} s."
+            scope.setdefault("state", {})["reason"] = detail
+            await json_error(408, detail, {"Connection": "close"})(scope, receive, send)
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -271,3 +286,54 @@ class BodyLimitMiddleware:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+class AuthShedMiddleware:
+    """Answer a throttled client's unverified requests with 429 before anything else runs.
+
+    A client over ``auth.failure_limit`` gets 429 from the key manager anyway, but only
+    after the request body is read, the route resolved and the auth dependency run in
+    FastAPI. Here that answer costs a dictionary lookup, so 64 clients flooding bad keys
+    take less of the CPU a legitimate client needs (issue #27 load target;
+    ``benchmarks/bench_server.py``). A token verified recently is never shed: a valid key
+    behind the same address as the flood keeps working. Same status, headers and delay as
+    the in-app answer; a shed request is counted (``ragshield_auth_failures{reason=
+    "throttled"}``, the access log) but writes no audit row — the failures that tripped the
+    limit did.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        keys: KeyManager,
+        proxies: TrustedProxies,
+        delay: float,
+        on_shed: Callable[[], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.keys = keys
+        self.proxies = proxies
+        self.delay = delay
+        self.on_shed = on_shed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path", "").startswith("/v1/"):
+            headers = dict(scope.get("headers") or [])
+            raw = headers.get(b"authorization", b"")
+            token = raw[7:] if raw[:7].lower() == b"bearer " else headers.get(b"x-api-key", b"")
+            if token and not self.keys.recently_verified(token.decode("latin-1")):
+                client = self.proxies.client_of(scope)
+                wait = self.keys.failures.retry_after(client)
+                if wait > 0:
+                    if self.on_shed is not None:
+                        self.on_shed()
+                    await asyncio.sleep(self.delay)
+                    f = self.keys.failures
+                    detail = str(AuthThrottled(client, wait, f.limit, f.window))
+                    # counted in the metrics and the access log, not one audit row each: a
+                    # flood would otherwise be a database write per request it sends
+                    scope.setdefault("state", {}).update(reason=detail, audited=True)
+                    retry = {"Retry-After": str(max(1, math.ceil(wait)))}
+                    await json_error(429, detail, retry)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)

@@ -303,6 +303,10 @@ def _read_passages(file: Path) -> list[Passage]:
                 ) from None
             except json.JSONDecodeError as exc:
                 raise DataFormatError(file, n, f"malformed JSON ({exc.msg})") from None
+            except (RecursionError, ValueError) as exc:  # nested too deeply, huge numbers
+                raise DataFormatError(
+                    file, n, f"unreadable record ({type(exc).__name__})"
+                ) from None
             if not isinstance(rec, dict):
                 raise DataFormatError(file, n, f"expected a JSON object, got {type(rec).__name__}")
             for key, required in (("id", True), ("text", True), ("title", False)):

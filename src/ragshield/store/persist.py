@@ -43,7 +43,7 @@ def is_index_dir(path: str | Path) -> bool:
     meta_path = Path(path) / "meta.json"
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(meta, dict) and "dim" in meta
 
@@ -55,6 +55,9 @@ def check_out_dir(path: str | Path, *, probe: bool = False) -> Path:
     given = Path(path)
     try:
         target = given.resolve()
+        too_long = next((c for c in target.parts if len(os.fsencode(c)) > 255), None)
+        if too_long is not None:  # would fail only after the parent folders were made
+            raise InputError(f"cannot write an index at {str(given)[:120]}...: a name is too long")
         if not target.name:
             raise InputError(f"cannot write an index at {given}: name a folder, e.g. --out index")
         cwd = Path.cwd().resolve()

@@ -59,6 +59,8 @@ def check_data_dir(data_dir: str | Path) -> Path:
     given = Path(data_dir)
     try:
         path = given.resolve()
+        if any(len(os.fsencode(c)) > 255 for c in path.parts):
+            raise InputError(f"--data {str(given)[:120]}...: a name is too long")
         if path.exists():
             if not path.is_dir():
                 raise InputError(f"--data {given} is a file; name a new folder for the server")

@@ -1,0 +1,75 @@
+"""Cases benchmarks/hostile_pass.py found after the root causes were fixed (issue #27):
+OS-level path errors escaping the CLI, SQLite opening a user's file, a deeply nested
+meta.json, and the load-shedding of throttled bad-key clients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ragshield.server import Service, create_app
+
+from ._server_env import bearer, burst, demo_index_fixture, make_fixture  # noqa: F401
+from .io_checks import fail_line, make_store, snapshot
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["ask", "x" * 5000, "Who?"], "File name too long"),
+        (["index", "c.jsonl", "--out", "new/" + "y" * 300], "too long"),
+        (["db", "start", "--data", "new/" + "y" * 300], "too long"),
+        (["ask", "a\x00b", "Who?"], "NUL byte"),
+        (["keys", "create", "bob", "--db", "FILE"], "not a SQLite database"),
+        (["keys", "create", "bob", "--db", "."], "is a folder"),
+    ],
+)
+def test_cli_path_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    argv: list[str], needle: str,
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "FILE").write_text("my notes")
+    (tmp_path / "c.jsonl").write_text('{"id": "a", "text": "Paris."}\n')
+    before = snapshot(tmp_path)
+    fail_line(capsys, argv, needle)
+    assert snapshot(tmp_path) == before  # no -wal/-shm beside FILE, no half-made folders
+
+
+def test_deep_meta_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_store().save(tmp_path / "idx")
+    (tmp_path / "idx" / "meta.json").write_text("[" * 50_000)
+    fail_line(capsys, ["ask", tmp_path / "idx", "Who?"], "meta.json")
+
+
+def test_throttled_client_is_shed_but_valid_key_works(
+    make: Callable[..., Service], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the failure limit, bad keys get 429 from the shed layer (the key manager is not
+    consulted); a key that verified before keeps working from the same address."""
+    service = make(
+        auth={"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1,
+              "failure_limit": 3, "failure_delay_seconds": 0.0},
+        limits={"requests_per_minute": 0},
+    )  # fmt: skip
+    _, token = service.keys.create("alice")
+    app = create_app(service)
+    ask = {"question": "Who designed the Eiffel Tower?"}
+    assert burst(app, [("POST", "/v1/ask", ask, bearer(token))])[0].status_code == 200
+    bad = [("POST", "/v1/ask", ask, bearer("rsk_000000000000_" + "a" * 43))] * 3
+    assert [r.status_code for r in burst(app, bad)] == [401] * 3
+    reached: list[str] = []
+    real = service.keys.authenticate_async
+
+    async def counting(token: str | None, client: str) -> object:
+        reached.append(client)
+        return await real(token, client)
+
+    monkeypatch.setattr(service.keys, "authenticate_async", counting)
+    shed = burst(app, bad * 4)
+    assert [r.status_code for r in shed] == [429] * 12
+    assert all("Retry-After" in r.headers for r in shed)
+    assert reached == []  # answered before FastAPI and the key manager
+    assert burst(app, [("POST", "/v1/ask", ask, bearer(token))])[0].status_code == 200
