@@ -49,6 +49,7 @@ from pydantic import (
 from ragshield.defenses import registry
 from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.calibration import calibrate
+from ragshield.defenses.injection_calibration import calibrate_injection
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.generate.base import Generator
@@ -298,6 +299,7 @@ def assemble(
         if name not in cache:
             built = registry.build_filter(name, parts.encoder, params.get(name))
             calibrate(built, getattr(parts.store, "profile", None))  # index-time statistics
+            calibrate_injection(built, getattr(parts.store, "profile", None))  # issue #23
             cache[name] = built
         chain.append(cache[name])
     generator = parts.generator

@@ -62,6 +62,10 @@ _REGISTRY: dict[str, str | Entry] = {
     "similarity-threshold": "ragshield.defenses.baselines:SimilarityThresholdFilter",
     "perplexity": "ragshield.defenses.baselines:PerplexityFilter",
     "distance-threshold": "ragshield.defenses.extraction_baselines:DistanceThresholdFilter",
+    "injection-guard": "ragshield.defenses.injection_detector:InjectionGuard",  # issue #23
+    "injection-output": Entry(
+        "generator_wrapper", "ragshield.defenses.injection_output:wrap_output_check"
+    ),
     # RAGFort (§4.2 inter-class re-index, §4.3 intra-class cascade, both = the paper's method)
     "ragfort-inter": Entry("index", "ragshield.defenses.ragfort:open_reindexed"),
     "ragfort-intra": Entry("generator_wrapper", "ragshield.defenses.ragfort:wrap_cascade"),
