@@ -39,8 +39,8 @@ Suspicion (``Decision.scores["suspicion"]``): the head's probability for a class
 whole passage (``injection_collateral`` for its other sentences).
 
 Training corpora (the packaged head; details and licences in
-``benchmarks/train_injection_head.py``): ``bastioncorpus`` 0.6.0 (MIT; 132 labelled
-injections in five languages + 49 benign look-alikes, the even-numbered benign rows only),
+``benchmarks/train_injection_head.py``): ``bastioncorpus`` 0.6.0 (MIT; 118 labelled
+injections in five languages + 63 benign look-alikes, the even-numbered benign rows only),
 ragshield's own instruction templates and EcoSafeRAG baits (Apache-2.0, this repository),
 instructions and hard negatives written for the training script, and benign sentences of
 the *dev* halves of ``ontopic/`` (SQuAD v1.1 dev articles at even title positions,
