@@ -25,7 +25,48 @@ from collections.abc import Callable
 
 #: Words an attacker may drop without losing the question's topic (function words).
 STOPWORDS = frozenset(
-    ["a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or", "is", "are", "was", "were", "be", "been", "do", "does", "did", "that", "this", "these", "those", "which", "what", "who", "whom", "whose", "when", "where", "why", "how", "it", "its", "as", "than"]
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "by",
+        "with",
+        "from",
+        "and",
+        "or",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "do",
+        "does",
+        "did",
+        "that",
+        "this",
+        "these",
+        "those",
+        "which",
+        "what",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "it",
+        "its",
+        "as",
+        "than",
+    ]
 )
 _AUX = ("is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have",
         "had", "will", "would", "should")  # fmt: skip
@@ -264,7 +305,21 @@ def answer_variants(answer: str) -> list[str]:
     if len(words) >= 2 and all(w[:1].isupper() for w in words):
         out += [words[-1], f"{words[0][0]}. {' '.join(words[1:])}"]
     if a.isdigit():
-        small = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+        small = [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        ]
         if int(a) < len(small):
             out.append(small[int(a)])
         elif len(a) == 4:

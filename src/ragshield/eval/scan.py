@@ -45,9 +45,10 @@ import numpy as np
 from ragshield.defenses.base import PassageFilter, warm_up
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
+from ragshield.eval.adaptive_eval import run_settings
 from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import WHITEBOX
-from ragshield.eval.real_retrieval import QuestionTrace, RealResults, run_real_eval
+from ragshield.eval.real_retrieval import QuestionTrace, RealResults
 from ragshield.eval.scan_extraction import SETTING as EXTRACTION
 from ragshield.eval.scan_extraction import ExtractionCell, run_scan_extraction
 from ragshield.eval.scan_questions import ScanQuestion, decoy_targets
@@ -348,7 +349,7 @@ def run_scan(
 
     with _timed(timings, "attack_and_filter"):
         try:
-            results = run_real_eval(
+            results = run_settings(  # filter-aware settings are searched per chain
                 data, cases, chains, settings, encoder=encoder, k=k, context_k=context_k,
                 seed=seed, split=split, generator=generator, base_store=store,
                 on_question=on_question,
