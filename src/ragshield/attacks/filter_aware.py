@@ -100,7 +100,8 @@ class ChainOracle:
     def _question(self, question: str) -> tuple[np.ndarray, list[RetrievedPassage]]:
         if question not in self._base:
             qv = np.asarray(self.encoder.encode([question]), dtype=np.float32)
-            hits = self.store.search(qv, self.k)[0]  # type: ignore[attr-defined]
+            n = min(self.k, len(self.store))  # type: ignore[arg-type]
+            hits = self.store.search(qv, n)[0]  # type: ignore[attr-defined]
             self._base[question] = (qv[0], hits)
         return self._base[question]
 
