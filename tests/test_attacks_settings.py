@@ -8,7 +8,7 @@ from ragshield.attacks.registry import available
 from ragshield.attacks.settings import GROUPS, SETTINGS, expand, group_of, in_group, resolve
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import QACase
-from ragshield.eval.plant import KNOWN_SETTINGS, REAL_SETTINGS, PLANTERS, attack_passages
+from ragshield.eval.plant import KNOWN_SETTINGS, PLANTERS, REAL_SETTINGS, attack_passages
 
 GOLD = "Canberra is the capital city of Australia and seat of its parliament."
 CASE = QACase("q1", "What is the capital city of Australia?", ("Canberra",), ("p0",),
