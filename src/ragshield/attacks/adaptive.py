@@ -210,7 +210,7 @@ class PrefixRewriteAttack(_Base):
                 o for o in out if not contains_answer(o.text, t)
             ]  # texts that state the target first
             return _distinct(out)[:n]
-        label = "published" if self.rewrite == "none" and body_src == "published" else "rule"
+        label = "rule"  # a rewritten or moved question is a rule edit of the body
         for body in bodies:
             q = self.prefix(target.question, rng)
             if self.rewrite == "statement":

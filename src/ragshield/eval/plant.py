@@ -16,24 +16,23 @@ question is retrieved for real.
 
 Attack texts come from the shared published data when a question is a poisoning target
 (PoisonedRAG, Tan et al. "blind", GARAG); otherwise from :func:`template_attack_texts`,
-labelled ``"template"`` in every table (``PlantedPassage.source``). Settings
-(:data:`REAL_SETTINGS`):
+labelled ``"template"`` in every table (``PlantedPassage.source``). The settings, their
+registered attacks, counts and groups are ONE table, :mod:`ragshield.attacks.settings`;
+each row's ``shape`` names the planting function here (:data:`PLANTERS`, no if-chain):
 
-* ``clean`` — nothing planted;
-* ``poisonedrag-1`` / ``poisonedrag`` — one / five PoisonedRAG passages per target;
-* ``mixed-2x`` / ``mixed-4x`` — PoisonedRAG, blind and GARAG interleaved, up to 10 / 20
-  distinct passages per target (never duplicated; the count actually planted is reported);
-* ``injection-prefixed`` — one passage: the question, then an injected instruction
-  (PoisonedRAG's retrieval trick, so relevance cannot screen it);
-* ``injection-offtopic`` — one passage holding only an instruction;
-* ``injection-hijack`` — the golden passage itself carries an instruction (an edit to an
-  existing page, not a new passage);
-* ``suffix`` — one PoisonedRAG passage with a published GCG suffix appended.
-
-Opt-in (:data:`OPTIONAL_SETTINGS`, named explicitly; not part of ``all``, it costs
-gradient steps per passage): ``poisonedrag-whitebox`` — five PoisonedRAG white-box
-passages per target, ``QACase.attack_texts["whitebox"]`` (HotFlip-optimised prefixes,
-written by :func:`ragshield.eval.scan_writer.whitebox_texts` against the index's encoder).
+* ``pool`` — published / template texts of one attack or several interleaved
+  (``poisonedrag-1``, ``poisonedrag``, ``mixed-2x``, ``mixed-4x``; never duplicated, the
+  count actually planted is reported);
+* ``instruction`` / ``hijack`` / ``suffix`` — the injection settings (an instruction with or
+  without the question; the golden passage itself edited; a GCG suffix);
+* ``adaptive`` — the adaptive generators (:mod:`ragshield.attacks.adaptive`) on the
+  question's PoisonedRAG bodies, blind texts and gold passage, labelled
+  ``rule(published)``, ``rule(genuine)``, ``published``, ``llm(...)``;
+* ``precomputed`` — texts written beforehand into ``QACase.attack_texts`` (the opt-in
+  ``poisonedrag-whitebox``: HotFlip-optimised prefixes from
+  :func:`ragshield.eval.scan_writer.whitebox_texts`);
+* ``searched`` — ``filter-aware``: the survivors of a black-box search against one chain,
+  written per chain by :func:`ragshield.eval.adaptive_eval.run_settings`.
 """
 
 from __future__ import annotations
