@@ -109,3 +109,26 @@ def test_scan_cli_reads_the_table() -> None:
     assert _settings("filter-aware:10") == ["filter-aware:10"]
     with pytest.raises(InputError, match="unknown setting"):
         _settings("all,nope")
+
+
+class Paraphraser:
+    """A scripted generator: answers the paraphrase instruction with a fixed rewording."""
+
+    name = "scripted"
+
+    def generate(self, question: str, contexts):  # type: ignore[no-untyped-def]
+        from ragshield.types import Generation
+
+        assert question.startswith("Rewrite this question")
+        return Generation("Which city is the seat of Australia's government?")
+
+
+def test_prefix_llm_through_the_writer_is_labelled_llm() -> None:
+    from ragshield.attacks.writer import TextWriter
+    from ragshield.eval.adaptive_eval import paraphrase_texts
+
+    (case,) = paraphrase_texts([CASE], TextWriter(Paraphraser()))
+    assert case.attack_texts["paraphrase"] == ("Which city is the seat of Australia's government?",)
+    planted = attack_passages([case], "prefix-llm")
+    assert len(planted) == 5 and {p.source for p in planted} == {"llm(template)"}
+    assert all(CASE.question not in p.passage.text for p in planted)

@@ -138,3 +138,24 @@ def run_settings(
     order = {s: i for i, s in enumerate(names)}
     rows.sort(key=lambda r: order.get(r.setting, len(order)))  # stable: chains keep order
     return dataclasses.replace(res, rows=tuple(rows), notes=notes)
+
+
+def paraphrase_texts(
+    cases: Sequence[QACase], writer: Any, *, on_chunk: Callable[[int], None] | None = None
+) -> list[QACase]:
+    """``cases`` with ``attack_texts["paraphrase"]``: the writer's LLM paraphrase of each
+    question, for the opt-in ``prefix-llm`` setting. Replies go through the writer's disk
+    cache, written in batches first (:func:`ragshield.attacks.writer.write_in_batches`)."""
+    from ragshield.attacks.adaptive import LLMParaphraseAttack
+    from ragshield.attacks.writer import write_in_batches
+
+    attack = LLMParaphraseAttack(writer)
+
+    def run() -> list[str]:
+        return [attack.paraphrase_of(c.question) for c in cases]
+
+    write_in_batches(writer, run, on_chunk=on_chunk)
+    return [
+        dataclasses.replace(c, attack_texts={**c.attack_texts, "paraphrase": (p,)})
+        for c, p in zip(cases, run(), strict=True)
+    ]

@@ -331,6 +331,11 @@ def run_scan(
             leave=False,
         ) as wbbar:  # fmt: skip
             cases = whitebox_texts(cases, encoder, seed=seed, on_case=lambda _c: wbbar.update(1))
+    if "prefix-llm" in settings and attack_writer is not None:  # opt-in: LLM paraphrases
+        from ragshield.eval.adaptive_eval import paraphrase_texts
+
+        with _timed(timings, "write_paraphrases"):
+            cases = paraphrase_texts(cases, attack_writer.writer)
     data = OnTopicData(Path(index_path).name, tuple(store.passages), tuple(cases))
     examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
