@@ -61,9 +61,9 @@ def retrieval(
         str, typer.Option(help="dev, test or all (see ragshield.eval.ontopic).")
     ] = "test",
     per_topic: Annotated[int | None, typer.Option(help="At most N questions per topic.")] = None,
-    settings: Annotated[str, typer.Option(help="Comma-separated settings.")] = (
-        "clean,poisonedrag-1,poisonedrag,mixed-2x,mixed-4x"
-    ),
+    settings: Annotated[
+        str, typer.Option(help="Comma-separated settings or groups (adaptive, ...), or all.")
+    ] = ("clean,poisonedrag-1,poisonedrag,mixed-2x,mixed-4x"),
     defenses: Annotated[str, typer.Option(help="';'-separated chains.")] = DEFAULT_DEFENSES,
     k: Annotated[int, typer.Option(help="Passages retrieved per question.")] = 10,
     context_k: Annotated[int, typer.Option(help="Survivors that reach the generator.")] = 5,
@@ -77,10 +77,12 @@ def retrieval(
     cache_dir: Annotated[Path | None, typer.Option(help="Reuse encoded vectors.")] = None,
 ) -> None:
     """Index a corpus, plant attacks into a copy, retrieve for real, score each defense."""
+    from ragshield.attacks.settings import expand
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.adaptive_eval import run_settings
     from ragshield.eval.ontopic import load_ontopic
-    from ragshield.eval.real_retrieval import run_real_eval
 
+    wanted = [s for s in expand(settings.split(",")) if s != "extraction"]
     if out is not None:
         check_out_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after it
     ds = load_ontopic(data, poisoning_dir=poisoning_dir, per_topic=per_topic, seed=seed)
@@ -93,8 +95,8 @@ def retrieval(
         from ragshield.generate.factory import make_generator
 
         gen = make_generator(generator, enc)
-    res = run_real_eval(
-        ds, cases, chains, [s.strip() for s in settings.split(",") if s.strip()],  # type: ignore[arg-type]
+    res = run_settings(
+        ds, cases, chains, wanted,  # type: ignore[arg-type]
         encoder=enc, k=k, context_k=context_k, seed=seed, split=split, generator=gen,
         cache_dir=cache_dir,
     )  # fmt: skip
