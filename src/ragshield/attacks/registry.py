@@ -127,6 +127,12 @@ _REGISTRY: dict[str, AttackSpec] = {
             "instruction passages: question + instruction at start/middle/end",
         ),
         _spec(
+            "injection-family",
+            "corpus",
+            f"{_A}.injection_families:FamilyInjectionAttack",
+            "bastioncorpus injections (one family; issue #23) planted into on-topic text",
+        ),
+        _spec(
             "injection-offtopic",
             "corpus",
             f"{_A}.planting:PlantedInstructionAttack",

@@ -91,6 +91,14 @@ SETTINGS: dict[str, Setting] = {
              "the gold passage itself carries an instruction"),
         _row("suffix", "injection", ("suffix",), 1, "suffix",
              "a PoisonedRAG passage + a published GCG suffix"),
+        *(  # issue #23: injections nobody at ragshield wrote, one row per family
+            _row(f"injection-{fam.replace('_', '-')}", "injection", ("injection-family",), 1,
+                 "family", f"bastioncorpus '{fam}' instruction inside the gold passage",
+                 params={"family": fam})
+            for fam in ("direct_injection", "instruction_override", "jailbreak_persona",
+                        "indirect_injection", "exfiltration", "delimiter_injection",
+                        "obfuscation")
+        ),
         *(
             _row(f"prefix-{op}", "adaptive", (f"prefix-{op}",), 5, "adaptive",
                  f"PoisonedRAG bodies, question prefix rewritten ({op})")

@@ -29,7 +29,7 @@ Caveat: an index that is already poisoned when it is built counts the poison as 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from ragshield.defenses.injection_head import InjectionHead
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 
-__all__ = ["calibrate_index", "calibrate_injection", "thresholds_for"]
+__all__ = ["calibrate_defenses", "calibrate_index", "calibrate_injection", "thresholds_for"]
 
 KEY = "injection"  # the profile entry in meta.json
 
@@ -114,3 +114,21 @@ def calibrate_injection(defense: object, profile: Mapping[str, Any] | None) -> N
         hook = getattr(part, "calibrate_injection", None)
         if callable(hook):
             hook(profile[KEY])
+
+
+def calibrate_defenses(defenses: Iterable[object], texts: Sequence[str], encoder: Encoder) -> None:
+    """For evaluations that build their defenses themselves (scan, eval retrieval): score
+    the index's sentences once, only when some defense takes an injection calibration."""
+    parts = [
+        p
+        for d in defenses
+        if d is not None
+        for p in getattr(d, "filters", [d])
+        if callable(getattr(p, "calibrate_injection", None))
+    ]
+    if not parts:
+        return
+    data = calibrate_index(texts, encoder)
+    if data is not None:
+        for p in parts:
+            p.calibrate_injection(data)

@@ -311,6 +311,19 @@ def _plant_searched(c: _Ctx) -> _Made:
 #: Where ``QACase.attack_texts`` holds the filter-aware survivors for the chain at hand.
 SEARCHED_KEY = "filter-aware"
 
+
+def _plant_family(c: _Ctx) -> _Made:
+    """Issue #23: one English row of the row's bastioncorpus family (rotating over the
+    targets), its ``{canary}`` filled, inside the gold passage (else after the question)."""
+    from ragshield.attacks.injection_families import canary_word, family_rows, fill, plant
+
+    rows = family_rows(str(c.row.params["family"]), lang="en")
+    instr = fill(rows[c.index % len(rows)].text, canary_word(c.case.id))
+    placement = "in-passage" if c.gold else "prefixed"
+    text, planted = plant(instr, placement, c.case.question, c.gold, c.rng)
+    return [(text, c.row.name, "bastioncorpus", planted)]
+
+
 #: Setting shape -> planting function (the table row's ``shape``).
 PLANTERS: dict[str, Callable[[_Ctx], _Made]] = {
     "pool": _plant_pool,
@@ -319,6 +332,7 @@ PLANTERS: dict[str, Callable[[_Ctx], _Made]] = {
     "precomputed": _plant_precomputed,
     "adaptive": _plant_adaptive,
     "searched": _plant_searched,
+    "family": _plant_family,
 }
 
 

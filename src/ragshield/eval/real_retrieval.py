@@ -249,6 +249,9 @@ def run_real_eval(
         profile = profile_vectors(store.vectors)
         for defense in defenses.values():
             calibrate(defense, profile)
+        from ragshield.defenses.injection_calibration import calibrate_defenses
+
+        calibrate_defenses(defenses.values(), [p.text for p in store.passages], encoder)  # #23
     if not 1 <= k <= len(store):
         raise InputError(f"k ({k}) must be in 1..{len(store)} (the index size)")
     text_of = {p.id: p.text for p in data.passages}
