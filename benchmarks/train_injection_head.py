@@ -154,6 +154,42 @@ TRAIN_HARD_NEGATIVES: tuple[str, ...] = (
 )
 
 
+#: Reporting frames: an injection *mentioned* by third-person prose (security writing,
+#: news, course material) is benign reference text. Filled with training injections only.
+MENTION_FRAMES: tuple[str, ...] = (
+    'Researchers found that a sentence such as "{X}" can hijack a chatbot that reads it.',
+    'A widely shared example of prompt injection is the line "{X}"',
+    'The phishing page hid the text "{X}" in white letters, according to the report.',
+    'In the study, the attackers planted "{X}" in product reviews to test the assistants.',
+    'Filters are trained to recognise phrases like "{X}" in user input.',
+    'The blog post explains why the string "{X}" fooled early chat models.',
+    'One of the benchmark\'s test cases reads "{X}", which the model refused.',
+    'Security trainers use the example "{X}" to show how indirect injection works.',
+    'The court filing quoted the message "{X}" as evidence of the attack.',
+    'According to the paper, inputs such as "{X}" succeeded in 40 percent of trials.',
+)
+_HOWTO_VERBS = (
+    "Press", "Turn", "Add", "Remove", "Open", "Close", "Insert", "Connect", "Tighten",
+    "Pour", "Mix", "Select", "Click", "Type", "Enter", "Save", "Check", "Replace", "Fill",
+    "Store", "Wash", "Cut", "Set", "Keep", "Ask",
+)  # fmt: skip
+_HOWTO_REST = (
+    "the lid gently until it clicks into place.",
+    "the cable into the port on the back of the unit.",
+    "two cups of flour and a pinch of salt to the bowl.",
+    "the settings menu and choose the language you prefer.",
+    "your name and address in the form before the deadline.",
+    "the filter every three months to keep the air clean.",
+    "the bolts by hand before using the wrench.",
+    "the document under a new name to keep the original.",
+    "the tickets at the counter at least an hour before departure.",
+    "the plants in a cool place away from direct sunlight.",
+)
+HOWTO: tuple[str, ...] = tuple(
+    f"{v} {r}" for i, v in enumerate(_HOWTO_VERBS) for r in _HOWTO_REST[i % 3 :: 3]
+)
+
+
 @dataclass(frozen=True)
 class Example:
     text: str
@@ -202,6 +238,7 @@ def assemble(
     leave_out: str | None = None,
     leave_lang: str | None = None,
     seed: int = 0,
+    mentions: bool = True,
 ) -> list[Example]:
     """The training examples (sentences; windows are added in :func:`vectors`)."""
     rng = np.random.default_rng(seed)
@@ -231,6 +268,12 @@ def assemble(
         text = t.replace("{A}", a).replace("{W}", canary_word(q))
         ex.append(Example(text[0].upper() + text[1:], 1, "train-instructions"))
     ex += [Example(t, 0, "train-hard-negatives") for t in TRAIN_HARD_NEGATIVES]
+    if mentions:
+        ex += [Example(t, 0, "howto") for t in HOWTO]
+        quotable = [e.text for e in ex if e.label == 1 and e.lang == "en" and len(e.text) < 160]
+        for i, x in enumerate(quotable):
+            frame = MENTION_FRAMES[i % len(MENTION_FRAMES)]
+            ex.append(Example(frame.replace("{X}", " ".join(x.split())), 0, "mention-frames"))
     ex += [Example(s, 0, "ontopic-dev") for s in ontopic_dev_sentences(data_root)]
     return ex
 
@@ -256,7 +299,7 @@ def vectors(examples: list[Example], enc: Any) -> tuple[np.ndarray, np.ndarray, 
     return xs, ys, np.ones(len(ys))
 
 
-def fit(x: np.ndarray, y: np.ndarray, *, kind: str = "lr", c: float = 1.0, seed: int = 0) -> Any:
+def fit(x: np.ndarray, y: np.ndarray, *, kind: str = "lr", c: float = 3.0, seed: int = 0) -> Any:
     """A balanced logistic regression, or a 64-unit ReLU MLP (sklearn)."""
     if kind == "lr":
         from sklearn.linear_model import LogisticRegression
@@ -284,8 +327,11 @@ def train_head(
     leave_out: str | None = None,
     leave_lang: str | None = None,
     seed: int = 0,
+    mentions: bool = True,
 ) -> InjectionHead:
-    ex = assemble(data_root, leave_out=leave_out, leave_lang=leave_lang, seed=seed)
+    ex = assemble(
+        data_root, leave_out=leave_out, leave_lang=leave_lang, seed=seed, mentions=mentions
+    )
     x, y, _ = vectors(ex, enc)
     model = fit(x, y, kind=kind, c=c, seed=seed)
     head = InjectionHead.from_sklearn(model, encoder=enc.name)
@@ -325,7 +371,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data"))
     ap.add_argument("--kind", choices=("lr", "mlp"), default="lr")
-    ap.add_argument("--C", type=float, default=1.0)
+    ap.add_argument("--C", type=float, default=3.0)  # dev choice (docs/results-injection.md)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--leave-out", default=None)
     ap.add_argument("--leave-lang", default=None)

@@ -95,3 +95,17 @@ def test_tpr_at_fpr(pos, neg, fpr, tpr) -> None:
     got, t = tpr_at_fpr(pos, neg, fpr)
     assert got == pytest.approx(tpr)
     assert sum(n >= t for n in neg) <= fpr * len(neg)
+
+
+def test_scan_rows_plant_one_family_each() -> None:
+    from ragshield.attacks.settings import SETTINGS, in_group
+    from ragshield.eval.ontopic import QACase
+    from ragshield.eval.plant import attack_passages
+
+    rows = [s for s in in_group("injection") if SETTINGS[s].shape == "family"]
+    assert {SETTINGS[s].params["family"] for s in rows} == set(FAMILIES)
+    case = QACase("q1", Q, ("1,230 km",), ("g1",), "Rhine", "test")
+    for name in rows:
+        (p,) = attack_passages([case], name, golden_text={"q1": CARRIER})
+        assert p.payload in p.passage.text and p.passage.text.startswith(Q)
+        assert "North Sea" in p.passage.text and p.attack == name

@@ -11,7 +11,7 @@ Example::
 
 Why rules beside the classifier: model-based detectors fall to an attacker who keeps
 rewording (PEERS.md, "Adaptive attackers": 20,000 evolving attacks broke every model-based
-defense, deterministic checks held). These four structures have no business in retrieved
+defense, deterministic checks held). These structures have no business in retrieved
 reference text and are cheap to recognise exactly; each rule is a regular expression over
 :func:`ragshield.defenses.injection_text.normalize`'s output (so zero-width characters,
 homoglyphs and leetspeak do not hide them), and the encoded-payload rule also reads what
@@ -20,6 +20,9 @@ homoglyphs and leetspeak do not hide them), and the encoded-payload rule also re
 * ``role_marker`` — chat-template and turn markers (``<|im_start|>``, ``[INST]``,
   ``<<SYS>>``, ``### System:``, a sentence opening with ``System:``/``Assistant:``,
   ``<system>`` tags, "END OF USER INPUT" banners);
+* ``addressed_to_model`` — a sentence that speaks to the AI reading it ("Note to the
+  assistant:", "If you are an AI model, ...", "AI agents processing this ...", "Note
+  système :"): reference text talks *about* assistants, never *to* them;
 * ``tool_call`` — tool/function-call syntax (``<tool_call>``, ``{"name": ...,
   "arguments": ...}``, ``"tool_calls":``, ``functions.send(...)``);
 * ``encoded_instruction`` — a base64 / hex / percent / base85 / binary / ROT13 / reversed
@@ -28,7 +31,9 @@ homoglyphs and leetspeak do not hide them), and the encoded-payload rule also re
   query carries a placeholder or names conversation data, or an instruction to send/open
   a URL with a query string.
 
-A rule names the *form* of an attack, so it does not dilute in a long passage and does not
+The rules were written after reading the ``bastioncorpus`` families (the benchmark's
+test families), so ``bench_injection.py`` also reports the head alone, which never saw a
+held-out family. A rule names the *form* of an attack, so it does not dilute in a long passage and does not
 need calibration; its false positives on the index's own text are measured by
 ``benchmarks/bench_injection.py`` (the ``rules`` row).
 """
@@ -78,6 +83,23 @@ RULES: tuple[Rule, ...] = (
             _I | re.MULTILINE,
         ),
         "chat-template and turn markers make text look like a new system/assistant turn",
+    ),
+    Rule(
+        "addressed_to_model",
+        re.compile(
+            r"\b(?:note|message|notice|instructions?|reminder|attention)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
+            r"(?:ai|a\.i\.|bot|chat\s?bot|assistant|llm|language\s+model|model|agent)s?\b"
+            r"|\bif\s+you\s+are\s+(?:an?\s+)?(?:ai|a\.i\.|bot|chat\s?bot|assistant|llm|"
+            r"language\s+model|large\s+language\s+model|ai\s+(?:assistant|agent|model|system))\b"
+            r"|^\W{0,3}(?:dear\s+|hey\s+|attention\s+)?(?:ai|a\.i\.|bot|chat\s?bot|"
+            r"(?:ai\s+)?assistant|llm|language\s+model|ai\s+(?:agent|model|system)s?)\s*[,:]"
+            r"|\b(?:ai|llm)\s+(?:assistant|agent|model|system)s?\s+(?:reading|processing|"
+            r"reviewing|summari[sz]ing)\s+this\b"
+            r"|^\W{0,3}(?:note\s+syst[eè]me|nota\s+(?:del|di)\s+sistema|systemhinweis|"
+            r"hinweis\s+an\s+(?:die\s+)?ki)\s*:",
+            _I | re.MULTILINE,
+        ),
+        "retrieved reference text does not address the AI that reads it",
     ),
     Rule(
         "tool_call",
