@@ -90,7 +90,7 @@ def retrieval(
         ds,
         cases,
         chains,
-        wanted,  # type: ignore[arg-type]
+        wanted,
         encoder=enc,
         k=k,
         context_k=context_k,
