@@ -141,6 +141,9 @@ CASES: dict[str, Case] = {
         {"scorer": perplexity_by_keyword, "threshold": 100.0}, PLANTED, planted=PLANTED
     ),
     "distance-threshold": Case(expect_removed=FAR, planted=FAR),
+    # the shipped head reads 384-d MiniLM vectors and this set is 16-d: the rules alone
+    # (the head is covered by tests/test_injection_detector.py)
+    "injection-guard": Case({"classifier": False}, expect_removed=[]),
 }
 NAMES = available("filter")  # index transforms and generator wrappers have no filter()
 

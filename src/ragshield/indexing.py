@@ -81,6 +81,10 @@ def build_index(
     if profile is not None and trusted:
         profile = replace(profile, trusted_ids=trusted)
     store.profile = profile.to_dict() if profile is not None else None
+    if store.profile is not None:  # issue #23: the injection detector's per-index threshold
+        from ragshield.defenses.injection_calibration import KEY, calibrate_index
+
+        store.profile[KEY] = calibrate_index(texts, encoder)
     store.save(out)
     return store
 

@@ -57,6 +57,39 @@ def _spec(name: str, kind: Kind, target: str, summary: str, **params: Any) -> At
 
 
 _A = "ragshield.attacks"
+_AD = f"{_A}.adaptive"
+#: Adaptive attacks (issue #28; :mod:`ragshield.attacks.adaptive`): they take an
+#: ``AttackTarget`` through ``craft_for(target, n, seed=...)``.
+_ADAPTIVE: tuple[AttackSpec, ...] = (
+    *(
+        _spec(f"prefix-{op}", "corpus", f"{_AD}:PrefixRewriteAttack",
+              f"PoisonedRAG bodies behind the question with {what}", rewrite=op)
+        for op, what in (
+            ("drop", "words dropped"), ("synonym", "words replaced by synonyms"),
+            ("reorder", "its clauses reordered"), ("statement", "a statement instead"),
+            ("typo", "typos"),
+        )
+    ),
+    *(
+        _spec(f"question-{pos}", "corpus", f"{_AD}:PrefixRewriteAttack",
+              f"PoisonedRAG bodies with the verbatim question at the {pos}",
+              rewrite="none", position=pos)
+        for pos in ("middle", "end")
+    ),
+    _spec("no-question", "corpus", f"{_AD}:PrefixRewriteAttack",
+          "no question at all: retrieval through the body (Tan et al., ACL 2024)",
+          rewrite="none", position="none"),
+    _spec("answer-spread", "corpus", f"{_AD}:AnswerSpreadAttack",
+          "the wrong answer worded differently per passage, mixed with edited genuine copies"),
+    _spec("near-duplicate", "corpus", f"{_AD}:NearDuplicateAttack",
+          "the gold passage with the right answer replaced (arXiv 2604.00387)"),
+    _spec("meta-epistemic", "corpus", f"{_AD}:MetaEpistemicAttack",
+          "one passage calling the other sources outdated (CorruptRAG-AK, arXiv 2605.05632)"),
+    _spec("prefix-llm", "corpus", f"{_AD}:LLMParaphraseAttack",
+          "PoisonedRAG bodies behind an LLM paraphrase of the question (opt-in, needs a model)"),
+    _spec("filter-aware", "corpus", f"{_A}.filter_aware:FilterAwareAttack",
+          "black-box search against the deployed chain: plants only variants that survive"),
+)  # fmt: skip
 _REGISTRY: dict[str, AttackSpec] = {
     s.name: s
     for s in (
@@ -92,6 +125,12 @@ _REGISTRY: dict[str, AttackSpec] = {
             "corpus",
             f"{_A}.injection:PromptInjectionAttack",
             "instruction passages: question + instruction at start/middle/end",
+        ),
+        _spec(
+            "injection-family",
+            "corpus",
+            f"{_A}.injection_families:FamilyInjectionAttack",
+            "bastioncorpus injections (one family; issue #23) planted into on-topic text",
         ),
         _spec(
             "injection-offtopic",
@@ -131,6 +170,7 @@ _REGISTRY: dict[str, AttackSpec] = {
             payload="suffix",
             framing="question",
         ),
+        *_ADAPTIVE,
         _spec(
             "rag-thief",
             "query",

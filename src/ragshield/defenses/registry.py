@@ -71,6 +71,10 @@ _REGISTRY: dict[str, str | Entry] = {
     "similarity-threshold": "ragshield.defenses.baselines:SimilarityThresholdFilter",
     "perplexity": "ragshield.defenses.baselines:PerplexityFilter",
     "distance-threshold": "ragshield.defenses.extraction_baselines:DistanceThresholdFilter",
+    "injection-guard": "ragshield.defenses.injection_detector:InjectionGuard",  # issue #23
+    "injection-output": Entry(
+        "generator_wrapper", "ragshield.defenses.injection_output:wrap_output_check"
+    ),
     # RAGFort (§4.2 inter-class re-index, §4.3 intra-class cascade, both = the paper's method)
     "ragfort-inter": Entry("index", "ragshield.defenses.ragfort:open_reindexed"),
     "ragfort-intra": Entry("generator_wrapper", "ragshield.defenses.ragfort:wrap_cascade"),
@@ -213,6 +217,7 @@ def build_chain(
     dict): every filter that takes one is calibrated from it, a value the user set wins.
     ``cache`` (name -> built filter) lets several chains over one index share filters."""
     from ragshield.defenses.calibration import calibrate
+    from ragshield.defenses.injection_calibration import calibrate_injection
 
     params = params or {}
     if not isinstance(params, Mapping):
@@ -225,6 +230,7 @@ def build_chain(
         if n not in cache:
             built = build_filter(n, encoder, params.get(n))
             calibrate(built, profile)
+            calibrate_injection(built, profile)  # issue #23: profile["injection"]
             cache[n] = built
     return FilterChain([cache[n] for n in p.filters])
 

@@ -16,60 +16,58 @@ question is retrieved for real.
 
 Attack texts come from the shared published data when a question is a poisoning target
 (PoisonedRAG, Tan et al. "blind", GARAG); otherwise from :func:`template_attack_texts`,
-labelled ``"template"`` in every table (``PlantedPassage.source``). Settings
-(:data:`REAL_SETTINGS`):
+labelled ``"template"`` in every table (``PlantedPassage.source``). The settings, their
+registered attacks, counts and groups are ONE table, :mod:`ragshield.attacks.settings`;
+each row's ``shape`` names the planting function here (:data:`PLANTERS`, no if-chain):
 
-* ``clean`` — nothing planted;
-* ``poisonedrag-1`` / ``poisonedrag`` — one / five PoisonedRAG passages per target;
-* ``mixed-2x`` / ``mixed-4x`` — PoisonedRAG, blind and GARAG interleaved, up to 10 / 20
-  distinct passages per target (never duplicated; the count actually planted is reported);
-* ``injection-prefixed`` — one passage: the question, then an injected instruction
-  (PoisonedRAG's retrieval trick, so relevance cannot screen it);
-* ``injection-offtopic`` — one passage holding only an instruction;
-* ``injection-hijack`` — the golden passage itself carries an instruction (an edit to an
-  existing page, not a new passage);
-* ``suffix`` — one PoisonedRAG passage with a published GCG suffix appended.
-
-Opt-in (:data:`OPTIONAL_SETTINGS`, named explicitly; not part of ``all``, it costs
-gradient steps per passage): ``poisonedrag-whitebox`` — five PoisonedRAG white-box
-passages per target, ``QACase.attack_texts["whitebox"]`` (HotFlip-optimised prefixes,
-written by :func:`ragshield.eval.scan_writer.whitebox_texts` against the index's encoder).
+* ``pool`` — published / template texts of one attack or several interleaved
+  (``poisonedrag-1``, ``poisonedrag``, ``mixed-2x``, ``mixed-4x``; never duplicated, the
+  count actually planted is reported);
+* ``instruction`` / ``hijack`` / ``suffix`` — the injection settings (an instruction with or
+  without the question; the golden passage itself edited; a GCG suffix);
+* ``adaptive`` — the adaptive generators (:mod:`ragshield.attacks.adaptive`) on the
+  question's PoisonedRAG bodies, blind texts and gold passage, labelled
+  ``rule(published)``, ``rule(genuine)``, ``published``, ``llm(...)``;
+* ``precomputed`` — texts written beforehand into ``QACase.attack_texts`` (the opt-in
+  ``poisonedrag-whitebox``: HotFlip-optimised prefixes from
+  :func:`ragshield.eval.scan_writer.whitebox_texts`);
+* ``searched`` — ``filter-aware``: the survivors of a black-box search against one chain,
+  written per chain by :func:`ragshield.eval.adaptive_eval.run_settings`.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ragshield.attacks.adaptive import AdaptiveText, AttackTarget, LLMParaphraseAttack
 from ragshield.attacks.injection import INJECTION_TEMPLATES, fill_template, insert_instruction
+from ragshield.attacks.poisonedrag import without_question_prefix
+from ragshield.attacks.registry import build_attack
+from ragshield.attacks.rewrite import answer_variants
+from ragshield.attacks.settings import ALL, SETTINGS, Setting, in_group, resolve
 from ragshield.attacks.suffix import append_suffix, universal_suffixes
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import QACase
 from ragshield.store.faiss_store import FaissStore
-from ragshield.text import normalize_answer
+from ragshield.text import contains_answer, normalize_answer
 from ragshield.types import Passage
 
-REAL_SETTINGS: tuple[str, ...] = (
-    "clean",
-    "poisonedrag-1",
-    "poisonedrag",
-    "mixed-2x",
-    "mixed-4x",
-    "injection-prefixed",
-    "injection-offtopic",
-    "injection-hijack",
-    "suffix",
+#: Every setting ``--attacks all`` plants (the table: :mod:`ragshield.attacks.settings`).
+REAL_SETTINGS: tuple[str, ...] = tuple(
+    s for s in in_group(ALL) if SETTINGS[s].group != "extraction"
 )
 WHITEBOX = "poisonedrag-whitebox"
 #: Settings run only when named (see the module docstring).
-OPTIONAL_SETTINGS: tuple[str, ...] = (WHITEBOX,)
+OPTIONAL_SETTINGS: tuple[str, ...] = tuple(
+    s.name for s in SETTINGS.values() if s.opt_in and s.group != "extraction"
+)
 #: Every setting :func:`attack_passages` plants.
 KNOWN_SETTINGS: tuple[str, ...] = (*REAL_SETTINGS, *OPTIONAL_SETTINGS)
-_COUNTS = {"poisonedrag-1": 1, "poisonedrag": 5, "mixed-2x": 10, "mixed-4x": 20}
 #: Instruction kinds planted (the published PromptInject strings stay held out).
 _INJECTION_KINDS = ("ignore_context", "refusal", "exfiltration")
 
@@ -205,6 +203,139 @@ def _interleave(
     return out
 
 
+@dataclass(frozen=True)
+class _Ctx:
+    """What every planting function sees for one case of one setting."""
+
+    row: Setting
+    case: QACase
+    index: int
+    target: str
+    seed: int
+    gold: str
+    rng: random.Random
+
+
+_Made = list[tuple[str, str, str, str]]  # (text, attack, source, payload)
+
+
+def _plant_pool(c: _Ctx) -> _Made:
+    """Published texts (else templates), one attack's pool or several interleaved."""
+    pool = _attack_pool(
+        c.case.attack_texts,
+        template_attack_texts(c.case, c.target, c.seed + c.index),
+        c.gold,
+        c.seed,
+        c.case.attack_source,
+    )
+    if c.row.attacks == ("poisonedrag-blackbox",):
+        made = pool["poisonedrag"][: c.row.count]
+    else:
+        made = _interleave([pool["poisonedrag"], pool["blind"], pool["garag"]], c.row.count)
+    return [(t, a, s, c.target) for t, a, s in made]
+
+
+def _instruction(c: _Ctx) -> str:
+    templ = [t for k in _INJECTION_KINDS for t in INJECTION_TEMPLATES[k]]
+    return fill_template(c.rng.choice(templ), c.case.question, c.target)
+
+
+def _plant_instruction(c: _Ctx) -> _Made:
+    instr = _instruction(c)
+    prefixed = c.row.attacks == ("injection-question",)
+    text = f"{_stem(c.case.question)}. {instr}" if prefixed else instr
+    return [(text, c.row.name, "template", instr)]
+
+
+def _plant_suffix(c: _Ctx) -> _Made:
+    sfx = [s.suffix for s in universal_suffixes() if s.id != "gcg-init"]
+    texts_pr = list(c.case.attack_texts.get("poisonedrag", ()))
+    tmpl = template_attack_texts(c.case, c.target, c.seed + c.index)
+    carrier = texts_pr[0] if texts_pr else tmpl["poisonedrag"][0]
+    suffix = sfx[c.index % len(sfx)]
+    source = c.case.attack_source if texts_pr else "template"
+    return [(append_suffix(carrier, suffix), "suffix", source, suffix)]
+
+
+def _plant_precomputed(c: _Ctx) -> _Made:
+    """Texts written beforehand into ``QACase.attack_texts[<setting>]`` (white-box)."""
+    wb = c.case.attack_texts.get("whitebox", ())
+    source = c.case.attack_source if c.case.attack_texts.get("poisonedrag") else "template"
+    return [(t, c.row.name, source, c.target) for t in wb[: c.row.count]]
+
+
+def adaptive_target(case: QACase, target: str, gold: str) -> AttackTarget:
+    """What the adaptive attacker knows about ``case``: the PoisonedRAG bodies (published or
+    LLM-written) without their question prefix, the blind texts, the gold passage."""
+    shared = case.attack_texts
+    bodies = tuple(without_question_prefix(case.question, t) for t in shared.get("poisonedrag", ()))
+    return AttackTarget(
+        case.question, tuple(case.answers), target, bodies, tuple(shared.get("blind", ())), gold
+    )
+
+
+def adaptive_source(t: AdaptiveText, attack_source: str) -> str:
+    """``label(body)``, e.g. ``rule(published)``; a body written by ragshield's LLM writer
+    (``QACase.attack_source == "llm"``) is labelled ``llm``, not ``published``."""
+    body = "llm" if t.body == "published" and attack_source == "llm" else t.body
+    label = "llm" if t.label == "published" and attack_source == "llm" else t.label
+    return label if label == body else f"{label}({body})"
+
+
+def _plant_adaptive(c: _Ctx) -> _Made:
+    target = adaptive_target(c.case, c.target, c.gold)
+    (name,) = c.row.attacks
+    if name == "prefix-llm":
+        para = c.case.attack_texts.get("paraphrase", ())
+        if not para:  # nothing was written for this question
+            return []
+        attack: object = LLMParaphraseAttack(paraphrase=para[0])
+    else:
+        attack = build_attack(name)
+    texts = attack.craft_for(target, c.row.count, seed=c.seed)  # type: ignore[attr-defined]
+    return [(t.text, t.family, adaptive_source(t, c.case.attack_source), t.payload) for t in texts]
+
+
+def _plant_searched(c: _Ctx) -> _Made:
+    """The filter-aware attacker's survivors, searched per chain beforehand
+    (:func:`ragshield.eval.adaptive_eval.run_settings`) into ``attack_texts``."""
+    texts = c.case.attack_texts.get(SEARCHED_KEY, ())
+    variants = sorted(answer_variants(c.target), key=len, reverse=True)
+    out: _Made = []
+    for t in texts:
+        payload = next((v for v in variants if contains_answer(t, v)), c.target)
+        out.append((t, c.row.name, "rule(search)", payload))
+    return out
+
+
+#: Where ``QACase.attack_texts`` holds the filter-aware survivors for the chain at hand.
+SEARCHED_KEY = "filter-aware"
+
+
+def _plant_family(c: _Ctx) -> _Made:
+    """Issue #23: one English row of the row's bastioncorpus family (rotating over the
+    targets), its ``{canary}`` filled, inside the gold passage (else after the question)."""
+    from ragshield.attacks.injection_families import canary_word, family_rows, fill, plant
+
+    rows = family_rows(str(c.row.params["family"]), lang="en")
+    instr = fill(rows[c.index % len(rows)].text, canary_word(c.case.id))
+    placement = "in-passage" if c.gold else "prefixed"
+    text, planted = plant(instr, placement, c.case.question, c.gold, c.rng)
+    return [(text, c.row.name, "bastioncorpus", planted)]
+
+
+#: Setting shape -> planting function (the table row's ``shape``).
+PLANTERS: dict[str, Callable[[_Ctx], _Made]] = {
+    "pool": _plant_pool,
+    "instruction": _plant_instruction,
+    "suffix": _plant_suffix,
+    "precomputed": _plant_precomputed,
+    "adaptive": _plant_adaptive,
+    "searched": _plant_searched,
+    "family": _plant_family,
+}
+
+
 def attack_passages(
     cases: Sequence[QACase],
     setting: str,
@@ -214,76 +345,47 @@ def attack_passages(
 ) -> list[PlantedPassage]:
     """Every attacker passage of ``setting`` for all ``cases`` (one corpus, all targets).
 
-    ``golden_text`` maps a case id to its golden passage text (needed for typo copies and
-    hijacked passages); without it those attacks are skipped.
+    ``golden_text`` maps a case id to its golden passage text (needed for typo copies,
+    hijacked passages and the adaptive edits of genuine passages); without it those
+    attacks are skipped.
     """
-    if setting not in KNOWN_SETTINGS:
-        raise InputError(f"unknown setting {setting!r}; available: {', '.join(KNOWN_SETTINGS)}.")
+    row = resolve(setting)
+    if row.group == "extraction":
+        raise InputError(f"setting {setting!r} plants nothing (it is scored apart)")
+    if row.needs_chain and cases and not any(SEARCHED_KEY in c.attack_texts for c in cases):
+        raise InputError(
+            f"setting {setting!r} is searched against each defense chain: run it through "
+            "ragshield.eval.adaptive_eval.run_settings (ragshield scan / eval retrieval do)"
+        )
     out: list[PlantedPassage] = []
     golden_text = golden_text or {}
     for ci, case in enumerate(cases):
         target = pick_target(case, cases, seed)
         rng = random.Random(f"{seed}:{setting}:{case.id}")
-        made: list[tuple[str, str, str]] = []  # (text, attack, source)
-        shared = case.attack_texts
-        tmpl = template_attack_texts(case, target, seed + ci)
         gold = golden_text.get(case.id, "")
-        if setting in _COUNTS:
-            pool = _attack_pool(shared, tmpl, gold, seed, case.attack_source)
-            n = _COUNTS[setting]
-            if setting.startswith("poisonedrag"):
-                made = pool["poisonedrag"][:n]
-            else:
-                made = _interleave([pool["poisonedrag"], pool["blind"], pool["garag"]], n)
-            payload = target
-        elif setting == "injection-prefixed" or setting == "injection-offtopic":
-            kinds = _INJECTION_KINDS
-            templ = [t for k in kinds for t in INJECTION_TEMPLATES[k]]
-            instr = fill_template(rng.choice(templ), case.question, target)
-            text = f"{_stem(case.question)}. {instr}" if setting == "injection-prefixed" else instr
-            made = [(text, setting, "template")]
-            payload = instr
-        elif setting == "injection-hijack":
-            if not gold:
-                continue
-            templ = [t for k in _INJECTION_KINDS for t in INJECTION_TEMPLATES[k]]
-            instr = fill_template(rng.choice(templ), case.question, target)
-            text = insert_instruction(gold, instr, rng.choice(["start", "middle", "end"]))
-            out.append(
-                PlantedPassage(
-                    Passage(case.gold_ids[0], text),
-                    case.id,
-                    setting,
-                    "template",
-                    instr,
-                    target=target,
-                    replaces=case.gold_ids[0],
-                )
-            )
+        if row.shape == "none":
             continue
-        elif setting == WHITEBOX:
-            wb = shared.get("whitebox", ())
-            if not wb:  # nothing was optimised for this question
-                continue
-            source = case.attack_source if shared.get("poisonedrag") else "template"
-            made = [(t, setting, source) for t in wb[:5]]  # Zou et al. 2025: N = 5
-            payload = target
-        elif setting == "suffix":
-            sfx = [s.suffix for s in universal_suffixes() if s.id != "gcg-init"]
-            carrier = texts_pr[0] if (texts_pr := list(shared.get("poisonedrag", ()))) else (
-                tmpl["poisonedrag"][0]
-            )  # fmt: skip
-            suffix = sfx[ci % len(sfx)]
-            made = [
-                (append_suffix(carrier, suffix), "suffix", case.attack_source if texts_pr else "template")
-            ]  # fmt: skip
-            payload = suffix
-        else:  # clean
+        if row.shape == "hijack":  # an edit of an existing passage, not a new one
+            if gold:
+                out.append(_hijack(case, gold, target, rng, setting))
             continue
-        for j, (text, attack, source) in enumerate(made):
+        ctx = _Ctx(row, case, ci, target, seed, gold, rng)
+        for j, (text, attack, source, payload) in enumerate(PLANTERS[row.shape](ctx)):
             pid = f"adv::{setting}::{case.id}::{j}"
             out.append(PlantedPassage(Passage(pid, text), case.id, attack, source, payload, target))
     return out
+
+
+def _hijack(
+    case: QACase, gold: str, target: str, rng: random.Random, setting: str
+) -> PlantedPassage:
+    templ = [t for k in _INJECTION_KINDS for t in INJECTION_TEMPLATES[k]]
+    instr = fill_template(rng.choice(templ), case.question, target)
+    text = insert_instruction(gold, instr, rng.choice(["start", "middle", "end"]))
+    return PlantedPassage(
+        Passage(case.gold_ids[0], text), case.id, setting, "template", instr, target=target,
+        replaces=case.gold_ids[0],
+    )  # fmt: skip
 
 
 def planted_copy(

@@ -46,17 +46,12 @@ from typing import Any
 
 import numpy as np
 
+from ragshield.attacks.settings import SETTINGS, known
 from ragshield.defenses.base import PassageFilter
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import OnTopicData, QACase
-from ragshield.eval.plant import (
-    KNOWN_SETTINGS,
-    REAL_SETTINGS,
-    PlantedPassage,
-    attack_passages,
-    planted_copy,
-)
+from ragshield.eval.plant import REAL_SETTINGS, PlantedPassage, attack_passages, planted_copy
 from ragshield.generate.base import Generator
 from ragshield.generate.cache import answer_once
 from ragshield.pipeline import RAGPipeline
@@ -64,6 +59,9 @@ from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
 from ragshield.types import Answer, FilterResult, RetrievedPassage
 
+#: The settings planted the same for every chain (the default; ``filter-aware`` is searched
+#: per chain by :func:`ragshield.eval.adaptive_eval.run_settings`).
+DIRECT_SETTINGS: tuple[str, ...] = tuple(n for n in REAL_SETTINGS if not SETTINGS[n].needs_chain)
 CLEAN_KEYS = ("benign_removed", "touched", "gold_kept", "answer_kept", "filter_ms")
 ATTACK_KEYS = (
     "adv_retrieved",
@@ -235,7 +233,7 @@ def run_real_eval(
     data: OnTopicData,
     cases: Sequence[QACase],
     defenses: Mapping[str, PassageFilter | None],
-    settings: Sequence[str] = REAL_SETTINGS,
+    settings: Sequence[str] = DIRECT_SETTINGS,
     *,
     encoder: Encoder,
     k: int = 10,
@@ -254,9 +252,9 @@ def run_real_eval(
     ``on_question`` sees every scored question (progress bars, per-question audits)."""
     if not cases:
         raise InputError("no questions to evaluate")
-    unknown = [s for s in settings if s not in KNOWN_SETTINGS]
+    unknown = [s for s in settings if not known(s) or s == "extraction"]
     if unknown:
-        raise InputError(f"unknown setting(s) {unknown}; available: {', '.join(KNOWN_SETTINGS)}")
+        raise InputError(f"unknown setting(s) {unknown}; available: {', '.join(REAL_SETTINGS)}")
     cache = str(cache_dir) if cache_dir else None
     generator = answer_once(generator)  # a repeated (question, context) is answered once
     store = base_store or build_base_store(data, encoder, cache)
@@ -266,6 +264,9 @@ def run_real_eval(
         profile = profile_vectors(store.vectors)
         for defense in defenses.values():
             calibrate(defense, profile)
+        from ragshield.defenses.injection_calibration import calibrate_defenses
+
+        calibrate_defenses(defenses.values(), [p.text for p in store.passages], encoder)  # #23
     if not 1 <= k <= len(store):
         raise InputError(f"k ({k}) must be in 1..{len(store)} (the index size)")
     text_of = {p.id: p.text for p in data.passages}

@@ -45,9 +45,9 @@ def retrieval(
         str, typer.Option(help="dev, test or all (see ragshield.eval.ontopic).")
     ] = "test",
     per_topic: Annotated[int | None, typer.Option(help="At most N questions per topic.")] = None,
-    settings: Annotated[str, typer.Option(help="Comma-separated settings.")] = (
-        "clean,poisonedrag-1,poisonedrag,mixed-2x,mixed-4x"
-    ),
+    settings: Annotated[
+        str, typer.Option(help="Comma-separated settings or groups (adaptive, ...), or all.")
+    ] = "clean,poisonedrag-1,poisonedrag,mixed-2x,mixed-4x",
     defenses: Annotated[
         str, typer.Option(help="Chains to compare: ';' between chains, ',' within one.")
     ] = DEFAULT_DEFENSES,
@@ -63,12 +63,14 @@ def retrieval(
     cache_dir: Annotated[Path | None, typer.Option(help="Reuse encoded vectors.")] = None,
 ) -> None:
     """Index a corpus, plant attacks into a copy, retrieve for real, score each defense."""
+    from ragshield.attacks.settings import expand
     from ragshield.defenses.registry import build_chains, chain_labels
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.adaptive_eval import run_settings
     from ragshield.eval.ontopic import load_ontopic
-    from ragshield.eval.real_retrieval import run_real_eval
 
     chain_labels(defenses)  # a mistyped chain is refused before the corpus is encoded
+    wanted = [s for s in expand(settings.split(",")) if s != "extraction"]
     if out is not None:
         check_results_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after it
     check_cache_dir(cache_dir)
@@ -84,11 +86,11 @@ def retrieval(
         from ragshield.generate.factory import make_generator
 
         gen = make_generator(generator, enc)
-    res = run_real_eval(
+    res = run_settings(
         ds,
         cases,
         chains,
-        [s.strip() for s in settings.split(",") if s.strip()],
+        wanted,
         encoder=enc,
         k=k,
         context_k=context_k,

@@ -46,9 +46,10 @@ import numpy as np
 from ragshield.defenses.base import PassageFilter, warm_up
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
+from ragshield.eval.adaptive_eval import run_settings
 from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import WHITEBOX
-from ragshield.eval.real_retrieval import QuestionTrace, RealResults, run_real_eval
+from ragshield.eval.real_retrieval import QuestionTrace, RealResults
 from ragshield.eval.scan_extraction import SETTING as EXTRACTION
 from ragshield.eval.scan_extraction import ExtractionCell, run_scan_extraction
 from ragshield.eval.scan_questions import ScanQuestion, decoy_targets
@@ -364,6 +365,11 @@ def run_scan(
             _bar(show_progress, "white-box passages", "q", len(cases)) as wbbar,
         ):
             cases = whitebox_texts(cases, encoder, seed=seed, on_case=lambda _c: wbbar.update(1))
+    if "prefix-llm" in settings and attack_writer is not None:  # opt-in: LLM paraphrases
+        from ragshield.eval.adaptive_eval import paraphrase_texts
+
+        with _timed(timings, "write_paraphrases"):
+            cases = paraphrase_texts(cases, attack_writer.writer)
     data = OnTopicData(Path(index_path).name, tuple(store.passages), tuple(cases))
     examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
@@ -379,7 +385,7 @@ def run_scan(
 
     with _timed(timings, "attack_and_filter"):
         try:
-            results = run_real_eval(
+            results = run_settings(  # filter-aware settings are searched per chain
                 data,
                 cases,
                 chains,

@@ -150,21 +150,13 @@ def _split(spec: str | None, sep: str, default: tuple[str, ...]) -> list[str]:
 
 
 def _settings(spec: str | None) -> list[str]:
-    """``--attacks``: names, ``all`` = every setting, extraction included (the opt-in
-    ``poisonedrag-whitebox`` only when named: it costs gradient steps per passage)."""
-    from ragshield.eval.plant import KNOWN_SETTINGS, REAL_SETTINGS
-    from ragshield.eval.scan_extraction import SETTING as EXTRACTION
+    """``--attacks``: setting names, group names (``published``, ``adaptive``,
+    ``injection``) or ``all`` = every setting of the table that is not opt-in, extraction
+    included (the opt-in ``poisonedrag-whitebox`` / ``prefix-llm`` only when named: they
+    cost gradient steps or model time per passage); ``filter-aware:N`` sets the budget."""
+    from ragshield.attacks.settings import expand
 
-    every = (*REAL_SETTINGS, EXTRACTION)
-    known = (*KNOWN_SETTINGS, EXTRACTION)
-    names = _split(spec, ",", DEFAULT_ATTACKS)
-    settings = list(dict.fromkeys(n for s in names for n in (every if s == ALL else (s,))))
-    unknown = [s for s in settings if s not in known]
-    if unknown:
-        raise InputError(
-            f"unknown setting(s) {', '.join(unknown)}; available: {', '.join(known)}, {ALL}"
-        )
-    return settings
+    return expand(_split(spec, ",", DEFAULT_ATTACKS))
 
 
 def _check_names(chains: list[str]) -> None:
@@ -206,8 +198,9 @@ def scan(
     attacks: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated settings, or all (+ extraction; poisonedrag-whitebox only "
-            f"when named) [{','.join(DEFAULT_ATTACKS)}]."
+            help="Comma-separated settings or groups (published, adaptive, injection), or "
+            "all (+ extraction; poisonedrag-whitebox / prefix-llm only when named; "
+            f"filter-aware:N = N black-box calls per target) [{','.join(DEFAULT_ATTACKS)}]."
         ),
     ] = None,
     defenses: Annotated[

@@ -218,6 +218,54 @@ def _setting_tables(scan: ScanResult) -> str:
     return "".join(parts)
 
 
+def _group_table(scan: ScanResult, group: str, title: str, intro: str) -> str:
+    """One table for a group of the settings table (:mod:`ragshield.attacks.settings`):
+    a row per setting, per chain "attack reaches / adversarial majority"."""
+    from ragshield.attacks.settings import group_of, known
+
+    r = scan.results
+    settings = [
+        s for s in dict.fromkeys(row.setting for row in r.rows) if known(s) and group_of(s) == group
+    ]
+    if not settings:
+        return ""
+    defenses = list(dict.fromkeys(row.defense for row in r.rows))
+    rows = []
+    for s in settings:
+        r0 = r.get(defenses[0], s)
+        cells = [
+            f"{_num(r.get(d, s).metrics.get('attack_reaches'), '')} / "
+            f"{_num(r.get(d, s).metrics.get('adv_majority'), '')}"
+            for d in defenses
+        ]
+        rows.append([f"{escape(s)}<br><span class='muted'>{r0.m_planted:.1f}/q, "
+                     f"{escape(r0.sources)}</span>", *cells])  # fmt: skip
+    calls = scan.results.notes.get("filter_aware_calls") or {}
+    spent = "; ".join(f"{escape(k)}: {v:.1f}" for k, v in calls.items())
+    note = f"<p class='muted'>filter-aware calls spent per target: {spent}</p>" if spent else ""
+    return (
+        f"<h2>{escape(title)}</h2><p class='muted'>{intro}</p>"
+        + _table(["setting", *defenses], rows, numeric=False)
+        + note
+    )
+
+
+def _adaptive(scan: ScanResult) -> str:
+    return _group_table(
+        scan,
+        "adaptive",
+        "Adaptive attacks (an attacker who has read the defense)",
+        "Each cell: <b>attack reaches the context / adversarial majority of the context</b>. "
+        "Rows: the question prefix rewritten (prefix-*), moved (question-*), left out "
+        "(no-question), the wrong answer worded differently with edited genuine copies "
+        "(answer-spread), the gold passage with the answer swapped (near-duplicate), one "
+        "passage calling other sources outdated (meta-epistemic), and a black-box search "
+        "against each chain that plants only the passages that survived it (filter-aware; "
+        "budget = calls per target). Sources: rule = rule-based edit, llm = LLM paraphrase, "
+        "(published/template/genuine) = where the body came from.",
+    )
+
+
 def _example_html(e: Mapping[str, Any]) -> str:
     verdict = (
         '<span class="bad">attack reached the context</span>'
@@ -364,7 +412,7 @@ Planted texts are labelled: <b>llm</b> = written for each question by ragshield'
 generators (PoisonedRAG and misleading passages by the LLM, typo copies by a genetic
 search), <b>shared</b> = published attack texts, <b>template</b> = ragshield's attack
 templates.</p>
-<h2>Results per attack</h2>{_setting_tables(scan)}
+{_adaptive(scan)}<h2>Results per attack</h2>{_setting_tables(scan)}
 <p class="muted"><b>benign removed</b> counts a benign passage as removed when the defense
 does not return that very passage: a sentence-level filter (EcoSafeRAG) returns a rewritten
 copy of every passage it keeps, so its figure is an upper bound; <b>answer kept</b> says

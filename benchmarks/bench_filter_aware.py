@@ -1,0 +1,207 @@
+"""Adaptive attacks on real retrieval: the adaptive table and the filter-aware budget curve.
+
+Usage (one command prints both tables for both corpora)::
+
+    nice -n 10 python benchmarks/bench_filter_aware.py
+    python benchmarks/bench_filter_aware.py --datasets hotpotqa --budgets 10,50 --limit 10
+    python benchmarks/bench_filter_aware.py --sections curve --defenses "none;ragdefender"
+
+What it measures (issue #28; metrics of :mod:`ragshield.eval.real_retrieval`): every
+passage of an on-topic corpus (``../shared/data/ontopic/``) in an exact FAISS index
+(packaged MiniLM), the chains calibrated from that index as ``ragshield index`` + ``ask``
+deploy them, k = 10 retrieved, the 5 survivors nearest the question = the context.
+
+* ``adaptive`` — every adaptive setting of :mod:`ragshield.attacks.settings` (rewritten /
+  moved / absent question prefix, answer spreading, near-duplicate of the gold passage,
+  meta-epistemic framing) next to the published PoisonedRAG shape, planted into a copy;
+  cell = attack reaches the context / adversarial majority of the context.
+* ``curve`` — the filter-aware attacker (:mod:`ragshield.attacks.filter_aware`) searches
+  against each chain with a budget of black-box calls per target; one search per (target,
+  chain) with the largest budget gives every smaller budget as a checkpoint (the attacker
+  plants the survivors of the best set found within that many calls). Cell = reaches /
+  majority after 10 / 50 / 200 calls; ``calls`` = mean calls actually spent (the search
+  stops when all 5 passages survive).
+
+Splits (nothing is tuned here; the attacker has no parameter fitted on any split):
+HotpotQA test = the 44 shared poisoning targets (published PoisonedRAG bodies and blind
+texts; gold = the first gold passage); SQuAD test = the odd articles, ``--squad-per-topic``
+questions per article (a seeded sample, to keep the run modest on a shared machine), with
+ragshield's template bodies (labelled). Chains: none, the paper's algorithm
+(``ragdefender-paper``), the authors' ``ragdefender`` package when installed
+(``pip install --no-deps ragdefender pandas``; its embedding calls are served from the same
+MiniLM vectors, so its decisions are unchanged), ragshield's ``ragdefender`` and the
+recommended chain ``ragdefender,ecosaferag``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SHARED = Path(os.environ.get("RAGSHIELD_SHARED_DATA", "")) if os.environ.get(
+    "RAGSHIELD_SHARED_DATA"
+) else Path(__file__).resolve().parents[1].parent / "shared" / "data"  # fmt: skip
+DATASETS = {
+    "hotpotqa": ("ontopic/hotpotqa_distractor_dev100.json", "poisoning/hotpotqa"),
+    "squad": ("ontopic/squad_v1.1_dev_43articles.json", None),
+}
+DEFENSES = "none;ragdefender-paper;authors;ragdefender;ragdefender,ecosaferag"
+
+
+def _shared() -> Path:
+    for cand in (SHARED, Path("/work/shared/data")):
+        if cand.is_dir():
+            return cand
+    sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")
+
+
+def chains_for(spec: str, enc: Any, mode: str) -> dict[str, Any]:
+    from bench_real_retrieval import _with_authors
+    from ragshield.eval.retrieval_cli import build_defenses
+
+    plain = ";".join(c for c in spec.split(";") if c != "authors")
+    chains = build_defenses(plain, enc, mode)
+    if "authors" in spec.split(";"):
+        chains = _with_authors(chains, enc, mode)
+    return chains
+
+
+def cell(m: dict[str, float]) -> str:
+    return f"{m['attack_reaches']:.2f} / {m['adv_majority']:.2f}"
+
+
+def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed: int,
+                   k: int) -> tuple[str, dict]:  # fmt: skip
+    from ragshield.attacks.settings import SETTINGS
+    from ragshield.eval.real_retrieval import run_real_eval
+
+    settings = ["clean", "poisonedrag"] + [
+        n for n, s in SETTINGS.items() if s.group == "adaptive" and s.shape == "adaptive"
+        and not s.opt_in
+    ]  # fmt: skip
+    res = run_real_eval(data, cases, chains, settings, encoder=enc, k=k, seed=seed,
+                        split="test", base_store=store)  # fmt: skip
+    names = list(chains)
+    lines = ["| setting | planted/q (texts) | " + " | ".join(names) + " |",
+             "|---" * (len(names) + 2) + "|"]  # fmt: skip
+    for s in settings:
+        r0 = res.get(names[0], s)
+        if s == "clean":
+            vals = [f"gold kept {res.get(n, s).metrics['gold_kept']:.2f}, benign removed "
+                    f"{res.get(n, s).metrics['benign_removed']:.3f}" for n in names]  # fmt: skip
+        else:
+            vals = [cell(dict(res.get(n, s).metrics)) for n in names]
+        lines.append(f"| {s} | {r0.m_planted:.1f} ({r0.sources}) | " + " | ".join(vals) + " |")
+    return "\n".join(lines), res.to_dict()
+
+
+def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed: int, k: int,
+                budgets: list[int]) -> tuple[str, dict]:  # fmt: skip
+    from ragshield.eval.adaptive_eval import search_cases
+    from ragshield.eval.real_retrieval import run_real_eval
+
+    text_of = {p.id: p.text for p in data.passages}
+    golden = {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids[0] in text_of}
+    head = " | ".join(f"{b} calls" for b in budgets)
+    lines = [f"| chain | {head} | calls spent (mean) | search s |",
+             "|---" * (len(budgets) + 3) + "|"]  # fmt: skip
+    out: dict[str, Any] = {}
+    for name, chain in chains.items():
+        t0 = time.perf_counter()
+        spent: list[int] = []
+        found = search_cases(
+            cases, store, enc, chain, budget=max(budgets), golden_text=golden, k=k,
+            seed=seed, checkpoints=budgets, on_case=lambda _c, f, spent=spent: spent.append(f.calls),
+        )  # fmt: skip
+        secs = time.perf_counter() - t0
+        vals = []
+        out[name] = {"calls_mean": sum(spent) / len(spent), "search_s": secs}
+        for b in budgets:
+            res = run_real_eval(data, found[b], {name: chain}, [f"filter-aware:{b}"], encoder=enc,
+                                k=k, seed=seed, split="test", base_store=store,
+                                calibrate_index=False)  # fmt: skip
+            m = dict(res.rows[0].metrics)
+            out[name][str(b)] = m | {"m_planted": res.rows[0].m_planted}
+            vals.append(cell(m))
+        lines.append(f"| {name} | " + " | ".join(vals) +
+                     f" | {sum(spent) / len(spent):.1f} | {secs:.0f} |")  # fmt: skip
+        print(f"  curve: {name} done ({secs:.0f} s)", file=sys.stderr, flush=True)
+    return "\n".join(lines), out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--datasets", default="hotpotqa,squad")
+    ap.add_argument("--sections", default="adaptive,curve")
+    ap.add_argument("--defenses", default=DEFENSES)
+    ap.add_argument("--budgets", default="10,50,200")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--squad-per-topic",
+        type=int,
+        default=2,
+        help="SQuAD test questions per odd article (seeded sample)",
+    )
+    ap.add_argument("--limit", type=int, default=None, help="first N test questions")
+    ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
+    ap.add_argument("--json", default=None, help="also write every measured row here")
+    args = ap.parse_args()
+    shared = _shared()
+    budgets = sorted({int(b) for b in args.budgets.split(",")})
+    sections = set(args.sections.split(","))
+
+    from ragshield.defenses.calibration import calibrate, profile_vectors
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.ontopic import load_ontopic
+    from ragshield.eval.real_retrieval import build_base_store
+
+    enc = SentenceTransformerEncoder()
+    dump: dict[str, Any] = {"seed": args.seed, "k": args.k, "context_k": 5, "budgets": budgets}
+    for name in args.datasets.split(","):
+        rel, pois = DATASETS[name]
+        per_topic = args.squad_per_topic if name == "squad" else None
+        data = load_ontopic(shared / rel, poisoning_dir=shared / pois if pois else None,
+                            per_topic=per_topic, seed=args.seed)  # fmt: skip
+        cases = data.split("test")[: args.limit]
+        mode = "multi_hop" if name == "hotpotqa" else "single_hop"
+        chains = chains_for(args.defenses, enc, mode)
+        store = build_base_store(data, enc, args.cache_dir)
+        profile = profile_vectors(store.vectors)  # as `ragshield index` records it
+        for chain in chains.values():
+            calibrate(chain, profile)
+        sample = f", {per_topic} per article (seeded sample)" if per_topic else ""
+        print(f"## {name}: test split, {len(cases)} questions{sample}; index "
+              f"{len(store)} passages; k={args.k}, context 5, seed {args.seed}\n", flush=True)  # fmt: skip
+        dump[name] = {"n_questions": len(cases), "index_size": len(store)}
+        if "adaptive" in sections:
+            t0 = time.perf_counter()
+            table, rows = adaptive_table(data, cases, chains, enc, store, args.seed, args.k)
+            print("### adaptive settings (attack reaches / adversarial majority)\n")
+            print(table + f"\n\n({time.perf_counter() - t0:.0f} s)\n", flush=True)
+            dump[name]["adaptive"] = rows
+        if "curve" in sections:
+            table, rows = curve_table(data, cases, chains, enc, store, args.seed, args.k, budgets)
+            print("### filter-aware attacker: reaches / majority against budget "
+                  "(black-box calls per target)\n")  # fmt: skip
+            print(table + "\n", flush=True)
+            dump[name]["curve"] = rows
+    if args.json:
+        Path(args.json).write_text(json.dumps(dump, indent=2, default=float), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

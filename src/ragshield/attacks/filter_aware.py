@@ -1,0 +1,271 @@
+"""A filter-aware attacker: black-box search against the deployed defense chain (issue #28).
+
+Example::
+
+    from ragshield.attacks.adaptive import AttackTarget
+    from ragshield.attacks.filter_aware import ChainOracle, FilterAwareAttack
+
+    oracle = ChainOracle(store, encoder, chain, k=10, context_k=5)   # a copy is never built
+    found = FilterAwareAttack(budget=50).search(target, oracle, seed=0, checkpoints=(10, 50))
+    found.survivors[50]            # the texts planted with 50 calls: only ones that survived
+
+The attacker of Carlini et al. 2019 / Tramèr et al. 2020, with black-box access only: it
+may plant a candidate set of passages into a copy of the index, ask the target question,
+and observe which of its passages reached the generator's context (survived the chain and
+ranked in the ``context_k`` nearest). Each such observation is one *call*; the budget is
+calls per target (issue #28: 10 / 50 / 200). The search:
+
+1. candidates come from the adaptive generators (:mod:`ragshield.attacks.adaptive`) with
+   several seeds — a pool of distinct passages, each with its family;
+2. each family's own set of ``n`` passages is tried once (families in a seeded order);
+3. then (1+1) hill climbing from the best set: replace a passage that did not survive by a
+   pool passage (preferring the families that survived), add one when all survived, or
+   drop the ones that did not; a child is kept when it lands at least as many passages in
+   the context (ties move, so the search drifts on plateaus);
+4. it stops when all ``n`` survive or the budget is spent. What is planted is the best
+   set's *survivors* only; ``checkpoints`` snapshot that after 10 / 50 / ... calls, so one
+   search gives the whole budget curve.
+
+:class:`ChainOracle` answers a call exactly as planting into a copy would, without copying
+the index: the top-k of (index + candidates) under exact inner product is the merge of the
+index's own top-k and the candidates' scores. Other targets' planted passages are not in
+the attacker's copy (it tests one target at a time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from ragshield.attacks.adaptive import AdaptiveText, AttackTarget
+from ragshield.embed.base import Encoder
+from ragshield.errors import InputError, check_int
+from ragshield.text import contains_answer
+from ragshield.types import Passage, RetrievedPassage
+
+#: Families the search draws from (every rule-based adaptive attack; no model needed).
+FAMILIES: tuple[str, ...] = (
+    "prefix-statement", "prefix-drop", "prefix-synonym", "prefix-reorder", "prefix-typo",
+    "question-middle", "question-end", "no-question", "answer-spread", "near-duplicate",
+    "meta-epistemic",
+)  # fmt: skip
+
+
+class BlackBox(Protocol):
+    """One call: which of ``texts`` (planted together) reach the context for ``question``,
+    each with ``payload`` still in its kept text."""
+
+    def survivors(
+        self, question: str, texts: Sequence[str], payloads: Sequence[str]
+    ) -> list[bool]: ...
+
+
+class ChainOracle:
+    """The deployed chain as a black box over an index (see the module docstring).
+
+    Parameters
+    ----------
+    store: the index (any object with ``search(vectors, k)``; FAISS exact inner product).
+    encoder: the index's encoder (candidates are embedded as ``planted_copy`` does).
+    chain: a PassageFilter (``None`` = no defense), already calibrated as deployed.
+    k / context_k: retrieved passages and the survivors a generator reads (ragshield's
+        defaults: 10 and 5).
+    """
+
+    def __init__(
+        self, store: object, encoder: Encoder, chain: object | None, *, k: int = 10,
+        context_k: int = 5,
+    ) -> None:  # fmt: skip
+        self.store = store
+        self.encoder = encoder
+        self.chain = chain
+        self.k = k
+        self.context_k = context_k
+        self.calls = 0
+        self._vec: dict[str, np.ndarray] = {}
+        self._base: dict[str, tuple[np.ndarray, list[RetrievedPassage]]] = {}
+
+    def _vectors(self, texts: Sequence[str]) -> np.ndarray:
+        todo = [t for t in dict.fromkeys(texts) if t not in self._vec]
+        if todo:
+            for t, v in zip(todo, np.asarray(self.encoder.encode(todo)), strict=True):
+                self._vec[t] = v.astype(np.float32)
+        return np.stack([self._vec[t] for t in texts])
+
+    def _question(self, question: str) -> tuple[np.ndarray, list[RetrievedPassage]]:
+        if question not in self._base:
+            qv = np.asarray(self.encoder.encode([question]), dtype=np.float32)
+            n = min(self.k, len(self.store))  # type: ignore[arg-type]
+            hits = self.store.search(qv, n)[0]  # type: ignore[attr-defined]
+            self._base[question] = (qv[0], hits)
+        return self._base[question]
+
+    def retrieve(self, question: str, texts: Sequence[str]) -> list[RetrievedPassage]:
+        """The top-k for ``question`` of the index with ``texts`` planted (exact merge)."""
+        qv, hits = self._question(question)
+        cands: list[RetrievedPassage] = []
+        if texts:
+            vecs = self._vectors(texts)
+            for t, v, s in zip(texts, vecs, vecs @ qv, strict=True):
+                pid = "fa::" + hashlib.sha1(t.encode("utf-8")).hexdigest()[:16]
+                cands.append(RetrievedPassage(Passage(pid, t), float(s), 0, v))
+        merged = sorted([*hits, *cands], key=lambda r: -r.score)[: self.k]
+        return [RetrievedPassage(r.passage, r.score, i, r.embedding) for i, r in enumerate(merged)]
+
+    def survivors(self, question: str, texts: Sequence[str], payloads: Sequence[str]) -> list[bool]:
+        self.calls += 1
+        retrieved = self.retrieve(question, texts)
+        kept = list(retrieved) if self.chain is None else list(
+            self.chain.filter(question, retrieved).kept  # type: ignore[attr-defined]
+        )  # fmt: skip
+        context = sorted(kept, key=lambda r: -r.score)[: self.context_k]
+        in_ctx = {r.text: r for r in context}  # sentence filters rebuild passages: by id too
+        by_id = {r.id: r for r in context}
+        out = []
+        for t, p in zip(texts, payloads, strict=True):
+            pid = "fa::" + hashlib.sha1(t.encode("utf-8")).hexdigest()[:16]
+            r = in_ctx.get(t) or by_id.get(pid)
+            out.append(r is not None and contains_answer(r.text, p))
+        return out
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One target's search: ``survivors[b]`` = what is planted with budget ``b``;
+    ``calls`` actually spent (fewer when every passage survived early)."""
+
+    survivors: Mapping[int, tuple[AdaptiveText, ...]]
+    calls: int
+    best: int
+    trace: tuple[int, ...] = field(default=(), repr=False)  # best score after each call
+
+
+class FilterAwareAttack:
+    """Black-box search for passages that survive the deployed chain.
+
+    Parameters
+    ----------
+    budget: calls per target (issue #28's scan default: 50).
+    n: passages planted per target at most (PoisonedRAG's N = 5).
+    families: adaptive attacks the candidates come from (:data:`FAMILIES`).
+    seeds: seeds per family for the candidate pool (3: a pool of ~100 distinct passages
+        for a target with five published bodies; ours).
+    """
+
+    name = "filter-aware"
+
+    def __init__(
+        self, budget: int = 50, *, n: int = 5, families: Sequence[str] = FAMILIES,
+        seeds: int = 3,
+    ) -> None:  # fmt: skip
+        self.budget = budget
+        self.n = n
+        self.families = families
+        self.seeds = seeds
+
+    def _check(self) -> None:
+        owner = type(self).__name__
+        check_int(self.budget, "budget", owner, low=1)
+        check_int(self.n, "n", owner, low=1)
+        check_int(self.seeds, "seeds", owner, low=1)
+        if isinstance(self.families, str) or not self.families:
+            raise InputError(
+                f"The 'families' parameter of {owner} must be a non-empty list of attack "
+                f"names. Got {self.families!r} instead."
+            )
+
+    def pool(self, target: AttackTarget, seed: int) -> list[list[AdaptiveText]]:
+        """Candidate sets: one per (family, seed), distinct texts across the pool."""
+        from ragshield.attacks.registry import build_attack
+
+        seen: set[str] = set()
+        sets: list[list[AdaptiveText]] = []
+        for s in range(self.seeds):
+            for fam in self.families:
+                made = build_attack(fam).craft_for(target, self.n, seed=seed * 1000 + s)
+                fresh = [t for t in made if t.text not in seen]
+                seen.update(t.text for t in fresh)
+                if fresh:
+                    sets.append(fresh)
+        return sets
+
+    def search(
+        self, target: AttackTarget, oracle: BlackBox, *, seed: int = 0,
+        checkpoints: Sequence[int] | None = None,
+    ) -> SearchResult:  # fmt: skip
+        """Search (see the module docstring); ``checkpoints`` (<= budget) add snapshots."""
+        self._check()
+        marks = sorted({*(checkpoints or ()), self.budget})
+        if marks[0] < 1 or marks[-1] > self.budget:
+            raise InputError(f"checkpoints must be in 1..budget ({self.budget}). Got {marks}.")
+        rng = random.Random(f"{seed}:filter-aware:{target.question}")
+        sets = self.pool(target, seed)
+        pool = [t for s in sets for t in s]
+        first = sets[: len(self.families)]
+        rng.shuffle(first)
+        queue: list[list[AdaptiveText]] = [*first, *sets[len(self.families) :]]
+
+        best: list[AdaptiveText] = []
+        best_alive: list[bool] = []
+        score = -1
+        snaps: dict[int, tuple[AdaptiveText, ...]] = {}
+        trace: list[int] = []
+        calls = 0
+
+        def evaluate(cand: list[AdaptiveText]) -> None:
+            nonlocal best, best_alive, score, calls
+            alive = oracle.survivors(target.question, [t.text for t in cand],
+                                     [t.payload for t in cand])  # fmt: skip
+            calls += 1
+            got = sum(alive)
+            if got >= score:  # ties move: the search drifts on a plateau
+                best, best_alive, score = cand, alive, got
+            trace.append(max(score, 0))
+            if calls in marks:
+                snaps[calls] = _alive(best, best_alive)
+
+        while calls < self.budget and score < self.n:
+            if queue and (score <= 0 or calls < len(first)):
+                evaluate(queue.pop(0))
+                continue
+            if not pool:
+                break
+            evaluate(self._mutate(best, best_alive, pool, rng))
+        final = _alive(best, best_alive)
+        for m in marks:  # stopped before m calls: budget m plants what was found
+            snaps.setdefault(m, final)
+        return SearchResult({m: snaps[m] for m in marks}, calls, max(score, 0), tuple(trace))
+
+    def _mutate(
+        self, best: list[AdaptiveText], alive: list[bool], pool: list[AdaptiveText],
+        rng: random.Random,
+    ) -> list[AdaptiveText]:  # fmt: skip
+        have = {t.text for t in best}
+        fams = [t.family for t, a in zip(best, alive, strict=True) if a]
+        liked = [t for t in pool if t.family in fams and t.text not in have]
+        other = [t for t in pool if t.text not in have]
+        pick = (liked if liked and rng.random() < 0.7 else other) or other
+        dead = [i for i, a in enumerate(alive) if not a]
+        child = list(best)
+        move = rng.random()
+        if dead and move < 0.15:  # keep only the survivors
+            return [t for t, a in zip(best, alive, strict=True) if a] or child
+        if not pick:
+            return child
+        new = rng.choice(pick)
+        if dead:
+            child[rng.choice(dead)] = new
+        elif len(child) < self.n:
+            child.append(new)
+        else:
+            child[rng.randrange(len(child))] = new
+        return child
+
+
+def _alive(texts: Sequence[AdaptiveText], alive: Sequence[bool]) -> tuple[AdaptiveText, ...]:
+    return tuple(t for t, a in zip(texts, alive, strict=True) if a)
