@@ -31,7 +31,6 @@ has an answer).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -50,6 +49,7 @@ from ragshield.eval.plant import WHITEBOX
 from ragshield.eval.real_retrieval import QuestionTrace, RealResults, run_real_eval
 from ragshield.eval.scan_extraction import SETTING as EXTRACTION
 from ragshield.eval.scan_extraction import ExtractionCell, run_scan_extraction
+from ragshield.eval.scan_gate import Gate
 from ragshield.eval.scan_questions import ScanQuestion, decoy_targets
 from ragshield.eval.scan_report import example_of
 from ragshield.eval.scan_writer import AttackTextWriter
@@ -282,12 +282,16 @@ def run_scan(
     attack_writer: AttackTextWriter | None = None,
     attacker: Generator | None = None,
     extraction_queries: int = 10,
+    formats: Sequence[str] = ("html", "json", "jsonl"),
+    gate: Gate | None = None,
 ) -> ScanResult:
     """Scan ``index_path`` (see the module docstring); with ``out_dir``, write
     ``results.json``, ``results.jsonl`` and ``report.html`` there. ``opened`` passes an
     already opened :func:`open_scan_store` (e.g. after generating questions from it), and
     ``timings`` the seconds its caller already spent per stage. ``attack_writer`` writes
-    the attack texts; ``attacker`` is RAG-Thief's LLM for the ``extraction`` setting."""
+    the attack texts; ``attacker`` is RAG-Thief's LLM for the ``extraction`` setting.
+    ``formats`` names the files written (:mod:`ragshield.eval.scan_formats`) and ``gate``
+    the ``--fail-on`` rules they report (:mod:`ragshield.eval.scan_gate`)."""
     timings = dict(timings or {})
     out = prepare_out_dir(out_dir) if out_dir is not None else None
     with _timed(timings, "open_index"):
@@ -376,7 +380,7 @@ def run_scan(
         notes=notes, extraction=tuple(cells),
     )  # fmt: skip
     if out is not None:
-        write_outputs(scan, out)
+        write_outputs(scan, out, formats, gate)
     return scan
 
 
@@ -406,26 +410,12 @@ def _extraction(
         )  # fmt: skip
 
 
-def write_outputs(scan: ScanResult, out: Path) -> None:
-    """``report.html`` first (its time is part of ``results.json``), then the results."""
-    from ragshield.eval.scan_report import render_report
+def write_outputs(
+    scan: ScanResult, out: Path, formats: Sequence[str] = ("html", "json", "jsonl"),
+    gate: Gate | None = None,
+) -> None:  # fmt: skip
+    """The named formats (:func:`ragshield.eval.scan_formats.write_formats`): ``report.html``
+    first (its time is part of ``results.json``), then the results."""
+    from ragshield.eval.scan_formats import write_formats
 
-    with _timed(scan.timings, "report"):
-        (out / "report.html").write_text(render_report(scan), encoding="utf-8")
-    data = _no_nan(scan.to_dict())
-    (out / "results.json").write_text(json.dumps(data, indent=2, allow_nan=False), encoding="utf-8")
-    (out / "results.jsonl").write_text(
-        "".join(json.dumps(r, allow_nan=False) + "\n" for r in data["rows"]), encoding="utf-8"
-    )
-
-
-def _no_nan(value: Any) -> Any:
-    """NaN (a metric with no question to average, e.g. ``caught`` on clean) -> null, so the
-    files are strict JSON for any reader."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {k: _no_nan(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_no_nan(v) for v in value]
-    return value
+    write_formats(scan, out, formats, gate)
