@@ -241,3 +241,38 @@ def test_bad_format_or_metric_exits_2_before_work(
                 str(tmp_path / "o"), *args]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert message in " ".join(err.split()) and not (tmp_path / "o").exists()
+
+
+# ---- the CI example -----------------------------------------------------------------------
+
+CI = Path(__file__).resolve().parents[1] / "examples" / "ci"
+
+
+def test_ci_workflow_runs_the_script_and_uploads_its_sarif() -> None:
+    yaml = pytest.importorskip("yaml")
+    wf = yaml.safe_load((CI / "ragshield-scan.yml").read_text(encoding="utf-8"))
+    steps = wf["jobs"]["scan"]["steps"]
+    run_step = next(s for s in steps if "scan.sh" in s.get("run", ""))
+    out = run_step["run"].split()[-1]
+    upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload"))
+    assert upload["with"]["sarif_file"] == f"{out}/results.sarif" and upload["if"] == "always()"
+    assert wf["permissions"]["security-events"] == "write"
+
+
+@pytest.mark.slow  # builds an index and scans 8 questions x 5 settings x 3 chains (~1.5 min)
+def test_ci_script_scans_and_writes_valid_sarif(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    jsonschema = pytest.importorskip("jsonschema")
+    env = {**os.environ, "RAGSHIELD": f"{sys.executable} -m ragshield.cli",
+           "PYTHONPATH": os.pathsep.join(sys.path),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
+    res = subprocess.run(["bash", str(CI / "scan.sh"), str(tmp_path / "scan-ci")], env=env,
+                         capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    log = json.loads((tmp_path / "scan-ci" / "results.sarif").read_text(encoding="utf-8"))
+    schema = _sarif_schema()
+    jsonschema.validators.validator_for(schema)(schema).validate(log)
+    assert log["runs"][0]["results"]  # the undefended chain is always a finding
