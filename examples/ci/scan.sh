@@ -12,7 +12,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:-scan-ci}"
 rs="${RAGSHIELD:-ragshield}"
 corpus="${CORPUS:-$(python -c 'from ragshield.demo import demo_files; print(demo_files()[0])')}"
-work="$(mktemp -d)"
+work="$(mktemp -d .ragshield-ci-XXXXXX)"  # in the workspace: SARIF locations stay relative
 trap 'rm -rf "$work"' EXIT
 
 $rs index "$corpus" --out "$work/index"

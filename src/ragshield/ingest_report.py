@@ -14,7 +14,6 @@ case per screened document, failed when it was quarantined.
 from __future__ import annotations
 
 import json
-import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,10 +51,9 @@ def _lines(source: str) -> dict[str, int]:
 
 
 def _uri(source: str) -> str:
-    try:
-        return Path(os.path.relpath(Path(source).resolve(), Path.cwd())).as_posix()
-    except ValueError:
-        return Path(source).resolve().as_uri()
+    """Relative POSIX path under the working directory, else an absolute ``file:`` URI."""
+    path, cwd = Path(source).resolve(), Path.cwd().resolve()
+    return path.relative_to(cwd).as_posix() if path.is_relative_to(cwd) else path.as_uri()
 
 
 def to_sarif(report: AddReport, version: str) -> dict[str, Any]:

@@ -18,7 +18,6 @@ message. A scanned index is not source code: each result points at the index's
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,12 +39,13 @@ def _rule_id(setting: str) -> str:
 
 
 def _artifact(index: str) -> str:
-    """The index's meta.json as a relative POSIX path when under the working directory."""
-    path = Path(index) / "meta.json"
-    try:
-        return Path(os.path.relpath(path.resolve(), Path.cwd())).as_posix()
-    except ValueError:  # another drive (Windows)
-        return path.resolve().as_uri()
+    """The index's meta.json: a relative POSIX path when it lies under the working
+    directory (the repository, in CI), else an absolute ``file:`` URI."""
+    path = (Path(index) / "meta.json").resolve()
+    cwd = Path.cwd().resolve()
+    if path.is_relative_to(cwd):
+        return path.relative_to(cwd).as_posix()
+    return path.as_uri()
 
 
 def _rule(setting: str) -> dict[str, Any]:
