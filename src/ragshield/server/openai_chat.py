@@ -148,8 +148,11 @@ def mount(
         created = int(time.time())
         model = body.model or MODEL
         if body.stream:
+            # the answer is complete: every event in one write (as many small writes, the
+            # stream took ~68 ms instead of ~6 on loopback: TCP delayed ACKs between them)
+            events = "".join(chunks(result, model, created))
             return StreamingResponse(
-                chunks(result, model, created), media_type="text/event-stream",
+                iter([events]), media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Request-Id": str(result["request_id"])},
             )  # fmt: skip
         return completion(result, model, created)
