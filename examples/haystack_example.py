@@ -12,10 +12,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from ragshield.corpus import read_corpus
 from ragshield.demo import demo_files
 from ragshield.integrations.haystack import (
-    RagshieldDocumentEmbedder,  # fmt: skip
-    RagshieldDocumentFilter,
-    RagshieldTextEmbedder,
-)
+    RagshieldDocumentEmbedder, RagshieldDocumentFilter, RagshieldTextEmbedder)  # fmt: skip
 
 corpus_file, attack_file = demo_files()  # 30 Wikipedia-style passages + a planted attack
 attack = json.loads(attack_file.read_text(encoding="utf-8"))
