@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ragshield.errors import InputError
-from ragshield.eval.scan_junit import _x
+from ragshield.eval.scan_junit import xml_safe
 from ragshield.eval.scan_sarif import SCHEMA_URI
 from ragshield.eval.scan_tags import ATLAS_NAMES, OWASP_NAMES
 from ragshield.ingest import AddReport
@@ -98,12 +98,12 @@ def to_junit(report: AddReport) -> bytes:
     fails = 0
     for s in report.screened:
         case = ET.SubElement(suite, "testcase", classname="ragshield.add",
-                             name=_x(s.passage.id))  # fmt: skip
+                             name=xml_safe(s.passage.id))  # fmt: skip
         if s.flagged:
             fails += 1
             f = ET.SubElement(case, "failure", type="ragshield.quarantine",
-                              message=_x("; ".join(s.reasons)))  # fmt: skip
-            f.text = _x(s.passage.text[:500])
+                              message=xml_safe("; ".join(s.reasons)))  # fmt: skip
+            f.text = xml_safe(s.passage.text[:500])
     n = str(len(report.screened))
     suite.attrib.update(tests=n, failures=str(fails), errors="0", skipped="0")
     root.attrib.update(tests=n, failures=str(fails), errors="0")

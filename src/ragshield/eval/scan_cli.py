@@ -5,6 +5,12 @@ Example::
     ragshield scan my-index --questions questions.jsonl --fail-on "attack_reaches>0.2"
     ragshield scan --demo          # the shipped demo corpus, template questions and texts
     ragshield scan my-index --generate 20 --attacks all --generator qwen2.5-0.5b
+    ragshield scan my-index --questions q.jsonl --format html,sarif,junit --fail-on "asr>0.1"
+
+``--format`` picks the files written (:mod:`ragshield.eval.scan_formats`: html, json, jsonl,
+sarif, junit); every rate carries a 95 % Wilson interval and every setting its OWASP LLM
+Top-10 2025 / MITRE ATLAS ids. ``--fail-on`` rules are checked against the interval's
+bound (:mod:`ragshield.eval.scan_gate`); ``--fail-on-point`` compares point estimates.
 
 ``--writer`` (who writes questions and attack texts): ``llm`` = the packaged Qwen2.5-0.5B
 (the default for an index), ``template`` = fixed wordings, no model (the default for

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 _NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def _x(text: str) -> str:
+def xml_safe(text: str) -> str:
     return _NOT_XML.sub("\ufffd", text)
 
 
@@ -59,15 +59,15 @@ def to_junit(scan: ScanResult, cells: Sequence[Cell]) -> bytes:
         for c in mine:
             case = ET.SubElement(
                 suite, "testcase", classname=f"ragshield.scan.{setting}",
-                name=_x(f"{c.chain} [{c.attack}]" if c.attack else c.chain), time=f"{c.seconds:.3f}",
+                name=xml_safe(f"{c.chain} [{c.attack}]" if c.attack else c.chain), time=f"{c.seconds:.3f}",
             )  # fmt: skip
             props = ET.SubElement(case, "properties")
             for k, v in _props(c):
-                ET.SubElement(props, "property", name=k, value=_x(v))
+                ET.SubElement(props, "property", name=k, value=xml_safe(v))
             if c.failures:
-                fail = ET.SubElement(case, "failure", message=_x("; ".join(c.failures)),
+                fail = ET.SubElement(case, "failure", message=xml_safe("; ".join(c.failures)),
                                      type="ragshield.fail_on")  # fmt: skip
-                fail.text = _x(describe_example(worst_example(scan, c.setting, c.chain)))
+                fail.text = xml_safe(describe_example(worst_example(scan, c.setting, c.chain)))
         total += len(mine)
         failed += n_fail
         seconds += t
