@@ -280,6 +280,14 @@ def _commit(path: Path, store: VectorStore, quarantine: Sequence[Quarantined]) -
         _write_quarantine(tmp, quarantine)
 
 
+def _writable(store: VectorStore) -> VectorStore:
+    """A pgvector pointer opens read-only (search); ``add`` and ``release`` write rows."""
+    if getattr(store, "read_only", False):
+        store.close()  # type: ignore[attr-defined]
+        store.read_only = False  # type: ignore[attr-defined]
+    return store
+
+
 def _existing_ids(store: VectorStore, ids: Sequence[str]) -> set[str]:
     from ragshield.store.faiss_store import FaissStore
 
@@ -344,6 +352,7 @@ def add_documents(
     if p_plan.index or p_plan.wrappers:
         raise InputError(f"--screen {spec!r}: screening uses post-retrieval filters only")
     store, enc = open_index(path, uri=uri)
+    store = _writable(store)
     enc = encoder or enc
     ids = [p.id for p in passages]
     held = _existing_ids(store, ids) | {q.id for q in quarantine_list(path)} & set(ids)
@@ -402,6 +411,7 @@ def release(
     _check_index(path)
     chosen, rest = _pick(path, ids)
     store, enc = open_index(path, uri=uri)
+    store = _writable(store)
     released = [
         replace(
             q.passage,

@@ -136,6 +136,20 @@ def write_formats(
         payload = writer(scan, cells)
         if name == "html":
             scan.timings["report"] = scan.timings.get("report", 0.0) + time.perf_counter() - t0
-        (out / filename).write_bytes(payload)
+        write_atomic(out / filename, payload)
         written.append(out / filename)
     return written
+
+
+def write_atomic(path: Path, payload: bytes) -> None:
+    """Write beside ``path`` and rename over it: an interrupted or failed write (a full
+    disk) leaves the previous file, never a 0-byte one."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_bytes(payload)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
