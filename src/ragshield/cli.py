@@ -365,6 +365,10 @@ def _mount_optional() -> None:
 
     eval_app.command("retrieval")(retrieval)
     app.command("scan")(scan)
+    from ragshield.ingest_cli import add, quarantine_app  # issue #24: screened ingestion
+
+    app.command("add")(add)
+    app.add_typer(quarantine_app, name="quarantine")
     try:
         server_cli = importlib.import_module("ragshield.server.cli")
     except ImportError as exc:  # the [server] extra is not installed: say so when asked

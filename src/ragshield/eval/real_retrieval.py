@@ -84,6 +84,9 @@ class RealRow:
     m_planted: float  # planted passages per target (after de-duplication)
     sources: str  # "shared", "template" or "shared+template"
     metrics: Mapping[str, float]
+    #: questions each metric was averaged over (``caught``: those whose top-k held a
+    #: planted passage); the denominators of the scan's intervals
+    counts: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -309,7 +312,10 @@ def run_real_eval(
                     on_question,
                 ),
             )
-            rows.append(RealRow(name, setting, len(cases), per_target, sources, _mean(scores)))
+            rows.append(
+                RealRow(name, setting, len(cases), per_target, sources, _mean(scores),
+                        _counts(scores))
+            )  # fmt: skip
             if show_progress:
                 print(f"  {setting:<20} {name:<24} done", flush=True)
     return RealResults(
@@ -373,3 +379,9 @@ def _mean(scores: Sequence[Mapping[str, float]]) -> dict[str, float]:
         vals = vals[~np.isnan(vals)]
         out[key] = float(vals.mean()) if vals.size else float("nan")
     return out
+
+
+def _counts(scores: Sequence[Mapping[str, float]]) -> dict[str, int]:
+    """Questions with a value (not NaN) per metric: the ``n`` behind each mean."""
+    keys = dict.fromkeys(k for s in scores for k in s)
+    return {k: sum(1 for s in scores if s.get(k, np.nan) == s.get(k, np.nan)) for k in keys}

@@ -31,7 +31,6 @@ has an answer).
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -52,6 +51,7 @@ from ragshield.eval.plant import WHITEBOX
 from ragshield.eval.real_retrieval import QuestionTrace, RealResults
 from ragshield.eval.scan_extraction import SETTING as EXTRACTION
 from ragshield.eval.scan_extraction import ExtractionCell, run_scan_extraction
+from ragshield.eval.scan_gate import Gate
 from ragshield.eval.scan_questions import ScanQuestion, decoy_targets
 from ragshield.eval.scan_report import example_of
 from ragshield.eval.scan_writer import AttackTextWriter
@@ -320,12 +320,16 @@ def run_scan(
     attack_writer: AttackTextWriter | None = None,
     attacker: Generator | None = None,
     extraction_queries: int = 10,
+    formats: Sequence[str] = ("html", "json", "jsonl"),
+    gate: Gate | None = None,
 ) -> ScanResult:
     """Scan ``index_path`` (see the module docstring); with ``out_dir``, write
     ``results.json``, ``results.jsonl`` and ``report.html`` there. ``opened`` passes an
     already opened :func:`open_scan_store` (e.g. after generating questions from it), and
     ``timings`` the seconds its caller already spent per stage. ``attack_writer`` writes
-    the attack texts; ``attacker`` is RAG-Thief's LLM for the ``extraction`` setting."""
+    the attack texts; ``attacker`` is RAG-Thief's LLM for the ``extraction`` setting.
+    ``formats`` names the files written (:mod:`ragshield.eval.scan_formats`) and ``gate``
+    the ``--fail-on`` rules they report (:mod:`ragshield.eval.scan_gate`)."""
     timings = dict(timings or {})
     if out_dir is not None:
         check_scan_out(out_dir)  # created at the end: a failed scan leaves no empty folder
@@ -437,7 +441,7 @@ def run_scan(
         extraction=tuple(cells),
     )
     if out_dir is not None:
-        write_outputs(scan, prepare_out_dir(out_dir))
+        write_outputs(scan, prepare_out_dir(out_dir), formats, gate)
     return scan
 
 
@@ -477,39 +481,12 @@ def _extraction(
         )
 
 
-def write_outputs(scan: ScanResult, out: Path) -> None:
-    """``report.html`` first (its time is part of ``results.json``), then the results."""
-    from ragshield.eval.scan_report import render_report
+def write_outputs(
+    scan: ScanResult, out: Path, formats: Sequence[str] = ("html", "json", "jsonl"),
+    gate: Gate | None = None,
+) -> None:  # fmt: skip
+    """The named formats (:func:`ragshield.eval.scan_formats.write_formats`): ``report.html``
+    first (its time is part of ``results.json``), then the results."""
+    from ragshield.eval.scan_formats import write_formats
 
-    with _timed(scan.timings, "report"):
-        _write_atomic(out / "report.html", render_report(scan))
-    data = _no_nan(scan.to_dict())
-    _write_atomic(out / "results.json", json.dumps(data, indent=2, allow_nan=False))
-    _write_atomic(
-        out / "results.jsonl",
-        "".join(json.dumps(r, allow_nan=False) + "\n" for r in data["rows"]),
-    )
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write beside ``path`` and rename over it: an interrupted or failed write (a lone
-    surrogate, a full disk) leaves the previous file, never a 0-byte one."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except (OSError, UnicodeEncodeError) as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}") from None
-
-
-def _no_nan(value: Any) -> Any:
-    """NaN (a metric with no question to average, e.g. ``caught`` on clean) -> null, so the
-    files are strict JSON for any reader."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {k: _no_nan(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_no_nan(v) for v in value]
-    return value
+    write_formats(scan, out, formats, gate)

@@ -5,6 +5,12 @@ Example::
     ragshield scan my-index --questions questions.jsonl --fail-on "attack_reaches>0.2"
     ragshield scan --demo          # the shipped demo corpus, template questions and texts
     ragshield scan my-index --generate 20 --attacks all --generator qwen2.5-0.5b
+    ragshield scan my-index --questions q.jsonl --format html,sarif,junit --fail-on "asr>0.1"
+
+``--format`` picks the files written (:mod:`ragshield.eval.scan_formats`: html, json, jsonl,
+sarif, junit); every rate carries a 95 % Wilson interval and every setting its OWASP LLM
+Top-10 2025 / MITRE ATLAS ids. ``--fail-on`` rules are checked against the interval's
+bound (:mod:`ragshield.eval.scan_gate`); ``--fail-on-point`` compares point estimates.
 
 ``--writer`` (who writes questions and attack texts): ``llm`` = the packaged Qwen2.5-0.5B
 (the default for an index), ``template`` = fixed wordings, no model (the default for
@@ -19,10 +25,8 @@ Exit codes: 0 = scanned and every ``--fail-on`` rule held; 1 = a rule failed (fo
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -36,61 +40,24 @@ from ragshield.errors import InputError
 if TYPE_CHECKING:
     from ragshield.attacks.writer import TextWriter
 from ragshield.eval.scan import DEFAULT_ATTACKS, DEFAULT_DEFENSES, ScanResult
+from ragshield.eval.scan_gate import (
+    FailRule,
+    Gate,
+    check_metrics,
+    evaluate,
+    gate_failures,
+    parse_rules,
+)
 
-_RULE = re.compile(r"^\s*([a-z_]+)\s*([<>])\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
 DEMO_QUESTIONS = 8
 ALL = "all"  # every planting setting and the extraction setting
 
 
-@dataclass(frozen=True)
-class FailRule:
-    """``metric>value`` fails when the metric exceeds ``value``; ``metric<value`` when it
-    falls below it."""
-
-    metric: str
-    op: str
-    value: float
-
-    def fails(self, v: float) -> bool:
-        return v > self.value if self.op == ">" else v < self.value
-
-    def __str__(self) -> str:
-        return f"{self.metric}{self.op}{self.value:g}"
-
-
-def parse_rules(specs: list[str] | None) -> list[FailRule]:
-    rules = []
-    for spec in specs or []:
-        for part in (p for p in spec.split(",") if p.strip()):
-            m = _RULE.match(part)
-            if m is None:
-                raise InputError(
-                    f"--fail-on {part!r}: expected metric>value or metric<value, "
-                    "e.g. attack_reaches>0.05"
-                )
-            rules.append(FailRule(m.group(1), m.group(2), float(m.group(3))))
-    return rules
-
-
-def check_rules(scan: ScanResult, rules: list[FailRule]) -> list[str]:
-    """Failures over the *recommended* chain's attacked rows (every setting but clean):
-    the configuration the report tells the user to deploy is the one CI gates on."""
-    chain = scan.recommendation.chain
-    rows = [r for r in scan.results.rows if r.defense == chain and r.setting != "clean"]
-    known = set(rows[0].metrics) if rows else set()
-    failures = []
-    for rule in rules:
-        if rule.metric not in known:
-            hint = " (asr needs --generator)" if rule.metric in ("asr", "accuracy") else ""
-            raise InputError(
-                f"--fail-on: unknown metric {rule.metric!r}{hint}; available: "
-                f"{', '.join(sorted(known))}"
-            )
-        for r in rows:
-            v = r.metrics[rule.metric]
-            if v == v and rule.fails(v):
-                failures.append(f"{rule} failed: {r.setting} under {chain}: {v:.3f}")
-    return failures
+def check_rules(scan: ScanResult, rules: list[FailRule], *, point: bool = False) -> list[str]:
+    """Failures over the *recommended* chain's attacked cells (every setting but clean):
+    the configuration the report tells the user to deploy is the one CI gates on. Rules
+    are checked against the 95 % interval's bound unless ``point``."""
+    return gate_failures(evaluate(scan, Gate(tuple(rules), point)))
 
 
 # every metric an attacked row carries (real_retrieval); asr/accuracy need --generator
@@ -220,7 +187,21 @@ def scan(
         list[str] | None,
         typer.Option(
             help="Exit 1 when the recommended chain breaks a rule on any attack setting, "
-            "e.g. 'attack_reaches>0.05' or 'answer_kept<0.8' (repeat or comma-separate)."
+            "e.g. 'attack_reaches>0.05' or 'answer_kept<0.8' (repeat or comma-separate); "
+            "checked against the 95% interval's bound (Wilson)."
+        ),
+    ] = None,
+    fail_on_point: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-point", help="Check --fail-on rules on point estimates (old behaviour)."
+        ),
+    ] = False,
+    format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Comma-separated outputs: html,json,jsonl,sarif,junit [html,json,jsonl].",
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for question sampling and attack texts.")] = 0,
@@ -231,11 +212,13 @@ def scan(
     """Red-team your own index offline (attacks planted in a copy) and write an HTML report."""
     from ragshield.defenses.base import warm_up
     from ragshield.eval.scan import check_scan_out, open_scan_store, prepare_out_dir, run_scan
+    from ragshield.eval.scan_formats import parse_formats
     from ragshield.eval.scan_questions import TEMPLATE_SOURCE, read_questions, template_questions
     from ragshield.eval.scan_writer import AttackTextWriter, llm_questions
 
     console, err = Console(), Console(stderr=True)
     rules = parse_rules(fail_on)
+    formats = parse_formats(format)
     if demo == (index is not None):
         raise InputError("give an INDEX directory, or --demo (not both)")
     if questions is not None and generate is not None:
@@ -243,6 +226,8 @@ def scan(
     if index is not None and not Path(index).is_dir():
         raise InputError(f"index {index} is not a directory (build one with: ragshield index)")
     settings = _settings(attacks)
+    check_metrics(rules, generator=bool(generator), extraction="extraction" in settings)
+    gate = Gate(tuple(rules), fail_on_point)
     chains = _split(defenses, ";", DEFAULT_DEFENSES)
     _check_names(chains)
     check_sizes(k, context_k, generate, rules, generator)  # before --out or a model (#27)
@@ -292,10 +277,10 @@ def scan(
         seed=seed, generator=gen, out_dir=out_dir, question_source=source,
         show_progress=_show_progress(), opened=opened, timings=timings,
         attack_writer=AttackTextWriter(text_writer, opened[1]) if text_writer else None,
-        attacker=attacker, extraction_queries=extraction_queries,
+        attacker=attacker, extraction_queries=extraction_queries, formats=formats, gate=gate,
     )  # fmt: skip
     _print_summary(console, result)
-    failures = check_rules(result, rules)
+    failures = check_rules(result, rules, point=fail_on_point)
     for f in failures:
         err.print(f"[red]FAIL[/red] {escape(f)}", highlight=False)
     if failures:
@@ -337,4 +322,9 @@ def _print_summary(console: Console, scan: ScanResult) -> None:
     t = ", ".join(f"{k} {v:.1f}s" for k, v in scan.timings.items())
     console.print(f"time per stage: {t}", markup=False)
     if scan.out_dir is not None:
-        console.print(f"report: {scan.out_dir / 'report.html'}", markup=False, soft_wrap=True)
+        files = [
+            p.name
+            for p in sorted(scan.out_dir.iterdir())
+            if p.name.startswith(("report.", "results."))
+        ]
+        console.print(f"wrote in {scan.out_dir}: {', '.join(files)}", markup=False, soft_wrap=True)

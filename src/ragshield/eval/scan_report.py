@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ragshield.eval.real_retrieval import QuestionTrace
     from ragshield.eval.scan import ScanResult
+    from ragshield.eval.scan_gate import Cell
 
 _TEXT_CHARS = 600
 
@@ -370,7 +371,35 @@ def _extraction(scan: ScanResult) -> str:
     )
 
 
-def render_report(scan: ScanResult) -> str:
+def _intervals(cells: Sequence[Cell]) -> str:
+    """Every rate with its 95 % interval, the OWASP/ATLAS ids and the gate's verdict."""
+    if not cells:
+        return ""
+    from ragshield.eval.intervals import METHOD
+
+    keys = list(dict.fromkeys(k for c in cells for k in c.rates))
+    rows = []
+    for c in cells:
+        rates = [
+            f"{r.value:.3f} [{r.lo:.3f}–{r.hi:.3f}]" if (r := c.rates.get(k)) else "–" for k in keys
+        ]
+        verdict = ("<span class='bad'>FAIL</span> " + escape("; ".join(c.failures))
+                   if c.failures else escape("; ".join(c.exceeded)) or "–")  # fmt: skip
+        rows.append([escape(c.name), escape(c.chain), *rates,
+                     escape(" ".join(c.tags.owasp)), escape(" ".join(c.tags.atlas)), verdict])  # fmt: skip
+    return (
+        "<h2>Rates with 95 % intervals, tags and gate</h2><p class='muted'>Each rate is "
+        f"successes/questions with a {escape(METHOD)} interval (Wilson 1927): a "
+        "<code>--fail-on</code> rule is checked against the interval's bound unless "
+        "<code>--fail-on-point</code> is given. Tags: OWASP LLM Top-10 2025 and MITRE ATLAS "
+        "ids of the attack setting.</p>"
+        + _table(
+            ["setting", "chain", *keys, "OWASP", "ATLAS", "finding / gate"], rows, numeric=False
+        )
+    )
+
+
+def render_report(scan: ScanResult, cells: Sequence[Cell] = ()) -> str:
     r = scan.results
     rec = scan.recommendation
     attacked = [s for s in dict.fromkeys(row.setting for row in r.rows) if s != "clean"]
@@ -419,6 +448,6 @@ copy of every passage it keeps, so its figure is an upper bound; <b>answer kept<
 whether the right answer still reached the context. <b>filter ms/q</b> is wall time per
 question with one encoder shared by every chain, whose cache keeps each text's vector: the
 first chain to meet a sentence pays for encoding it, later chains reuse it.</p>
-{_extraction(scan)}<h2>Worst examples</h2>{_examples(scan)}
+{_extraction(scan)}{_intervals(cells)}<h2>Worst examples</h2>{_examples(scan)}
 </body></html>
 """

@@ -9,6 +9,11 @@ Example::
         base_compressor=RagshieldCompressor("ragdefender"), base_retriever=retriever
     )
 
+inside a LangChain 1.x agent, on what its retrieval tools return
+(:class:`RagshieldToolMiddleware`)::
+
+    agent = create_agent(model, tools=[search_docs], middleware=[RagshieldToolMiddleware()])
+
 or, in an LCEL chain, after a step that yields ``{"question": ..., "context": [docs]}``::
 
     chain = {"context": retriever, "question": RunnablePassthrough()} | RagshieldRunnable() | ...
@@ -56,7 +61,13 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 EVENT_NAME = "ragshield_filter"
 
-__all__ = ["EVENT_NAME", "RagshieldCompressor", "RagshieldEmbeddings", "RagshieldRunnable"]
+__all__ = [
+    "EVENT_NAME",
+    "RagshieldCompressor",
+    "RagshieldEmbeddings",
+    "RagshieldRunnable",
+    "RagshieldToolMiddleware",
+]
 
 
 class _ShieldFields(BaseModel):
@@ -271,3 +282,143 @@ def _check_documents(documents: object, owner: str) -> list[Document]:
                 f"{owner} expects LangChain Documents; item {i} is {type(d).__name__}."
             )
     return docs
+
+
+# ---- LangChain 1.x agent middleware -----------------------------------------------------------
+
+try:  # the agent runtime lives in the `langchain` 1.x package, not in langchain-core
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import BaseMessage, ToolMessage
+
+    _HAVE_AGENTS = True
+except ImportError:  # pragma: no cover - exercised when only langchain-core is installed
+    _HAVE_AGENTS = False
+    AgentMiddleware = object  # type: ignore[assignment,misc]
+
+#: Where a tool's text output is split into passages when it returns no Documents (the
+#: joiner of langchain-core's retriever tool).
+TOOL_SEPARATOR = "\n\n"
+EMPTY_TOOL_RESULT = "No retrieved passage passed ragshield's screening."
+
+
+class RagshieldToolMiddleware(AgentMiddleware):
+    """Screen what retrieval tools return inside a LangChain 1.x agent.
+
+    Example::
+
+        from langchain.agents import create_agent
+        from ragshield.integrations.langchain import RagshieldToolMiddleware
+
+        agent = create_agent(model, tools=[search_docs],
+                             middleware=[RagshieldToolMiddleware("ragdefender,ecosaferag")])
+
+    Why: in an agent, retrieval is a tool call, so the documents reach the model as a
+    :class:`~langchain_core.messages.ToolMessage`, past any retriever-level adapter that
+    was not wired in; LangChain 1.x documents middleware as the place for such guardrails.
+    ``wrap_tool_call`` runs the tool, then the defense chain on its output: the passages
+    are the ``artifact`` Documents when the tool returns ``content_and_artifact`` (the
+    retriever tool does), else the text split on ``separator``. The query is the tool
+    call's ``query`` argument (``query_arg``), else the last human message. The model then
+    sees only the kept (possibly sentence-trimmed) passages; the ToolMessage carries every
+    verdict under ``response_metadata["ragshield"]``. ``screened_tools`` limits screening
+    to those tool names (``None`` = every tool whose output has passages).
+    """
+
+    def __init__(
+        self,
+        defense: DefenseSpec = DEFAULT_DEFENSE,
+        *,
+        screened_tools: Sequence[str] | None = None,
+        query_arg: str = "query",
+        separator: str = TOOL_SEPARATOR,
+        encoder: EncoderSpec = None,
+        metadata_key: str = DEFAULT_METADATA_KEY,
+    ) -> None:
+        if not _HAVE_AGENTS:
+            raise missing_extra("langchain", extra="langchain", framework="LangChain agents")
+        super().__init__()
+        self.defense = defense
+        # not `tools`: on AgentMiddleware that names tools a middleware adds to the agent
+        self.screened_tools = None if screened_tools is None else tuple(screened_tools)
+        self.query_arg = query_arg
+        self.separator = separator
+        self.encoder = encoder
+        self.metadata_key = metadata_key
+        self._shield = Shield(defense, encoder=encoder, metadata_key=metadata_key)
+
+    @property
+    def name(self) -> str:  # AgentMiddleware names nodes after it
+        return "RagshieldToolMiddleware"
+
+    def warm_up(self) -> None:
+        self._shield.warm_up()
+
+    def _query(self, request: Any) -> str | None:
+        arg = (request.tool_call.get("args") or {}).get(self.query_arg)
+        if isinstance(arg, str) and arg.strip():
+            return arg
+        messages = (request.state or {}).get("messages", []) if request.state else []
+        for m in reversed(messages):
+            if isinstance(m, BaseMessage) and m.type == "human" and isinstance(m.content, str):
+                return m.content
+        return None
+
+    def screen(self, request: Any, result: Any) -> Any:
+        """The tool's ToolMessage with only the passages the chain kept (see above)."""
+        if not isinstance(result, ToolMessage) or result.status == "error":
+            return result
+        if self.screened_tools is not None and request.tool_call.get("name") not in (
+            self.screened_tools
+        ):
+            return result
+        docs = result.artifact if _is_documents(result.artifact) else None
+        if docs is not None:
+            texts = [d.page_content for d in docs]
+        elif isinstance(result.content, str):
+            texts = [t for t in result.content.split(self.separator) if t.strip()]
+        else:
+            return result
+        query = self._query(request)
+        if not texts or query is None:
+            return result
+        out = self._shield.run(query, texts)
+        kept = out.kept
+        content = self.separator.join(v.text for v in kept) or EMPTY_TOOL_RESULT
+        artifact = result.artifact
+        if docs is not None:
+            artifact = [
+                docs[v.index].model_copy(update={
+                    "page_content": v.text,
+                    "metadata": {**docs[v.index].metadata, self.metadata_key: v.to_metadata()},
+                })
+                for v in kept
+            ]  # fmt: skip
+        report = {
+            "defense": self._shield.filter_.name if self._shield.filter_ else str(self.defense),
+            "query": query,
+            "kept": [v.index for v in kept],
+            "removed": [
+                {
+                    "index": v.index,
+                    "reason": v.reason,
+                    "stage": v.stage,
+                    "text": v.original_text[:300],
+                }
+                for v in out.removed
+            ],
+        }
+        return result.model_copy(update={
+            "content": content, "artifact": artifact,
+            "response_metadata": {**result.response_metadata, self.metadata_key: report},
+        })  # fmt: skip
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        return self.screen(request, handler(request))
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        result = await handler(request)
+        return await asyncio.to_thread(self.screen, request, result)
+
+
+def _is_documents(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(d, Document) for d in value)

@@ -8,6 +8,10 @@ Endpoints (OpenAPI schema at ``/openapi.json``, browsable at ``/docs``, both onl
 * ``POST /v1/filter`` — ``{query, passages[], defenses?}`` → what the chain keeps, for users
   with their own retriever;
 * ``GET /v1/health``; ``GET /metrics`` (Prometheus);
+* ``POST /v1/chat/completions`` — the OpenAI chat API over the same pipeline, keys,
+  budgets, throttle and audit (:mod:`ragshield.server.openai_chat`);
+* ``POST /v1/admin/index/add``, ``/v1/admin/quarantine[/release|/delete]`` (``admin``) —
+  screened ingestion on the live index (:mod:`ragshield.server.admin_ingest`);
 * ``GET /v1/admin/keys`` and ``POST /v1/admin/keys/{key_id}/unblock`` (``admin`` scope) —
   where an operator sees which key is extracting and lets a blocked key back in.
 
@@ -288,6 +292,11 @@ def create_app(service: Service) -> FastAPI:
         if service.db.get_key(key_id) is None:
             raise InputError(f"no API key with id {key_id!r}.")
         return {"id": key_id, "unblocked": service.db.unblock(key_id)}
+
+    from ragshield.server import admin_ingest, openai_chat  # issue #24
+
+    openai_chat.mount(app, service, requires, run_admitted)
+    admin_ingest.mount(app, service, requires)
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=service.config.limits.max_body_bytes)
     app.add_middleware(

@@ -46,6 +46,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 ENDPOINTS = {
     "/v1/ask": "ask",
     "/v1/filter": "filter",
+    "/v1/chat/completions": "chat",
     "/v1/health": "health",
     "/metrics": "metrics",
 }

@@ -149,31 +149,37 @@ class FaissStore:
     # ---- persistence -------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         with atomic_dir(path) as tmp:
-            faiss.write_index(self._index, str(tmp / "index.faiss"))
-            np.save(tmp / "vectors.npy", self._vectors)
-            with open(tmp / "passages.jsonl", "w", encoding="utf-8") as fh:
-                for p in self._passages:
-                    rec = {
-                        "id": p.id,
-                        "title": p.title,
-                        "text": p.text,
-                        "metadata": dict(p.metadata),
-                    }
-                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            meta = {
-                "format_version": FORMAT_VERSION,
-                "store": "faiss",
-                "dim": self._dim,
-                "index_type": self.index_type,
-                "count": len(self),
-                "encoder_name": self.encoder_name,
-                "hnsw_m": self.hnsw_m,
-                "ef_search": self.ef_search,
-                "nprobe": self.nprobe,
-            }
-            if self.profile is not None:
-                meta["profile"] = self.profile
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+            self.write_files(tmp)
+
+    def write_files(self, tmp: Path) -> None:
+        """Write the index files into the (temporary) folder ``tmp``; callers rename it into
+        place (:func:`~ragshield.store.persist.atomic_dir`), as :meth:`save` and
+        :func:`ragshield.ingest.add_documents` do, so a killed write leaves the old index."""
+        faiss.write_index(self._index, str(tmp / "index.faiss"))
+        np.save(tmp / "vectors.npy", self._vectors)
+        with open(tmp / "passages.jsonl", "w", encoding="utf-8") as fh:
+            for p in self._passages:
+                rec = {
+                    "id": p.id,
+                    "title": p.title,
+                    "text": p.text,
+                    "metadata": dict(p.metadata),
+                }
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "store": "faiss",
+            "dim": self._dim,
+            "index_type": self.index_type,
+            "count": len(self),
+            "encoder_name": self.encoder_name,
+            "hnsw_m": self.hnsw_m,
+            "ef_search": self.ef_search,
+            "nprobe": self.nprobe,
+        }
+        if self.profile is not None:
+            meta["profile"] = self.profile
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> FaissStore:
