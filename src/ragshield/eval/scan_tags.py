@@ -98,6 +98,14 @@ SETTING_TAGS: dict[str, Tags] = {
 
 
 def group_of(setting: str) -> str:
+    """The setting's group in the attack-settings table (:mod:`ragshield.attacks.settings`),
+    else its name up to the first ``-`` (a setting the table does not know yet)."""
+    from ragshield.attacks import settings as table
+
+    if table.known(setting):
+        group = table.group_of(setting)
+        if group in GROUP_TAGS:
+            return group
     return setting.split("-", 1)[0]
 
 
