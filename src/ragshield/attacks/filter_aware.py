@@ -179,6 +179,13 @@ class FilterAwareAttack:
                 f"names. Got {self.families!r} instead."
             )
 
+    def craft(self, question: str, target_answer: str, n: int, *, seed: int = 0) -> list[str]:
+        """Refused: what this attacker plants depends on the chain it searched against."""
+        raise InputError(
+            "filter-aware crafts against a deployed chain: call search(target, ChainOracle("
+            "store, encoder, chain)), or run the setting through ragshield scan / eval retrieval"
+        )
+
     def pool(self, target: AttackTarget, seed: int) -> list[list[AdaptiveText]]:
         """Candidate sets: one per (family, seed), distinct texts across the pool."""
         from ragshield.attacks.registry import build_attack
