@@ -72,10 +72,11 @@ def _shared() -> Path:
 
 def chains_for(spec: str, enc: Any, mode: str) -> dict[str, Any]:
     from bench_real_retrieval import _with_authors
-    from ragshield.eval.retrieval_cli import build_defenses
+    from ragshield.defenses.registry import build_chains
+    from ragshield.eval.retrieval_cli import ragdefender_params
 
     plain = ";".join(c for c in spec.split(";") if c != "authors")
-    chains = build_defenses(plain, enc, mode)
+    chains: dict[str, Any] = dict(build_chains(plain, enc, ragdefender_params(mode)))
     if "authors" in spec.split(";"):
         chains = _with_authors(chains, enc, mode)
     return chains
