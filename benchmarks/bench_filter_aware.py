@@ -15,6 +15,8 @@ deploy them, k = 10 retrieved, the 5 survivors nearest the question = the contex
   moved / absent question prefix, answer spreading, near-duplicate of the gold passage,
   meta-epistemic framing) next to the published PoisonedRAG shape, planted into a copy;
   cell = attack reaches the context / adversarial majority of the context.
+  ``--paraphrase MODEL`` adds the opt-in ``prefix-llm`` row (the LLM rewrites the question;
+  replies cached under the ragshield cache).
 * ``curve`` — the filter-aware attacker (:mod:`ragshield.attacks.filter_aware`) searches
   against each chain with a budget of black-box calls per target; one search per (target,
   chain) with the largest budget gives every smaller budget as a checkpoint (the attacker
@@ -70,10 +72,11 @@ def _shared() -> Path:
 
 def chains_for(spec: str, enc: Any, mode: str) -> dict[str, Any]:
     from bench_real_retrieval import _with_authors
-    from ragshield.eval.retrieval_cli import build_defenses
+    from ragshield.defenses.registry import build_chains
+    from ragshield.eval.retrieval_cli import ragdefender_params
 
     plain = ";".join(c for c in spec.split(";") if c != "authors")
-    chains = build_defenses(plain, enc, mode)
+    chains: dict[str, Any] = dict(build_chains(plain, enc, ragdefender_params(mode)))
     if "authors" in spec.split(";"):
         chains = _with_authors(chains, enc, mode)
     return chains
@@ -84,7 +87,7 @@ def cell(m: dict[str, float]) -> str:
 
 
 def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed: int,
-                   k: int) -> tuple[str, dict]:  # fmt: skip
+                   k: int, paraphrase: str | None = None) -> tuple[str, dict]:  # fmt: skip
     from ragshield.attacks.settings import SETTINGS
     from ragshield.eval.real_retrieval import run_real_eval
 
@@ -92,6 +95,12 @@ def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, s
         n for n, s in SETTINGS.items() if s.group == "adaptive" and s.shape == "adaptive"
         and not s.opt_in
     ]  # fmt: skip
+    if paraphrase:  # opt-in: the packaged LLM paraphrases each question (cached replies)
+        from ragshield.attacks.writer import TextWriter
+        from ragshield.eval.adaptive_eval import paraphrase_texts
+
+        cases = paraphrase_texts(cases, TextWriter(paraphrase))
+        settings.append("prefix-llm")
     res = run_real_eval(data, cases, chains, settings, encoder=enc, k=k, seed=seed,
                         split="test", base_store=store)  # fmt: skip
     names = list(chains)
@@ -159,6 +168,11 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="first N test questions")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
     ap.add_argument("--json", default=None, help="also write every measured row here")
+    ap.add_argument(
+        "--paraphrase",
+        default=None,
+        help="add the prefix-llm row: e.g. qwen2.5-0.5b paraphrases each question",
+    )
     args = ap.parse_args()
     shared = _shared()
     budgets = sorted({int(b) for b in args.budgets.split(",")})
@@ -189,7 +203,9 @@ def main() -> None:
         dump[name] = {"n_questions": len(cases), "index_size": len(store)}
         if "adaptive" in sections:
             t0 = time.perf_counter()
-            table, rows = adaptive_table(data, cases, chains, enc, store, args.seed, args.k)
+            table, rows = adaptive_table(
+                data, cases, chains, enc, store, args.seed, args.k, args.paraphrase
+            )
             print("### adaptive settings (attack reaches / adversarial majority)\n")
             print(table + f"\n\n({time.perf_counter() - t0:.0f} s)\n", flush=True)
             dump[name]["adaptive"] = rows

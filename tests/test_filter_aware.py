@@ -201,3 +201,8 @@ def test_a_small_adaptive_scan_end_to_end(tmp_path) -> None:  # type: ignore[no-
     html = (tmp_path / "o" / "report.html").read_text(encoding="utf-8")
     assert "Adaptive attacks (an attacker who has read the defense)" in html
     assert html.index("Adaptive attacks") < html.index("Results per attack")
+
+
+def test_craft_without_a_chain_is_refused() -> None:
+    with pytest.raises(InputError, match="crafts against a deployed chain"):
+        FilterAwareAttack().craft(Q, "Sydney", 5)

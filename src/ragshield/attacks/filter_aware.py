@@ -18,13 +18,17 @@ calls per target (issue #28: 10 / 50 / 200). The search:
 1. candidates come from the adaptive generators (:mod:`ragshield.attacks.adaptive`) with
    several seeds — a pool of distinct passages, each with its family;
 2. each family's own set of ``n`` passages is tried once (families in a seeded order);
-3. then (1+1) hill climbing from the best set: replace a passage that did not survive by a
-   pool passage (preferring the families that survived), add one when all survived, or
-   drop the ones that did not; a child is kept when it lands at least as many passages in
-   the context (ties move, so the search drifts on plateaus);
-4. it stops when all ``n`` survive or the budget is spent. What is planted is the best
-   set's *survivors* only; ``checkpoints`` snapshot that after 10 / 50 / ... calls, so one
-   search gives the whole budget curve.
+3. what it plants must itself survive: when only some passages of a set survived, the
+   survivors alone are planted and observed next (removing a passage can change what a
+   group-based filter does with the rest);
+4. then (1+1) hill climbing from the largest set seen with *every* member in the context:
+   add a pool passage (below ``n``) or swap one, preferring the families that survived; a
+   child is kept when all of it survives and it is at least as large (ties move, so the
+   search drifts on plateaus);
+5. it stops when ``n`` passages survive together or the budget is spent. The planted set
+   for a budget is the best all-surviving set observed within that many calls
+   (``checkpoints`` snapshot it after 10 / 50 / ... calls, so one search gives the whole
+   budget curve); nothing is planted for a target where nothing ever survived.
 
 :class:`ChainOracle` answers a call exactly as planting into a copy would, without copying
 the index: the top-k of (index + candidates) under exact inner product is the merge of the
@@ -179,6 +183,13 @@ class FilterAwareAttack:
                 f"names. Got {self.families!r} instead."
             )
 
+    def craft(self, question: str, target_answer: str, n: int, *, seed: int = 0) -> list[str]:
+        """Refused: what this attacker plants depends on the chain it searched against."""
+        raise InputError(
+            "filter-aware crafts against a deployed chain: call search(target, ChainOracle("
+            "store, encoder, chain)), or run the setting through ragshield scan / eval retrieval"
+        )
+
     def pool(self, target: AttackTarget, seed: int) -> list[list[AdaptiveText]]:
         """Candidate sets: one per (family, seed), distinct texts across the pool."""
         from ragshield.attacks.registry import build_attack
@@ -209,63 +220,64 @@ class FilterAwareAttack:
         first = sets[: len(self.families)]
         rng.shuffle(first)
         queue: list[list[AdaptiveText]] = [*first, *sets[len(self.families) :]]
-
-        best: list[AdaptiveText] = []
-        best_alive: list[bool] = []
-        score = -1
+        pending: list[list[AdaptiveText]] = []  # survivors of a partly stopped set, to verify
+        tried: set[frozenset[str]] = set()
+        best: list[AdaptiveText] = []  # the largest set seen planted with every member alive
         snaps: dict[int, tuple[AdaptiveText, ...]] = {}
         trace: list[int] = []
         calls = 0
 
         def evaluate(cand: list[AdaptiveText]) -> None:
-            nonlocal best, best_alive, score, calls
+            nonlocal best, calls
+            tried.add(frozenset(t.text for t in cand))
             alive = oracle.survivors(target.question, [t.text for t in cand],
                                      [t.payload for t in cand])  # fmt: skip
             calls += 1
-            got = sum(alive)
-            if got >= score:  # ties move: the search drifts on a plateau
-                best, best_alive, score = cand, alive, got
-            trace.append(max(score, 0))
+            if all(alive) and len(cand) >= len(best):  # ties move: drift on a plateau
+                best = list(cand)
+            elif any(alive):
+                kept = [t for t, a in zip(cand, alive, strict=True) if a]
+                if len(kept) > len(best) and frozenset(t.text for t in kept) not in tried:
+                    pending.insert(0, kept)  # plant only survivors: check them alone
+            trace.append(len(best))
             if calls in marks:
-                snaps[calls] = _alive(best, best_alive)
+                snaps[calls] = tuple(best)
 
-        while calls < self.budget and score < self.n:
-            if queue and (score <= 0 or calls < len(first)):
+        while calls < self.budget and len(best) < self.n and pool:
+            if pending:
+                evaluate(pending.pop(0))
+            elif queue and (not best or calls < len(first)):
                 evaluate(queue.pop(0))
-                continue
-            if not pool:
-                break
-            evaluate(self._mutate(best, best_alive, pool, rng))
-        final = _alive(best, best_alive)
+            else:
+                evaluate(self._mutate(best, pool, tried, rng))
         for m in marks:  # stopped before m calls: budget m plants what was found
-            snaps.setdefault(m, final)
-        return SearchResult({m: snaps[m] for m in marks}, calls, max(score, 0), tuple(trace))
+            snaps.setdefault(m, tuple(best))
+        return SearchResult({m: snaps[m] for m in marks}, calls, len(best), tuple(trace))
 
     def _mutate(
-        self, best: list[AdaptiveText], alive: list[bool], pool: list[AdaptiveText],
+        self, best: list[AdaptiveText], pool: list[AdaptiveText], tried: set[frozenset[str]],
         rng: random.Random,
     ) -> list[AdaptiveText]:  # fmt: skip
-        have = {t.text for t in best}
-        fams = [t.family for t, a in zip(best, alive, strict=True) if a]
-        liked = [t for t in pool if t.family in fams and t.text not in have]
-        other = [t for t in pool if t.text not in have]
-        pick = (liked if liked and rng.random() < 0.7 else other) or other
-        dead = [i for i, a in enumerate(alive) if not a]
+        """A child of the best all-surviving set: one passage added (below ``n``) or one
+        swapped, drawn mostly from the families that survived; an untried set when one
+        is found in a few draws."""
         child = list(best)
-        move = rng.random()
-        if dead and move < 0.15:  # keep only the survivors
-            return [t for t, a in zip(best, alive, strict=True) if a] or child
-        if not pick:
-            return child
-        new = rng.choice(pick)
-        if dead:
-            child[rng.choice(dead)] = new
-        elif len(child) < self.n:
-            child.append(new)
-        else:
-            child[rng.randrange(len(child))] = new
+        for _ in range(8):
+            have = {t.text for t in best}
+            fams = {t.family for t in best}
+            liked = [t for t in pool if t.family in fams and t.text not in have]
+            other = [t for t in pool if t.text not in have]
+            pick = (liked if liked and rng.random() < 0.7 else other) or other
+            if not pick:
+                return child
+            new = rng.choice(pick)
+            if not best:
+                child = rng.sample(other, min(self.n, len(other)))
+            elif len(best) < self.n:
+                child = [*best, new]
+            else:
+                child = list(best)
+                child[rng.randrange(len(child))] = new
+            if frozenset(t.text for t in child) not in tried:
+                break
         return child
-
-
-def _alive(texts: Sequence[AdaptiveText], alive: Sequence[bool]) -> tuple[AdaptiveText, ...]:
-    return tuple(t for t, a in zip(texts, alive, strict=True) if a)
