@@ -51,5 +51,5 @@ def test_huge_encoder_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_storage_errors_are_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    line = fail_line(capsys, ["keys", "create", "bob", "--db", tmp_path / ("y" * 5000)], "database")
+    line = fail_line(capsys, ["keys", "create", "bob", "--db", tmp_path / ("y" * 5000)], "storage")
     assert len(line) < 700

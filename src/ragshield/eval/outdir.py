@@ -48,11 +48,13 @@ def check_results_dir(out_dir: str | os.PathLike[str], own_names: Collection[str
     except OSError as exc:
         raise InputError(f"--out {out}: {exc.strerror or exc} (nothing was written).") from None
     if entries:
-        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        foreign = [name for name in entries if name not in own_names]
+        named = foreign or entries  # name the user's own files first
+        shown = ", ".join(named[:3]) + (", ..." if len(named) > 3 else "")
         hint = (
-            f" (an earlier run's? create {out / MARKER} to let ragshield replace them)"
-            if all(name in own_names for name in entries)
-            else ""
+            ""
+            if foreign
+            else f" (an earlier run's? create {out / MARKER} to let ragshield replace them)"
         )
         raise InputError(
             f"--out {out} holds files ragshield did not write ({shown}){hint}; choose a new "
