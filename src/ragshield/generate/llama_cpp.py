@@ -98,6 +98,9 @@ class _Engine:
             self.model = _internals.LlamaModel(path_model=str(path), params=params, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelNotFoundError(f"llama.cpp cannot load {path}: {exc}") from exc
+        # Rows share the cells, each within the trained context (checked per prompt);
+        # llama.cpp warns when the cache is larger than the trained context, so it is not.
+        n_ctx = min(n_ctx, self.model.n_ctx_train())
         cparams = _internals.LlamaContext.default_params()
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
@@ -252,15 +255,15 @@ class _Engine:
 
 def _common_prefix(seqs: Sequence[Sequence[int]], *, limit: int) -> int:
     """Length of the longest prefix all ``seqs`` share, at most ``limit``."""
-    n = max(0, limit)
     first = seqs[0]
+    n = min(max(0, limit), len(first))
     for other in seqs[1:]:
         n = min(n, len(other))
         for i in range(n):
             if first[i] != other[i]:
                 n = i
                 break
-    return min(n, len(first))
+    return n
 
 
 def render_chat_template(template: str, messages: list[dict[str, str]], **special: str) -> str:
