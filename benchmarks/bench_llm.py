@@ -121,9 +121,13 @@ def bench_one(model: str, backend: str, threads: int, args: argparse.Namespace) 
 
     prefill_rates, answers = [], []
     t_loop = time.perf_counter()
+    prefill_cpu_rates = []
     for q in questions:
+        cpu0 = time.process_time()
         out = gen.generate(q["question"], q["contexts"])
+        share = _cpu_share(time.process_time() - cpu0, out.timings)
         prefill_rates.append(out.details["prefill_tokens_per_s"])
+        prefill_cpu_rates.append(out.prompt_tokens / share["prefill"])
         answers.append(
             {
                 "id": q["id"],
@@ -141,12 +145,16 @@ def bench_one(model: str, backend: str, threads: int, args: argparse.Namespace) 
     # Short factual answers give 1-3 decode steps, too few to time decoding: the probe
     # asks to "repeat all the context" with the end token suppressed.
     gen.stop_at_newline, gen.min_new_tokens = False, args.max_new_tokens
+    cpu0 = time.process_time()
     probe = gen.generate("Please repeat all the context.", questions[0]["contexts"])
+    share = _cpu_share(time.process_time() - cpu0, probe.timings)
+    row["decode_tok_cpu_s"] = probe.details["decode_steps"] / share["decode"]
     gen.stop_at_newline, gen.min_new_tokens = True, 0
     row["probe_steps"] = probe.details["decode_steps"]
     row["decode_tok_s"] = probe.details["decode_tokens_per_s"]
     row["prompt_tokens_mean"] = statistics.fmean(a["prompt_tokens"] for a in answers)
     row["prefill_tok_s"] = statistics.median(prefill_rates)
+    row["prefill_tok_cpu_s"] = statistics.median(prefill_cpu_rates)
 
     # As the scan calls it: every question in one generate_many. llama.cpp decodes the rows
     # together and reuses the shared prefix; transformers answers prompts of 512+ tokens
@@ -163,6 +171,26 @@ def bench_one(model: str, backend: str, threads: int, args: argparse.Namespace) 
     else:
         row["many_s"] = row["one_by_one_s"]
     row["answers_per_s"] = len(requests) / row["many_s"]
+    # Rows decoded together (llama.cpp): aggregate decode tokens/s of B forced-length
+    # replies to B different "repeat the context" prompts, as the scan writer batches.
+    if backend == "llama.cpp" and args.batch_sizes:
+        gen.stop_at_newline, gen.min_new_tokens, gen.reuse_prefix = (
+            False,
+            args.max_new_tokens,
+            False,
+        )
+        curve = {}
+        for b in args.batch_sizes:
+            reqs = [
+                ("Please repeat all the context.", questions[i % len(questions)]["contexts"][i:])
+                for i in range(b)
+            ]
+            outs = gen.generate_many(reqs, batch_size=b)
+            # each row's decode time is its share of the batch's, so the sum is the wall time
+            seconds = sum(o.timings["decode"] for o in outs)
+            curve[b] = sum(o.details["decode_steps"] for o in outs) / seconds
+        gen.stop_at_newline, gen.min_new_tokens = True, 0
+        row["batch_decode_tok_s"] = curve
     row["correct"] = sum(a["correct"] for a in answers)
     row["answers"] = answers
     del gen
@@ -171,11 +199,20 @@ def bench_one(model: str, backend: str, threads: int, args: argparse.Namespace) 
     return row
 
 
+def _cpu_share(cpu: float, timings: Any) -> dict[str, float]:
+    """The process CPU time of one call split between prefill and decode in proportion
+    to their wall times (on a shared CPU, wall time counts other jobs' turns; CPU time
+    counts only ours, summed over our threads)."""
+    wall = timings["prefill"] + timings["decode"]
+    return {k: max(cpu * timings[k] / wall, 1e-9) for k in ("prefill", "decode")}
+
+
 def _child(model: str, backend: str, threads: int, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [
         sys.executable, __file__, "--worker", model, backend, str(threads),
         "--questions", str(args.questions), "--max-new-tokens", str(args.max_new_tokens),
         "--seed", str(args.seed), "--data", str(args.data),
+        "--batch-sizes", *map(str, args.batch_sizes),
     ]  # fmt: skip
     # one OpenMP/torch thread pool per child, sized like the engine's own threads
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
@@ -201,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--json", type=Path, help="Also write the raw results here.")
+    parser.add_argument(
+        "--batch-sizes", nargs="*", type=int, default=[],
+        help="llama.cpp: also time decoding this many rows together (aggregate tokens/s)",
+    )  # fmt: skip
     parser.add_argument(
         "--worker", nargs=3, metavar=("MODEL", "BACKEND", "THREADS"), help=argparse.SUPPRESS
     )
@@ -229,7 +270,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs (shared; load avg {os.getloadavg()[0]:.1f}); one child "
         "process per row"
     )
-    rows = [_child(m, b, t, args) for m in args.models for t in args.threads for b in args.backends]
+    rows = []
+    for m in args.models:
+        for t in args.threads:
+            for b in args.backends:
+                rows.append(_child(m, b, t, args))
+                print(f"# done: {m} on {b}, {t} thread(s)", file=sys.stderr, flush=True)
+                if args.json:  # partial results survive an interrupted run
+                    args.json.write_text(json.dumps(rows, indent=2, default=str), encoding="utf-8")
     ref_answers = {
         (r["model"], r["threads"]): [a["answer"] for a in r["answers"]]
         for r in rows
@@ -243,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     header = (
         f"{'model':<14}{'engine':<19}{'thr':>4}{'load s':>8}{'prompt tok':>11}"
         f"{'prefill tok/s':>14}{'(x ref)':>8}{'decode tok/s':>13}{'(x ref)':>8}"
-        f"{'answers/s':>10}{'(x ref)':>8}{'peak GB':>8}{'correct':>9}{'same as ref':>12}"
+        f"{'answers/s':>10}{'(x ref)':>8}{'prefill/cpu-s':>14}{'(x ref)':>8}"
+        f"{'decode/cpu-s':>13}{'(x ref)':>8}{'peak GB':>8}{'correct':>9}{'same as ref':>12}"
     )
     print(header)
     print("-" * len(header))
@@ -254,8 +303,11 @@ def main(argv: list[str] | None = None) -> int:
         ref = ref_rate.get((r["model"], r["threads"]))
         ratio = {
             k: (r[k] / ref[k] if ref and ref[k] else None)
-            for k in ("prefill_tok_s", "decode_tok_s", "answers_per_s")
-        }
+            for k in (
+                "prefill_tok_s", "decode_tok_s", "answers_per_s", "prefill_tok_cpu_s",
+                "decode_tok_cpu_s",
+            )
+        }  # fmt: skip
         mine = [a["answer"] for a in r["answers"]]
         theirs = ref_answers.get((r["model"], r["threads"]))
         same = (
@@ -268,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['prompt_tokens_mean']:>11.0f}{r['prefill_tok_s']:>14.1f}"
             f"{_fmt(ratio['prefill_tok_s'], '.1f'):>8}{r['decode_tok_s']:>13.1f}"
             f"{_fmt(ratio['decode_tok_s'], '.1f'):>8}{r['answers_per_s']:>10.2f}"
-            f"{_fmt(ratio['answers_per_s'], '.1f'):>8}{r['peak_rss_gb']:>8.2f}"
+            f"{_fmt(ratio['answers_per_s'], '.1f'):>8}{r['prefill_tok_cpu_s']:>14.1f}"
+            f"{_fmt(ratio['prefill_tok_cpu_s'], '.1f'):>8}{r['decode_tok_cpu_s']:>13.1f}"
+            f"{_fmt(ratio['decode_tok_cpu_s'], '.1f'):>8}{r['peak_rss_gb']:>8.2f}"
             f"{r['correct']:>6}/{len(r['answers'])}{same:>12}"
         )
     print(
@@ -276,10 +330,18 @@ def main(argv: list[str] | None = None) -> int:
         f"repeat-the-context probe ({args.max_new_tokens} tokens); answers/s: all questions "
         "in one generate_many (llama.cpp: batched rows, shared prefix reused; transformers: "
         "one by one, as its generate_many answers prompts of 512+ tokens); x ref: over "
-        f"{REFERENCE} (float32) at the same thread count; peak GB: the child's max RSS; "
+        f"{REFERENCE} (float32) at the same thread count; /cpu-s: tokens per second of the "
+        "process's own CPU time (all its threads; robust to other jobs on a shared CPU); "
+        "peak GB: the child's max RSS; "
         f"load avg at the end {os.getloadavg()[0]:.1f}"
     )
     for r in rows:
+        if r.get("batch_decode_tok_s"):
+            curve = ", ".join(f"{b} rows {v:.1f}" for b, v in r["batch_decode_tok_s"].items())
+            print(
+                f"{r['model']} on {r['backend']}, {r['threads']} thread(s): decode tokens/s "
+                f"of rows decoded together: {curve}"
+            )
         if "many_same_as_single" in r:
             print(
                 f"{r['model']} on {r['backend']}, {r['threads']} thread(s): generate_many gave "
