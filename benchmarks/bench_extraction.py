@@ -2,7 +2,7 @@
 
     python benchmarks/bench_extraction.py [--kb chatdoctor] [--limit 1000] [--max-queries 100]
         [--generator extractive|qwen2.5-0.5b] [--max-new-tokens 192] [--questions 100]
-        [--defenses none,distance-threshold,summarization] [--ragfort-index DIR]
+        [--defenses "none;distance-threshold;summarization"] [--ragfort-index DIR]
         [--seed 0] [--cache-dir DIR] [--out runs/bench-extraction]
 
 Protocol (printed with the results):
@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=192)
     ap.add_argument(
         "--defenses",
-        default="none,distance-threshold,summarization,ragfort-inter,ragfort-intra,ragfort",
+        default="none;distance-threshold;summarization;ragfort-inter;ragfort-intra;ragfort",
         help="rows to run; the ragfort* rows also need --ragfort-index / --cascade-*",
     )
     ap.add_argument("--attacks", default="rag-thief,worm")
@@ -145,11 +145,11 @@ def main() -> None:
     }
     options = {} if args.generator == "extractive" else llm_options
     gen = make_generator(args.generator, encoder, **options)
-    wanted = [s.strip() for s in args.defenses.split(",") if s.strip()]
+    wanted = [s.strip() for s in args.defenses.split(";") if s.strip()]
     rows = ex.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
     configs = list(rows)
     if args.ragfort_index or (args.cascade_draft and args.cascade_reference):
-        from ragshield.eval.extraction_cli import build_cascade
+        from ragshield.eval.extraction_plan import build_cascade
         from ragshield.reindex import load_reindexed
 
         reindexed = (

@@ -48,7 +48,6 @@ from pydantic import (
 
 from ragshield.defenses import registry
 from ragshield.defenses.base import PassageFilter
-from ragshield.defenses.calibration import calibrate
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.generate.base import Generator
@@ -136,6 +135,11 @@ class PipelineConfig(BaseModel):
         if "defenses" in given:
             data["defenses"]["chain"] = registry.names(given["defenses"])
         if "generator_options" in given:
+            if not isinstance(given["generator_options"], Mapping):
+                raise InputError(
+                    "generator_options must be a mapping of option = value. "
+                    f"Got {type(given['generator_options']).__name__} instead."
+                )
             data["generator_options"] = {**data["generator_options"], **given["generator_options"]}
         return _validate(type(self), data, "command-line options")
 
@@ -176,10 +180,9 @@ def _validate(cls: type[_C], data: Mapping[str, Any], where: str) -> _C:
 
 def read_config_file(path: Path, what: str = "config") -> dict[str, Any]:
     """A TOML (or YAML) file as a dict; unreadable or malformed files are an InputError."""
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the {what} {path}: {exc.strerror}") from None
+    from ragshield.textfile import HOSTILE, hostile_reason, read_utf8
+
+    raw = read_utf8(path, what)
     try:
         if path.suffix.lower() == ".toml":
             data: Any = tomllib.loads(raw)
@@ -189,6 +192,10 @@ def read_config_file(path: Path, what: str = "config") -> dict[str, Any]:
             raise InputError(f"{path}: the {what} must be a .toml, .yaml or .yml file.")
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
         raise InputError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
+    except HOSTILE as exc:  # [ x 50,000; a 100,000-digit number (issue #27, root cause 12)
+        raise InputError(
+            f"{path}: not valid {path.suffix[1:].upper()}: {hostile_reason(exc)}"
+        ) from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: the {what} must be a table/mapping at the top level.")
     return data
@@ -242,7 +249,7 @@ def open_parts(
                 "the config file)."
             )
         if plan.index is not None:
-            store, opened = registry.open_index(
+            store, opened = registry.open_transformed_index(
                 plan.index,
                 config.index,
                 encoder=config.encoder,
@@ -293,13 +300,14 @@ def assemble(
         )
     cache = {} if cache is None else cache
     params = config.defenses.params
-    chain = list(filters)
-    for name in plan.filters:
-        if name not in cache:
-            built = registry.build_filter(name, parts.encoder, params.get(name))
-            calibrate(built, getattr(parts.store, "profile", None))  # index-time statistics
-            cache[name] = built
-        chain.append(cache[name])
+    named = registry.build_chain(
+        plan.filters,
+        parts.encoder,
+        params,
+        profile=getattr(parts.store, "profile", None),  # index-time statistics
+        cache=cache,
+    )
+    chain = [*filters, *named.filters]
     generator = parts.generator
     if plan.wrappers:
         key = ("generator", plan.wrappers)

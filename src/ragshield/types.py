@@ -109,3 +109,8 @@ class Answer:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     timings: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def kept(self) -> tuple[RetrievedPassage, ...]:
+        """Every passage the defenses kept; ``passages`` is the first ``context_k`` of them."""
+        return tuple(self.filter_results[-1].kept) if self.filter_results else self.retrieved

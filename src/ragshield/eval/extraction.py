@@ -56,7 +56,8 @@ import numpy as np
 
 from ragshield.attacks.base import QueryAttack
 from ragshield.defenses.base import PassageFilter
-from ragshield.defenses.extraction_baselines import DistanceThresholdFilter, SummarizingGenerator
+from ragshield.defenses.extraction_baselines import SummarizingGenerator
+from ragshield.defenses.registry import build_chain
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, NotFittedError
 from ragshield.eval.crr import ChunkRecoveryScorer, cluster_topics, topic_summary
@@ -151,7 +152,11 @@ def standard_defenses(
             "distance-threshold",
             store,
             encoder,
-            (DistanceThresholdFilter(encoder, threshold=threshold),),
+            tuple(
+                build_chain(
+                    "distance-threshold", encoder, {"distance-threshold": {"threshold": threshold}}
+                ).filters
+            ),
             gen,
         ),
         DefenseConfig(
