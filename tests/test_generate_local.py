@@ -288,7 +288,7 @@ class TestFactory:
             assert isinstance(gen, ExtractiveGenerator) and gen.encoder is encoder
 
     def test_packaged_name_and_folder(self, tiny):
-        gen = make_generator("qwen2.5-0.5b", max_new_tokens=8)
+        gen = make_generator("qwen2.5-0.5b", max_new_tokens=8, backend="transformers")
         assert isinstance(gen, LocalLLMGenerator)
         assert gen.model == "qwen2.5-0.5b" and gen.max_new_tokens == 8
         assert gen._model is None  # nothing loaded yet

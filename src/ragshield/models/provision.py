@@ -471,8 +471,59 @@ def fetch(
     return target
 
 
-def _check_free_space(directory: Path, spec: PackagedModel) -> None:
-    need = spec.size * _DISK_FACTOR
+def gguf_path(
+    name: str,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    show_progress: bool | None = None,
+) -> Path:
+    """The verified GGUF file of a packaged model, for engines that read GGUF directly.
+
+    A single-file model is its package file, verified (sha256) once per process; a chunked
+    one is assembled once into ``models_dir()/<name>-<sha12>.gguf`` (verified while it is
+    written, renamed into place only when complete, under the same cross-process lock as
+    :func:`fetch`), so later calls cost a ``stat``. No float32 conversion happens: this is
+    what the llama.cpp backend loads (``ragshield.generate.llama_cpp``).
+    """
+    if not isinstance(name, str) or name not in MODELS:
+        raise ModelNotFoundError(
+            f"{name!r} is not a packaged model ({', '.join(sorted(MODELS))}); a GGUF engine "
+            "needs one of those (a Hugging Face folder runs on the transformers backend)."
+        )
+    spec = MODELS[name]
+    if len(spec.parts) == 1:
+        return _verified_single(spec)
+    target = models_dir(cache_dir) / f"{spec.name}-{spec.sha256[:12]}.gguf"
+    if target.is_file():
+        return target
+    locate_parts(spec)  # fail fast, naming the pip command, before taking the lock
+    with _conversion_lock(target.parent, f"{spec.name}-gguf"):
+        if target.is_file():
+            return target
+        _check_free_space(target.parent, spec, factor=2)
+        work = Path(tempfile.mkdtemp(prefix=f".tmp-{spec.name}-gguf-", dir=target.parent))
+        try:
+            os.replace(assemble(spec, work, show_progress=show_progress), target)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+_VERIFIED: dict[tuple[str, int, float], bool] = {}
+
+
+def _verified_single(spec: PackagedModel) -> Path:
+    path = locate_parts(spec)[0]
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime)
+    if not _VERIFIED.get(key):
+        assemble(spec, path.parent, show_progress=False)  # one part: hashes in place
+        _VERIFIED[key] = True
+    return path
+
+
+def _check_free_space(directory: Path, spec: PackagedModel, *, factor: int | None = None) -> None:
+    need = spec.size * (_DISK_FACTOR if factor is None else factor)
     free = shutil.disk_usage(directory).free
     if spec.size and free < need:
         raise ModelCacheError(

