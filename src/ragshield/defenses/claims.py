@@ -76,10 +76,12 @@ def near_copy_conflicts(
     are not conflicts.
     """
     n = len(texts)
-    q = content_words(query)
-    words = [content_words(t) - q for t in texts]
     out: list[Conflict] = []
     ii, jj = np.nonzero(np.triu(lex >= lexical, k=1))
+    if ii.size == 0:
+        return out
+    q = content_words(query)
+    words = [content_words(t) - q for t in texts]
     for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
         a, b = words[i] - words[j], words[j] - words[i]
         if not a and not b:
