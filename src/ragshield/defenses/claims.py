@@ -64,6 +64,7 @@ def near_copy_conflicts(
     lexical: float,
     query: str,
     max_diff: int = 6,
+    witnesses: np.ndarray | None = None,
 ) -> list[Conflict]:
     """Pairs of passages sharing >= ``lexical`` of their character 3-grams (near-copies)
     that differ in 1..``max_diff`` content words outside the question: an edit of a fact.
@@ -72,8 +73,10 @@ def near_copy_conflicts(
     passages contain (an attacker's answer has no support in the genuine text around it; the
     right one often has). On a tie the copy that adds more words is the suspect (an edit
     that inserts a claim sentence), then the later one in the list. Identical texts and
-    copies differing only in stop words, digits of no claim or the question's own words
-    are not conflicts.
+    copies differing only in stop words or the question's own words are not conflicts.
+    ``witnesses`` (a boolean mask) limits who counts as support, e.g. to the passages not
+    already found adversarial: an attacker who spreads his answer over planted passages
+    must not make the genuine copy look unsupported.
     """
     n = len(texts)
     out: list[Conflict] = []
@@ -88,7 +91,11 @@ def near_copy_conflicts(
             continue
         if len(a) + len(b) > 2 * max_diff:
             continue
-        rest = [words[k] for k in range(n) if k not in (i, j)]
+        rest = [
+            words[k] for k in range(n)
+            if k not in (i, j) and (witnesses is None or witnesses[k])
+            and lex[k, i] < lexical and lex[k, j] < lexical  # another copy is no witness
+        ]  # fmt: skip
         sa = sum(bool(a & w) for w in rest)
         sb = sum(bool(b & w) for w in rest)
         if (sa, -len(a)) < (sb, -len(b)) or ((sa, len(a)) == (sb, len(b)) and i > j):

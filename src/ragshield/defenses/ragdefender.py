@@ -345,8 +345,8 @@ class RAGDefender(_RAGDefenderBase):
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, texts, work, details)
         self._stage_signals(query, texts, work, details)
-        self._stage_conflicts(query, texts, work, details)
         self._stage_echo_pairs(sim, work, details)
+        self._stage_conflicts(query, texts, work, details)
         if self.multi_group:
             self._stage_groups(query, sim, texts, scores, mode, work, details)
             np.fill_diagonal(work.allowed, False)
@@ -423,12 +423,20 @@ class RAGDefender(_RAGDefenderBase):
         (:func:`~ragshield.defenses.claims.near_copy_conflicts`). The copy is removed when
         nothing else retrieved contains its differing words and either the original's words
         are supported elsewhere or the copy echoes the question more (an inserted claim
-        sentence) by ``conflict_echo_margin``. Templated pages (seasons, editions) differ
-        in facts too, but symmetrically: neither side wins, both stay."""
+        sentence) by ``conflict_echo_margin``. Support counts only passages not already
+        removed and not themselves written about the question (echo below
+        ``echo_threshold``): an attacker who spreads his answer must not lend it support.
+        Templated pages (seasons, editions) differ in facts too, but symmetrically: neither
+        side wins, both stay."""
         if not self.copy_conflicts or work.lex is None:
             return
+        witnesses = ~work.removed
+        if work.echo is not None:  # a passage written about the question is no witness
+            witnesses &= work.echo < self.echo_threshold
         for c in near_copy_conflicts(texts, work.lex, self.conflict_lexical, query,
-                                     self.conflict_max_diff):  # fmt: skip
+                                     self.conflict_max_diff, witnesses):  # fmt: skip
+            if not c.words:
+                continue  # the suspect only lacks words: a shorter copy, not a new claim
             mine, theirs = c.support
             louder = (
                 work.echo is not None
@@ -438,8 +446,7 @@ class RAGDefender(_RAGDefenderBase):
                 continue
             work.remove(c.suspect, f"near-copy of passage {c.other} with a changed fact "
                                    f"({', '.join(c.words) or 'words removed'})")  # fmt: skip
-            work.evidence[c.suspect] = True
-            work.victim[c.other] = True
+            work.victim[c.other] = True  # no group evidence: its on-topic group is benign
             details["conflicts"].append({"suspect": c.suspect, "other": c.other,
                                          "words": list(c.words), "support": list(c.support)})  # fmt: skip
 
