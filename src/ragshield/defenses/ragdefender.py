@@ -70,7 +70,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from ragshield.defenses.claims import near_copy_conflicts
 from ragshield.defenses.params import Boolean, Interval, Options, ParamTable, StrList
+from ragshield.defenses.question_echo import EchoVectors, echo_scores
 from ragshield.defenses.ragdefender_evidence import (
     calibrate_guard,
     char_trigram_cosine,
@@ -194,6 +196,15 @@ class RAGDefender(_RAGDefenderBase):
         "natural_similarity": [_COSINE, None],
         "signature_min_size": [Interval(int, 1, None)],
         "trusted_ids": [StrList()],
+        "echo_pairs": [Boolean()],
+        "echo_threshold": [_COSINE],
+        "paraphrase_semantic": [_COSINE],
+        "paraphrase_lexical": [Interval(Real, 0.0, 1.0)],
+        "copy_conflicts": [Boolean()],
+        "conflict_lexical": [Interval(Real, 0.0, 1.0)],
+        "conflict_max_diff": [Interval(int, 1, None)],
+        "claim_echo": [_COSINE],
+        "conflict_echo_margin": [Interval(Real, 0.0, 2.0)],
     }
 
     def __init__(
@@ -227,7 +238,25 @@ class RAGDefender(_RAGDefenderBase):
         natural_similarity: float | None = None,
         signature_min_size: int = 2,  # real-retrieval dev: a lone benign passage names it
         trusted_ids: Collection[str] = (),  # operator-named only, never a record's own field
+        echo_pairs: bool = True,
+        echo_threshold: float = 0.75,  # dev: clean benign pairs 0 removed at >= 0.75
+        paraphrase_semantic: float = 0.85,  # dev grid (0.75-0.85): clean benign removed 0
+        paraphrase_lexical: float = 0.6,  # dev grid (0.5/0.6): catches rewritten prefixes
+        copy_conflicts: bool = True,
+        conflict_lexical: float = 0.9,  # dev: edits share >= 0.93 3-grams; season pages 0.8+
+        conflict_max_diff: int = 6,  # an edited fact: a few words on each side
+        conflict_echo_margin: float = 0.05,  # dev: an inserted claim sentence adds >= 0.1
+        claim_echo: float = 1.0,  # off: dev HotpotQA clean benign removed 0.004 -> 0.030 at 0.7
     ) -> None:
+        self.claim_echo = claim_echo
+        self.conflict_echo_margin = conflict_echo_margin
+        self.echo_pairs = echo_pairs
+        self.echo_threshold = echo_threshold
+        self.paraphrase_semantic = paraphrase_semantic
+        self.paraphrase_lexical = paraphrase_lexical
+        self.copy_conflicts = copy_conflicts
+        self.conflict_lexical = conflict_lexical
+        self.conflict_max_diff = conflict_max_diff
         self.trusted_ids = trusted_ids
         self.encoder = encoder
         self.restated_question = restated_question
@@ -257,6 +286,7 @@ class RAGDefender(_RAGDefenderBase):
         self.query_weight = query_weight
         self.linkage = linkage
         self._vocabulary: frozenset[str] | None = None
+        self._echo = EchoVectors()
 
     def warm_up(self) -> None:
         """Load the whole-word WordPiece vocabulary of the packaged MiniLM (idempotent);
@@ -301,7 +331,8 @@ class RAGDefender(_RAGDefenderBase):
         details: dict[str, Any] = {
             "mode": mode, "n_adv": 0, "groups": [], "spared": [], "typo_copies": [],
             "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],
-            "trusted_kept": [], "unevidenced": [],
+            "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
+            "echo": None,
         }  # fmt: skip
         work = _Work(n)
         texts = [r.text for r in items]
@@ -313,6 +344,9 @@ class RAGDefender(_RAGDefenderBase):
         if not self._stage_guard(sim, work, details):
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, texts, work, details)
+        self._stage_signals(query, texts, work, details)
+        self._stage_echo_pairs(sim, work, details)
+        self._stage_conflicts(query, texts, work, details)
         if self.multi_group:
             self._stage_groups(query, sim, texts, scores, mode, work, details)
             np.fill_diagonal(work.allowed, False)
@@ -368,6 +402,74 @@ class RAGDefender(_RAGDefenderBase):
         work.evidence |= copies
         details["typo_copies"] = pairs
 
+    def _stage_signals(self, query: str, texts: Sequence[str], work: _Work,
+                       details: dict[str, Any]) -> None:  # fmt: skip
+        """The inputs of the wording-free stages: character 3-gram cosine between passages
+        and, with an encoder, each passage's question echo (its sentence closest to the
+        question, :mod:`~ragshield.defenses.question_echo`)."""
+        if not (self.echo_pairs or self.copy_conflicts):
+            return
+        work.lex = trigram_cosine_matrix(texts)
+        if self.encoder is None:
+            return  # no sentence vectors without an encoder: echo evidence is skipped
+        qv, sv, owner = self._echo.embed(self.encoder, query, texts)
+        work.echo, _ = echo_scores(qv, sv, owner, len(texts))
+        details["echo"] = work.echo.round(4).tolist()
+
+    def _stage_conflicts(
+        self, query: str, texts: Sequence[str], work: _Work, details: dict[str, Any]
+    ) -> None:
+        """Two lexical near-copies that differ in a few words disagree on a fact
+        (:func:`~ragshield.defenses.claims.near_copy_conflicts`). The copy is removed when
+        nothing else retrieved contains its differing words and either the original's words
+        are supported elsewhere or the copy echoes the question more (an inserted claim
+        sentence) by ``conflict_echo_margin``. Support counts only passages not already
+        removed and not themselves written about the question (echo below
+        ``echo_threshold``): an attacker who spreads his answer must not lend it support.
+        Templated pages (seasons, editions) differ in facts too, but symmetrically: neither
+        side wins, both stay."""
+        if not self.copy_conflicts or work.lex is None:
+            return
+        witnesses = ~work.removed
+        if work.echo is not None:  # a passage written about the question is no witness
+            witnesses &= work.echo < self.echo_threshold
+        for c in near_copy_conflicts(texts, work.lex, self.conflict_lexical, query,
+                                     self.conflict_max_diff, witnesses):  # fmt: skip
+            if not c.words:
+                continue  # the suspect only lacks words: a shorter copy, not a new claim
+            mine, theirs = c.support
+            louder = (
+                work.echo is not None
+                and work.echo[c.suspect] - work.echo[c.other] >= self.conflict_echo_margin
+            )
+            if mine > 0 or not (theirs > 0 or louder) or work.removed[c.other]:
+                continue
+            work.remove(c.suspect, f"near-copy of passage {c.other} with a changed fact "
+                                   f"({', '.join(c.words) or 'words removed'})")  # fmt: skip
+            work.victim[c.other] = True  # no group evidence: its on-topic group is benign
+            details["conflicts"].append({"suspect": c.suspect, "other": c.other,
+                                         "words": list(c.words), "support": list(c.support)})  # fmt: skip
+
+    def _stage_echo_pairs(self, sim: np.ndarray, work: _Work, details: dict[str, Any]) -> None:
+        """Generated-kind density: two passages that both answer the question closely (a
+        sentence within ``echo_threshold`` of it in embedding space) and say the same thing
+        in different words (embedding cosine >= ``paraphrase_semantic``, character 3-gram
+        cosine below ``paraphrase_lexical``). Natural near-copies are lexical and pass; a
+        reworded, moved or dropped question changes neither measure."""
+        if not self.echo_pairs or work.echo is None or work.lex is None:
+            return
+        echo = work.echo
+        hi = echo >= self.echo_threshold
+        para = (sim >= self.paraphrase_semantic) & (work.lex < self.paraphrase_lexical)
+        para &= hi[:, None] & hi[None, :]
+        np.fill_diagonal(para, False)
+        for i in np.flatnonzero(para.any(axis=1)).tolist():
+            j = int(np.flatnonzero(para[i])[0])
+            work.remove(i, f"paraphrase of passage {j}, both echoing the question "
+                           f"(echo {echo[i]:.2f})")  # fmt: skip
+            work.evidence[i] = True
+            details["paraphrase_pairs"].append([i, j])
+
     def _stage_groups(
         self,
         query: str,
@@ -398,6 +500,10 @@ class RAGDefender(_RAGDefenderBase):
                 sub = sim[np.ix_(g, g)]
                 density = float((sub.sum() - np.trace(sub)) / (g.size * (g.size - 1)))
                 evidenced = bool(work.evidence[g].any()) or density >= dense
+                if not evidenced and work.echo is not None and work.lex is not None:
+                    evidenced = self._claim_group(g, query, texts, work)
+                    if evidenced:
+                        details["claim_groups"].append(g.tolist())
                 if level == "loose" and self.loose_signature and signature:
                     bearing = [bool(signature & content_words(texts[i])) for i in g.tolist()]
                     details["signature_kept"].extend(
@@ -443,6 +549,20 @@ class RAGDefender(_RAGDefenderBase):
                         i, f"member of a dense group ({level}, average cosine >= {threshold})"
                     )
             pool = np.flatnonzero(~work.removed)
+
+    def _claim_group(self, g: np.ndarray, query: str, texts: Sequence[str], work: _Work) -> bool:
+        """A group that *claims* something together: its members all answer the question
+        closely (mean question echo >= ``claim_echo``), say it in different words (mean
+        character 3-gram cosine below ``paraphrase_lexical``: not natural near-copies) and
+        share a word the question does not use (the answer they push)."""
+        assert work.echo is not None and work.lex is not None
+        if g.size < 2 or float(work.echo[g].mean()) < self.claim_echo:
+            return False
+        sub = work.lex[np.ix_(g, g)]
+        mean_lex = float((sub.sum() - np.trace(sub)) / (g.size * (g.size - 1)))
+        if mean_lex >= self.paraphrase_lexical:
+            return False
+        return bool(group_signature([texts[i] for i in g.tolist()], query))
 
     def _copy_originals(self, group: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """Members of a group that are the original of lexical near-copies inside it: GARAG
@@ -529,6 +649,8 @@ class _Work:
         self.victim = np.zeros(n, dtype=bool)  # the original a typo copy was made from
         self.allowed = np.zeros((n, n), dtype=bool)  # pairs that feed Eq. 6
         self.reasons: dict[int, str] = {}
+        self.echo: np.ndarray | None = None  # closest sentence to the question, per passage
+        self.lex: np.ndarray | None = None  # character 3-gram cosine between passages
 
     def remove(self, i: int, reason: str) -> None:
         self.removed[i] = True

@@ -1,0 +1,404 @@
+"""Poisoning defenses against published *and* adaptive attacks on real retrieval, with a
+leave-one-family-out table (issue #28).
+
+Usage::
+
+    python benchmarks/bench_adaptive_poisoning.py                        # all sections
+    python benchmarks/bench_adaptive_poisoning.py --sections main --datasets hotpotqa
+    python benchmarks/bench_adaptive_poisoning.py --sections lofo,speed --limit 20
+
+What it measures (metrics: :mod:`ragshield.eval.real_retrieval`): every passage of an
+on-topic corpus (``../shared/data/ontopic/``) is indexed with the packaged MiniLM in an exact
+FAISS index; each setting's passages are planted into a copy (all targets at once); every
+question is retrieved for real with k = 10 and the 5 survivors nearest the question are the
+context.
+
+* Published settings come from :mod:`ragshield.eval.plant` (the shared PoisonedRAG / blind /
+  GARAG texts where a question is a poisoning target, labelled template texts otherwise);
+  ``garag`` plants only the GARAG passages of that pool.
+* Adaptive settings are the *registered* attacks of :mod:`ragshield.attacks.adaptive`
+  (``build_attack(name).craft_for``), five passages per target (one for
+  ``near-duplicate`` / ``meta-epistemic``), bodies = the published PoisonedRAG texts when
+  the question has them, else the attack's template bodies (the ``sources`` column says
+  which).
+* ``main``: none / the paper's algorithm / the authors' ``ragdefender`` package (when
+  installed) / ragshield ``ragdefender`` / the recommended chain, on the test split
+  (SQuAD odd articles, HotpotQA's 44 poisoning targets), published rows then adaptive rows.
+* ``ablation``: ragshield ``ragdefender`` with each new signal switched off.
+* ``lofo``: for each attack family, the new signals' thresholds are chosen on the *dev*
+  split (SQuAD even articles, HotpotQA non-targets) from a small grid using every *other*
+  family (most attacks caught with clean benign removed <= 0.005 on dev), then the held-out
+  family is reported on the test split.
+* ``speed``: the filter's p50 / p95 on warm caches (vectors precomputed), k = 10, one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATASETS = {
+    "hotpotqa": ("ontopic/hotpotqa_distractor_dev100.json", "poisoning/hotpotqa", None),
+    "squad": ("ontopic/squad_v1.1_dev_43articles.json", None, 6),
+}
+PUBLISHED = ("clean", "poisonedrag-1", "poisonedrag", "garag", "mixed-2x", "mixed-4x")
+ADAPTIVE = (
+    "prefix-drop", "prefix-synonym", "prefix-reorder", "prefix-statement", "prefix-typo",
+    "question-middle", "question-end", "no-question", "answer-spread", "near-duplicate",
+    "meta-epistemic",
+)  # fmt: skip
+#: Attack families of the leave-one-family-out table (settings per family). The mixed
+#: settings combine three families and are never used for tuning here.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "PoisonedRAG": ("poisonedrag-1", "poisonedrag"),
+    "Tan et al. blind": ("no-question",),
+    "GARAG": ("garag",),
+    "rewritten prefixes": ("prefix-drop", "prefix-synonym", "prefix-reorder",
+                           "prefix-statement", "prefix-typo", "question-middle",
+                           "question-end", "answer-spread"),
+    "gold edits / single passage": ("near-duplicate", "meta-epistemic"),
+    "LLM-written": (),  # prefix-llm / scan --writer llm: needs the packaged LLM (not run)
+    "filter-aware": (),  # attacks.filter_aware: not on this branch yet (not run)
+}  # fmt: skip
+#: The grid the LOFO tuning searches (the new signals' thresholds; everything else fixed).
+GRID: dict[str, tuple[Any, ...]] = {
+    "echo_threshold": (0.7, 0.75, 0.8),
+    "paraphrase_semantic": (0.8, 0.85, 0.9),
+}
+DEFAULT_DEFENSES = "none;ragdefender-paper;authors;ragdefender;ragdefender,ecosaferag"
+KEYS = ("benign_removed", "gold_retrieved", "gold_kept", "attack_reaches", "adv_majority",
+        "filter_ms")  # fmt: skip
+CLEAN_BUDGET = 0.005  # LOFO: dev clean benign removed must stay at or below this
+_N = {"near-duplicate": 1, "meta-epistemic": 1}  # one passage by design; else 5 (PoisonedRAG N)
+
+
+# --------------------------------------------------------------------------- planting
+
+
+def _golden(data: Any, cases: Sequence[Any]) -> dict[str, str]:
+    text_of = {p.id: p.text for p in data.passages}
+    return {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids and c.gold_ids[0] in text_of}
+
+
+def planted_for(
+    cases: Sequence[Any], setting: str, seed: int, golden: Mapping[str, str]
+) -> list[Any]:
+    """Every passage ``setting`` plants for ``cases``: published settings through
+    :func:`ragshield.eval.plant.attack_passages`, ``garag`` = its GARAG pool only, adaptive
+    settings through the attack registry."""
+    from ragshield.attacks.adaptive import AttackTarget
+    from ragshield.attacks.poisonedrag import without_question_prefix
+    from ragshield.attacks.registry import build_attack
+    from ragshield.eval.plant import KNOWN_SETTINGS, PlantedPassage, attack_passages, pick_target
+    from ragshield.types import Passage
+
+    if setting in KNOWN_SETTINGS:
+        return attack_passages(cases, setting, seed=seed, golden_text=dict(golden))
+    out: list[PlantedPassage] = []
+    if setting == "garag":
+        for p in attack_passages(cases, "mixed-4x", seed=seed, golden_text=dict(golden)):
+            if p.attack == "garag":
+                out.append(p)
+        return out
+    attack = build_attack(setting)
+    for case in cases:
+        target = pick_target(case, cases, seed)
+        shared = case.attack_texts
+        bodies = tuple(
+            without_question_prefix(case.question, t) for t in shared.get("poisonedrag", ())
+        )
+        at = AttackTarget(
+            case.question, tuple(case.answers), target, bodies=bodies,
+            blind=tuple(shared.get("blind", ())), gold=golden.get(case.id, ""),
+        )  # fmt: skip
+        texts = attack.craft_for(at, _N.get(setting, 5), seed=seed)
+        for j, t in enumerate(texts):
+            src = "shared" if t.body == "published" or t.label == "published" else t.body
+            out.append(
+                PlantedPassage(
+                    Passage(f"adv::{setting}::{case.id}::{j}", t.text), case.id, setting,
+                    f"{t.label}/{src}", t.payload, target,
+                )
+            )  # fmt: skip
+    return out
+
+
+# --------------------------------------------------------------------------- running
+
+
+class Bench:
+    """One dataset/split: its index, cases and the retrieved top-k of every setting."""
+
+    def __init__(self, name: str, split: str, encoder: Any, args: argparse.Namespace) -> None:
+        from ragshield.eval.ontopic import load_ontopic
+        from ragshield.eval.real_retrieval import build_base_store
+
+        rel, pois, per_topic = DATASETS[name]
+        self.name, self.split, self.k, self.seed = name, split, args.k, args.seed
+        self.data = load_ontopic(
+            SHARED / rel, poisoning_dir=SHARED / pois if pois else None,
+            per_topic=per_topic, seed=args.seed,
+        )  # fmt: skip
+        self.cases = self.data.split(split)[: args.limit]
+        self.encoder = encoder
+        self.store = build_base_store(self.data, encoder, args.cache_dir)
+        self.golden = _golden(self.data, self.cases)
+        self.qv = encoder.encode([c.question for c in self.cases])
+        self.mode = "multi_hop" if name == "hotpotqa" else "single_hop"
+        self._hits: dict[str, tuple[list[Any], dict[str, Any], float, str]] = {}
+
+    def hits(self, setting: str) -> tuple[list[Any], dict[str, Any], float, str]:
+        from ragshield.eval.plant import planted_copy
+
+        if setting not in self._hits:
+            planted = planted_for(self.cases, setting, self.seed, self.golden)
+            store = planted_copy(self.store, planted, self.encoder) if planted else self.store
+            m = len(planted) / max(len(self.cases), 1)
+            sources = "+".join(sorted({p.source for p in planted})) or "-"
+            self._hits[setting] = (
+                store.search(self.qv, self.k),
+                {p.passage.id: p for p in planted},
+                m,
+                sources,
+            )
+        return self._hits[setting]
+
+    def run(self, defense: Any, setting: str) -> dict[str, float]:
+        from ragshield.eval.real_retrieval import _mean, _score_question
+
+        hits, planted, _, _ = self.hits(setting)
+        rows = []
+        for case, retrieved in zip(self.cases, hits, strict=True):
+            t0 = time.perf_counter()
+            kept = (
+                list(retrieved)
+                if defense is None
+                else list(defense.filter(case.question, retrieved).kept)
+            )
+            ms = (time.perf_counter() - t0) * 1000.0
+            s = _score_question(case, retrieved, kept, planted, 5)
+            s["filter_ms"] = ms
+            rows.append(s)
+        return _mean(rows)
+
+
+def calibrated(bench: Bench, defense: Any) -> Any:
+    """As a pipeline over a saved index does: hand the index profile to the defense."""
+    from ragshield.defenses.calibration import calibrate, profile_vectors
+
+    if not hasattr(bench, "_profile"):
+        bench._profile = profile_vectors(bench.store.vectors)  # type: ignore[attr-defined]
+    calibrate(defense, bench._profile)  # type: ignore[attr-defined]
+    return defense
+
+
+class MemoEncoder:
+    """The same MiniLM with its vectors kept in memory by text: the authors' package
+    re-encodes every passage on every call, which is its latency, not its decisions (its
+    real per-call cost is measured in ``bench_filter.py``); served from memory here so the
+    quality table finishes."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", "")
+        self._vec: dict[str, np.ndarray] = {}
+
+    @property
+    def model_(self) -> Any:
+        return self.inner.model_
+
+    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        todo = [t for t in dict.fromkeys(texts) if t not in self._vec]
+        if todo:
+            self._vec.update(zip(todo, self.inner.encode(todo), strict=True))
+        return np.vstack([self._vec[t] for t in texts]).astype(np.float32)
+
+
+def defenses(bench: Bench, spec: str) -> dict[str, Any]:
+    from ragshield.eval.retrieval_cli import build_defenses
+
+    names = [c for c in spec.split(";") if c.strip()]
+    out = build_defenses(";".join(c for c in names if c != "authors"), bench.encoder, bench.mode)
+    if "authors" in names:
+        from bench_real_retrieval import _with_authors
+
+        out = _with_authors(out, MemoEncoder(bench.encoder), bench.mode)
+    return {k: (None if v is None else calibrated(bench, v)) for k, v in out.items()}
+
+
+def table(title: str, rows: Mapping[tuple[str, str], Mapping[str, float]], bench: Bench) -> str:
+    lines = [f"### {title}", ""]
+    lines.append("| setting | planted/target (sources) | defense | " + " | ".join(KEYS) + " |")
+    lines.append("|---" * (len(KEYS) + 3) + "|")
+    for (setting, d), m in rows.items():
+        _, _, per, src = bench.hits(setting)
+        cells = " | ".join(_fmt(m.get(k, float("nan")), k) for k in KEYS)
+        lines.append(f"| {setting} | {per:.1f} ({src}) | {d} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(v: float, key: str) -> str:
+    if v != v:
+        return "–"
+    return f"{v:.1f}" if key == "filter_ms" else f"{v:.3f}"
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def section_main(benches: Sequence[Bench], args: argparse.Namespace) -> None:
+    for b in benches:
+        chains = defenses(b, args.defenses)
+        for group, settings in (("published", PUBLISHED), ("adaptive", ADAPTIVE)):
+            rows = {}
+            for s in settings:
+                for label, d in chains.items():
+                    rows[(s, label)] = b.run(d, s)
+                print(f"  {b.name} {s} done", file=sys.stderr, flush=True)
+            print(table(f"{b.name} — {group} settings ({b.split} split, k={b.k}, context 5, "
+                        f"seed {b.seed}, n={len(b.cases)})", rows, b), flush=True)  # fmt: skip
+
+
+ABLATION = {
+    "ragdefender (all)": {},
+    "- question-echo pairs": {"echo_pairs": False},
+    "- near-copy conflicts": {"copy_conflicts": False},
+    "- both (previous release)": {"echo_pairs": False, "copy_conflicts": False},
+    "- verbatim restatement": {"restated_question": False},
+}
+
+
+def section_ablation(benches: Sequence[Bench], args: argparse.Namespace) -> None:
+    from ragshield.defenses.ragdefender import RAGDefender
+
+    for b in benches:
+        rows = {}
+        for s in ("clean", *PUBLISHED[1:], *ADAPTIVE):
+            for label, params in ABLATION.items():
+                d = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))  # type: ignore[arg-type]
+                rows[(s, label)] = b.run(d, s)
+        print(table(f"{b.name} — ablation ({b.split} split)", rows, b), flush=True)
+
+
+def _grid() -> list[dict[str, Any]]:
+    keys = list(GRID)
+    return [dict(zip(keys, vals, strict=True)) for vals in itertools.product(*GRID.values())]
+
+
+def section_lofo(dev: Sequence[Bench], test: Sequence[Bench], args: argparse.Namespace) -> None:
+    """Thresholds chosen without the held-out family (dev), its rows reported (test)."""
+    from ragshield.defenses.ragdefender import RAGDefender
+
+    families = {f: s for f, s in FAMILIES.items() if s}
+    grid = _grid()
+    scores: dict[tuple[int, str, str], dict[str, float]] = {}
+    for gi, params in enumerate(grid):
+        for b in dev:
+            d = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))  # type: ignore[arg-type]
+            for s in ("clean", *(x for f in families.values() for x in f)):
+                scores[(gi, b.name, s)] = b.run(d, s)
+        print(f"  lofo grid {gi + 1}/{len(grid)} {params}", file=sys.stderr, flush=True)
+    lines = ["### Leave-one-family-out (tuned on dev without the family, reported on test)", "",
+             "| held-out family | chosen on dev | dataset | settings | attack_reaches | "
+             "adv_majority | gold_kept / gold_retrieved | clean benign_removed |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for fam, held in families.items():
+        train = [s for f, ss in families.items() if f != fam for s in ss]
+
+        def objective(gi: int, train: list[str] = train) -> tuple[float, float]:
+            clean = max(scores[(gi, b.name, "clean")]["benign_removed"] for b in dev)
+            caught = float(np.mean([1.0 - scores[(gi, b.name, s)]["attack_reaches"]
+                                    for b in dev for s in train]))  # fmt: skip
+            return (caught if clean <= CLEAN_BUDGET else -1.0, -clean)
+
+        best = max(range(len(grid)), key=objective)
+        params = grid[best]
+        for b in test:
+            d = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))  # type: ignore[arg-type]
+            clean = b.run(d, "clean")
+            ms = [b.run(d, s) for s in held]
+            reach = np.mean([m["attack_reaches"] for m in ms])
+            maj = np.mean([m["adv_majority"] for m in ms])
+            gk = np.mean([m["gold_kept"] for m in ms])
+            gr = np.mean([m["gold_retrieved"] for m in ms])
+            pstr = ", ".join(f"{k}={v}" for k, v in params.items())
+            lines.append(f"| {fam} | {pstr} | {b.name} | {len(held)} | {reach:.3f} | {maj:.3f} | "
+                         f"{gk:.3f} / {gr:.3f} | {clean['benign_removed']:.3f} |")  # fmt: skip
+    print("\n".join(lines) + "\n", flush=True)
+
+
+def section_speed(benches: Sequence[Bench], args: argparse.Namespace) -> None:
+    from ragshield.defenses.ragdefender import RAGDefender
+
+    lines = ["### Filter time, warm caches (k=10, one thread)", "",
+             "| dataset | setting | calls | p50 ms | p95 ms |", "|---|---|---|---|---|"]  # fmt: skip
+    for b in benches:
+        d = calibrated(b, RAGDefender(b.encoder, mode=b.mode))  # type: ignore[arg-type]
+        for s in ("clean", "poisonedrag", "prefix-statement"):
+            hits, _, _, _ = b.hits(s)
+            for case, r in zip(b.cases, hits, strict=True):
+                d.filter(case.question, r)  # warm: sentence and question vectors cached
+            times = []
+            for case, r in zip(b.cases, hits, strict=True):
+                t0 = time.perf_counter()
+                d.filter(case.question, r)
+                times.append((time.perf_counter() - t0) * 1000.0)
+            p50, p95 = statistics.median(times), float(np.percentile(times, 95))
+            lines.append(f"| {b.name} | {s} | {len(times)} | {p50:.1f} | {p95:.1f} |")
+    print("\n".join(lines) + "\n", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--datasets", default="hotpotqa,squad")
+    ap.add_argument("--sections", default="main,ablation,lofo,speed")
+    ap.add_argument("--defenses", default=DEFAULT_DEFENSES)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--limit", type=int, default=None, help="first N questions of each split")
+    ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
+    args = ap.parse_args()
+    if not SHARED.is_dir():
+        sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")
+    sections = set(args.sections.split(","))
+    unknown = sections - {"main", "ablation", "lofo", "speed"}
+    if unknown:
+        sys.exit(f"unknown section(s) {sorted(unknown)}; use main, ablation, lofo, speed")
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+
+    random.seed(args.seed)
+    enc = SentenceTransformerEncoder()
+    names = args.datasets.split(",")
+    test = [Bench(n, "test", enc, args) for n in names]
+    print(f"# bench_adaptive_poisoning (seed {args.seed}, k={args.k}, MiniLM, "
+          f"limit {args.limit})\n", flush=True)  # fmt: skip
+    if "main" in sections:
+        section_main(test, args)
+    if "ablation" in sections:
+        section_ablation(test, args)
+    if "lofo" in sections:
+        section_lofo([Bench(n, "dev", enc, args) for n in names], test, args)
+    if "speed" in sections:
+        section_speed(test, args)
+
+
+if __name__ == "__main__":
+    main()
