@@ -3,6 +3,7 @@
     python benchmarks/bench_extraction.py [--kb chatdoctor] [--limit 1000] [--max-queries 100]
         [--generator extractive|qwen2.5-0.5b] [--max-new-tokens 192] [--questions 100]
         [--defenses none,distance-threshold,summarization] [--ragfort-index DIR]
+        [--concurrency 10] [--answer-cache DIR] [--attacker-llm] [--canary-span-words 20]
         [--seed 0] [--cache-dir DIR] [--out runs/bench-extraction]
 
 Protocol (printed with the results):
@@ -112,6 +113,32 @@ def main() -> None:
         default=None,
         help="use this distance threshold instead of tuning it on the dev half",
     )
+    ap.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="sessions side by side and each round's queries in parallel, decoded in shared "
+        "batches (the attacks decide the same as one at a time)",
+    )
+    ap.add_argument(
+        "--answer-cache",
+        type=Path,
+        default=None,
+        help="keep every LLM answer on disk: a rerun (or a run stopped early) resumes free",
+    )
+    ap.add_argument(
+        "--attacker-llm",
+        action="store_true",
+        help="RAG-Thief reflects with the answering LLM (the paper's agent) instead of the "
+        "deterministic heuristic",
+    )
+    ap.add_argument("--threads", type=int, default=None, help="torch threads of the LLM")
+    ap.add_argument(
+        "--canary-span-words",
+        type=int,
+        default=20,
+        help="the canary row's verbatim-span limit (words copied in a row from one chunk)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/ragshield/bench")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-extraction"))
@@ -143,11 +170,22 @@ def main() -> None:
         "prompt_style": args.prompt_style,
         "dtype": args.dtype,
     }
+    if args.threads:
+        llm_options["threads"] = args.threads
     options = {} if args.generator == "extractive" else llm_options
-    gen = make_generator(args.generator, encoder, **options)
+    gen = make_generator(args.generator, encoder, cache_dir=args.answer_cache, **options)
+    if args.concurrency > 1 and callable(getattr(gen, "generate_many", None)):
+        from ragshield.generate.microbatch import BatchingGenerator
+
+        gen = BatchingGenerator(gen)  # every session's answers share decoding batches
+    attacker = gen if args.attacker_llm and args.generator != "extractive" else None
     wanted = [s.strip() for s in args.defenses.split(",") if s.strip()]
     rows = ex.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
     configs = list(rows)
+    if "canary" in wanted:
+        configs.append(
+            ex.canary_defense(kb, rows[0], vectors, min_span_words=args.canary_span_words)
+        )
     if args.ragfort_index or (args.cascade_draft and args.cascade_reference):
         from ragshield.eval.extraction_cli import build_cascade
         from ragshield.reindex import load_reindexed
@@ -185,6 +223,7 @@ def main() -> None:
         max_seconds=args.max_seconds,
         seed=args.seed,
         worm_iterations=args.worm_iterations,
+        attacker_generator=attacker,
     )
     print(
         f"# extraction benchmark — {platform.processor() or platform.machine()}, "
@@ -207,7 +246,11 @@ def main() -> None:
             f"tuning run); table measured on {len(test)} test questions"
         )
     if args.generator != "extractive":
-        print(f"LLM settings: {llm_options}")
+        print(
+            f"LLM settings: {llm_options}; RAG-Thief reflection: "
+            f"{'the same LLM' if attacker is not None else 'deterministic heuristic'}; "
+            f"concurrency {args.concurrency}; answer cache {args.answer_cache}"
+        )
     report = ex.run_extraction_eval(
         kb,
         configs,
@@ -219,6 +262,7 @@ def main() -> None:
         kb_vectors=vectors,
         log_dir=args.out / "logs",
         seed=args.seed,
+        concurrency=args.concurrency,
         progress=lambda msg: print(f"  {msg}", flush=True),
     )
     report.settings.update(

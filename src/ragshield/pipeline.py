@@ -93,4 +93,5 @@ class RAGPipeline:
             prompt_tokens=gen.prompt_tokens,
             completion_tokens=gen.completion_tokens,
             timings=timings,
+            details=gen.details,
         )
