@@ -33,12 +33,18 @@ def build_index(
     ray_workers: int = 1,
     max_chars: int | None = MAX_CHARS,
     trusted_ids: Collection[str] = (),
+    canary_secret: str | None = None,
 ) -> VectorStore:
     """Encode and save; the directory appears only when complete (temp dir + rename).
 
     ``trusted_ids`` are the passage ids the *operator* vouches for (RAGDefender never removes
     them); they are recorded in the index metadata, expanded to their chunks. Trust never
     comes from a record's own fields: whoever can add a record could write them.
+
+    ``canary_secret`` embeds each chunk's canary in its *stored* text
+    (:func:`ragshield.defenses.canary.embed_canaries`) after the vectors are computed from
+    the plain texts, so retrieval never sees it and the ``canary`` defense can catch an
+    answer that copies the chunk.
 
     ``out`` is checked before encoding (it may only be new, empty or an index), so a bad
     target fails in a second, not after an hour of encoding. Passages longer than
@@ -64,6 +70,10 @@ def build_index(
         )
     else:
         vectors = encoder.encode(texts, show_progress=show_progress)
+    if canary_secret is not None:  # after encoding: the vectors are those of the plain texts
+        from ragshield.defenses.canary import embed_canaries
+
+        passages = embed_canaries(passages, canary_secret)
     store: VectorStore
     if store_uri:
         from ragshield.store.pgvector_store import PgVectorStore
@@ -138,6 +148,17 @@ def index_corpus(
         show_progress=show_progress,
         max_chars=max_chars,
     )
+
+
+def canary_secret() -> str:
+    """The canary key: ``RAGSHIELD_CANARY_SECRET`` (the same canaries on every re-index),
+    else a fresh random one (the codes live in each chunk's ``metadata["canary"]``; the
+    output check reads them from the retrieved text, so nothing else needs the key)."""
+    import os
+
+    from ragshield.defenses.canary import new_secret
+
+    return os.environ.get("RAGSHIELD_CANARY_SECRET") or new_secret()
 
 
 def index_text(p: Passage) -> str:

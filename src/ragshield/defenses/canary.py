@@ -45,9 +45,11 @@ from ragshield.generate.base import Generator
 from ragshield.types import Generation, Passage
 
 _OWNER = "CanaryGuard"
-#: ``[ref XXXX-XXXX-XXXX]``: 12 base32 characters = 60 bits from the HMAC. Base32 (A–Z, 2–7)
-#: so a tokenizer splits it the same way every time and the model copies it as written.
-CANARY_RE = re.compile(r"\s?\[ref ([A-Z2-7]{4})-([A-Z2-7]{4})-([A-Z2-7]{4})\]")
+#: ``[ref XXXX-XXXX-XXXX].``: 12 base32 characters = 60 bits from the HMAC. Base32 (A–Z, 2–7)
+#: so a tokenizer splits it the same way every time and the model copies it as written; the
+#: full stop makes it a sentence of its own, so a generator that answers with one context
+#: sentence (the extractive default) never carries it by accident.
+CANARY_RE = re.compile(r"\s?\[ref ([A-Z2-7]{4})-([A-Z2-7]{4})-([A-Z2-7]{4})\]\.?")
 _WORD = re.compile(r"[a-z0-9]+")
 BLOCKED = "I can't reproduce the source documents; please ask a question about them instead."
 
@@ -70,10 +72,10 @@ def canary_code(secret: str | bytes, chunk_id: str) -> str:
 
 
 def embed_canary(text: str, code: str) -> str:
-    """``text`` with ``[ref CODE]`` after its first line or sentence: inside the chunk, so a
-    copy of more than its opening sentence carries it, and never at the very end, where a
+    """``text`` with ``[ref CODE].`` after its first line or sentence: inside the chunk, so
+    a copy of more than its opening sentence carries it, and never at the very end, where a
     model cutting its copy short would drop it first."""
-    marker = f" [ref {code}]"
+    marker = f" [ref {code}]."
     cut = text.find("\n")
     if cut < 0:
         m = re.search(r"[.!?](\s)", text)
