@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import platform
 import time
@@ -73,6 +74,37 @@ def tune_threshold(
             best = t
     recall[-1.0] = ref
     return best, recall
+
+
+def score_logs(kb: ex.KnowledgeBase, encoder: SentenceTransformerEncoder, logs: Path, seed: int,
+               cache_dir: Path) -> None:  # fmt: skip
+    """Score the per-query logs of a run as far as it got (a run stopped early, or one
+    still going): CRR after every query with its bootstrap interval, answers caught."""
+    from ragshield.defenses.canary import strip_canaries
+    from ragshield.eval.crr import ChunkRecoveryScorer
+
+    vectors = ex.encode_cached(kb.texts, encoder, cache_dir)
+    scorer = ChunkRecoveryScorer(encoder).fit(kb.texts, vectors)
+    print(f"knowledge base {kb.name}: {len(kb.passages)} chunks (seed {seed}); logs {logs}")
+    print("| defense × attack | queries | CRR | 95 % CI (chunks resampled) | caught | "
+          "first caught at | CRR after 25 / 50 / 100 / 150 / 200 queries |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for path in sorted(logs.glob("*.jsonl")):
+        recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        if not recs:
+            continue
+        res = scorer.score([strip_canaries(r["response"]) for r in recs])
+        lo, hi = res.curve_interval(seed=seed)
+        curve = res.curve()
+        caught = [i + 1 for i, r in enumerate(recs) if r.get("leak")]
+        marks = " / ".join(
+            f"{curve[b - 1]:.3f}" if b <= len(recs) else "-" for b in (25, 50, 100, 150, 200)
+        )
+        print(
+            f"| {path.stem.replace('__', ' × ')} | {len(recs)} | {res.crr:.3f} "
+            f"({res.n_recovered}/{res.n_chunks}) | {lo[-1]:.3f}–{hi[-1]:.3f} | {len(caught)} | "
+            f"{caught[0] if caught else '-'} | {marks} |"
+        )
 
 
 def main() -> None:
@@ -142,7 +174,19 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/ragshield/bench")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-extraction"))
+    ap.add_argument(
+        "--score-logs",
+        type=Path,
+        default=None,
+        help="only score the per-query logs of a run (OUT/logs) as far as they got",
+    )
     args = ap.parse_args()
+    if args.score_logs is not None:
+        kb = ex.load_knowledge_base(
+            args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
+        )
+        score_logs(kb, SentenceTransformerEncoder(), args.score_logs, args.seed, args.cache_dir)
+        return
 
     t_start = time.perf_counter()
     encoder = SentenceTransformerEncoder()

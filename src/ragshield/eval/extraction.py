@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from ragshield.attacks.base import QueryAttack
+from ragshield.attacks.extraction.base import ExtractionAttack
 from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.canary import strip_canaries
 from ragshield.defenses.extraction_baselines import DistanceThresholdFilter, SummarizingGenerator
@@ -658,7 +659,11 @@ def run_extraction_eval(
             return ans
 
         t0 = time.perf_counter()
-        outputs = attack.run(ask_and_track, concurrency=concurrency)
+        outputs = (
+            attack.run(ask_and_track, concurrency=concurrency)
+            if isinstance(attack, ExtractionAttack)  # rounds asked side by side
+            else list(attack.run(ask_and_track))
+        )
         secs = time.perf_counter() - t0
         res = scorer.score([strip_canaries(o) for o in outputs])
         topics = topic_summary(res, labels)
@@ -695,8 +700,8 @@ def run_extraction_eval(
 
     jobs = [(d, a, make) for d in defenses for a, make in factories.items()]
     if concurrency > 1:  # sessions side by side: their answers share decoding batches
-        with ThreadPoolExecutor(len(jobs)) as pool:
-            rows = list(pool.map(lambda j: session(*j), jobs))
+        with ThreadPoolExecutor(len(jobs)) as sessions:
+            rows = list(sessions.map(lambda j: session(*j), jobs))
     else:
         rows = [session(*j) for j in jobs]
     settings = {
