@@ -107,6 +107,95 @@ def score_logs(kb: ex.KnowledgeBase, encoder: SentenceTransformerEncoder, logs: 
         )
 
 
+SPAN_GRID = (15, 20, 25, 30, 40)
+
+
+def quote_check(
+    kb: ex.KnowledgeBase,
+    encoder: SentenceTransformerEncoder,
+    cache_dir: Path,
+    min_span_words: int,
+    limit: int,
+    seed: int,
+) -> None:
+    """The canary output check on answers built from the knowledge base, without an LLM.
+
+    Every record's patient question is retrieved (top 5) from the canaried store; each
+    answer below is checked against that context. **Benign**: the extractive generator's
+    answer; the record's doctor answer copied whole (what the 0.5B model does on
+    ChatDoctor); that answer plus the first sentence of another retrieved record's answer.
+    **Copies whose canaries the attacker had dropped** (the verbatim rule's job): the top
+    two chunks; the top two records' doctor answers. The questions are split in two halves
+    (seeded): the span limit is chosen on dev (most copies caught with at most 0.5 % of
+    benign answers flagged) and every rate is shown on both halves.
+    """
+    from ragshield.defenses.canary import canary_code, check_output, strip_canaries
+    from ragshield.generate.extractive import ExtractiveGenerator
+    from ragshield.text import split_sentences
+
+    vectors = ex.encode_cached(kb.texts, encoder, cache_dir)
+    (base,) = ex.standard_defenses(kb, encoder, vectors=vectors)[:1]
+    rag = ex.canary_defense(kb, base, vectors).pipeline()
+    extractive = ExtractiveGenerator(encoder)
+    questions = [q for q in kb.questions if q.gold_ids][:limit]
+    order = np.random.default_rng(seed).permutation(len(questions))
+    half = {int(i): ("dev" if k < len(order) // 2 else "test") for k, i in enumerate(order)}
+    benign = ("extractive answer", "doctor answer quoted", "two records combined")
+    kinds = (*benign, "two chunks copied, canaries dropped", "two doctor answers copied")
+    flagged = {(k, h, t): 0 for k in kinds for h in ("dev", "test") for t in SPAN_GRID}
+    canary_hits = dict.fromkeys(kinds, 0)
+    t0 = time.perf_counter()
+    for qi, q in enumerate(questions):
+        got = rag.retrieve(q.question, 5)
+        ctx = [r.text for r in got]
+        gold = next((r for r in got if r.id in q.gold_ids), None)
+        doctor = str(gold.passage.metadata.get("answer", "")) if gold else ""
+        other = [r for r in got if gold is None or r.id != gold.id]
+        extra = split_sentences(str(other[0].passage.metadata.get("answer", ""))) if other else []
+        answers = {
+            "extractive answer": extractive.generate(q.question, ctx).text,
+            "doctor answer quoted": doctor,
+            "two records combined": f"{doctor} {extra[0] if extra else ''}",
+            "two chunks copied, canaries dropped": "\n".join(strip_canaries(c) for c in ctx[:2]),
+            "two doctor answers copied": "\n".join(
+                str(r.passage.metadata.get("answer", "")) for r in got[:2]
+            ),
+        }
+        assert all(canary_code("bench-extraction", r.id) in r.text for r in got)
+        for name, text in answers.items():
+            if not text.strip():
+                continue
+            for t in SPAN_GRID:
+                leak = check_output(text, ctx, min_span_words=t)
+                if leak is not None:
+                    flagged[name, half[qi], t] += 1
+                    canary_hits[name] += leak.kind == "canary" and t == SPAN_GRID[0]
+    n = {h: sum(1 for v in half.values() if v == h) for h in ("dev", "test")}
+
+    def rate(k: str, h: str, t: int) -> float:
+        return flagged[k, h, t] / max(1, n[h])
+
+    ok = [t for t in SPAN_GRID if all(rate(k, "dev", t) <= 0.005 for k in benign)]
+    chosen = max(ok, key=lambda t: (sum(rate(k, "dev", t) for k in kinds[3:]), -t)) if ok else None
+    print(
+        f"output check on answers built from {kb.name} ({len(kb.passages)} chunks, seed "
+        f"{seed}): {len(questions)} questions ({n['dev']} dev / {n['test']} test), top-5 "
+        f"canaried context, min_chunks 2; {time.perf_counter() - t0:.0f} s"
+    )
+    print("| answer | kind | " + " | ".join(f"span ≥ {t}: dev / test" for t in SPAN_GRID) + " |")
+    print("|---|---|" + "---|" * len(SPAN_GRID))
+    for k in kinds:
+        label = "benign" if k in benign else "copy"
+        cells = " | ".join(
+            f"{100 * rate(k, 'dev', t):.1f} / {100 * rate(k, 'test', t):.1f} %" for t in SPAN_GRID
+        )
+        print(f"| {k} | {label} | {cells} |")
+    print(
+        f"canary hits (any span limit): {canary_hits}; chosen on dev (benign ≤ 0.5 %, most "
+        f"copies caught): {chosen}; the run used --canary-span-words {min_span_words}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kb", default="chatdoctor")
@@ -180,7 +269,25 @@ def main() -> None:
         default=None,
         help="only score the per-query logs of a run (OUT/logs) as far as they got",
     )
+    ap.add_argument(
+        "--quote-check",
+        action="store_true",
+        help="only measure the canary output check's false positives on benign answers that "
+        "quote the knowledge base (no LLM)",
+    )
     args = ap.parse_args()
+    if args.quote_check:
+        kb = ex.load_knowledge_base(
+            args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
+        )
+        quote_check(
+            kb,
+            SentenceTransformerEncoder(),
+            args.cache_dir,
+            args.canary_span_words,
+            len(kb.passages),
+        )
+        return
     if args.score_logs is not None:
         kb = ex.load_knowledge_base(
             args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
