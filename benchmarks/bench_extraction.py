@@ -3,7 +3,7 @@
     python benchmarks/bench_extraction.py [--kb chatdoctor] [--limit 1000] [--max-queries 100]
         [--generator extractive|qwen2.5-0.5b] [--max-new-tokens 192] [--questions 100]
         [--defenses none,distance-threshold,summarization] [--ragfort-index DIR]
-        [--concurrency 10] [--answer-cache DIR] [--attacker-llm] [--canary-span-words 20]
+        [--concurrency 10] [--answer-cache DIR] [--attacker-llm] [--canary-span-words 40]
         [--seed 0] [--cache-dir DIR] [--out runs/bench-extraction]
 
 Protocol (printed with the results):
@@ -257,8 +257,9 @@ def main() -> None:
     ap.add_argument(
         "--canary-span-words",
         type=int,
-        default=20,
-        help="the canary row's verbatim-span limit (words copied in a row from one chunk)",
+        default=40,
+        help="the canary row's verbatim-span limit (words copied in a row from one chunk; "
+        "40 = CanaryGuard's default, chosen on the dev half of --quote-check)",
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/ragshield/bench")
@@ -286,6 +287,7 @@ def main() -> None:
             args.cache_dir,
             args.canary_span_words,
             len(kb.passages),
+            args.seed,
         )
         return
     if args.score_logs is not None:

@@ -183,8 +183,12 @@ class CanaryGuard:
     Parameters
     ----------
     inner: the generator whose answers are checked.
-    min_span_words: a verbatim run this long from a chunk counts as a copy of it (ours: a
-        ChatDoctor chunk is ~55 words, a quoted sentence ~15-20).
+    min_span_words: a verbatim run this long from a chunk counts as a copy of it. Ours,
+        chosen on the dev half of ``bench_extraction.py --quote-check`` (250 ChatDoctor
+        questions, seed 0): the smallest limit that flags at most 0.5 % of benign answers
+        quoting the knowledge base (an answer joining two records: 14 % at 20 words, 1.2 %
+        at 30, 0.4 % at 40) — it still catches ~half of two-chunk copies whose canaries
+        were dropped (test 48 %); the canary catches the rest.
     min_chunks: copies of this many different chunks in one answer are a leak. Ours: on
         ChatDoctor the right answer to a patient *is* its record's doctor answer, and the
         0.5B model copies it whole — one copied chunk is a normal answer, several are a
@@ -198,7 +202,7 @@ class CanaryGuard:
         self,
         inner: Generator,
         *,
-        min_span_words: int = 20,
+        min_span_words: int = 40,
         min_chunks: int = 2,
         action: Action = "block",
         message: str = BLOCKED,
