@@ -2,7 +2,7 @@
 
     python benchmarks/bench_extraction.py [--kb chatdoctor] [--limit 1000] [--max-queries 100]
         [--generator extractive|qwen2.5-0.5b] [--max-new-tokens 192] [--questions 100]
-        [--defenses none,distance-threshold,summarization] [--ragfort-index DIR]
+        [--defenses "none;canary;distance-threshold;summarization"] [--ragfort-index DIR]
         [--concurrency 10] [--answer-cache DIR] [--attacker-llm] [--canary-span-words 40]
         [--seed 0] [--cache-dir DIR] [--out runs/bench-extraction]
 
@@ -208,7 +208,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=192)
     ap.add_argument(
         "--defenses",
-        default="none,distance-threshold,summarization,ragfort-inter,ragfort-intra,ragfort",
+        default="none;distance-threshold;summarization;ragfort-inter;ragfort-intra;ragfort",
         help="rows to run; the ragfort* rows also need --ragfort-index / --cascade-*",
     )
     ap.add_argument("--attacks", default="rag-thief,worm")
@@ -332,7 +332,7 @@ def main() -> None:
 
         gen = BatchingGenerator(gen)  # every session's answers share decoding batches
     attacker = gen if args.attacker_llm and args.generator != "extractive" else None
-    wanted = [s.strip() for s in args.defenses.split(",") if s.strip()]
+    wanted = [s.strip() for s in args.defenses.split(";") if s.strip()]
     rows = ex.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
     configs = list(rows)
     if "canary" in wanted:
@@ -340,7 +340,7 @@ def main() -> None:
             ex.canary_defense(kb, rows[0], vectors, min_span_words=args.canary_span_words)
         )
     if args.ragfort_index or (args.cascade_draft and args.cascade_reference):
-        from ragshield.eval.extraction_cli import build_cascade
+        from ragshield.eval.extraction_plan import build_cascade
         from ragshield.reindex import load_reindexed
 
         reindexed = (

@@ -412,8 +412,8 @@ def main() -> None:
             f"harness KB: {info['chunks']} chunks, {c['n_clusters']} topics, "
             f"{c['noise_share']:.1%} noise -> {info['reindex_dir']}\n"
             "run: ragshield eval extraction --limit "
-            f"{args.limit or 0} --seed {args.seed} --defenses none,ragfort-inter,"
-            f"ragfort-intra,ragfort --ragfort-index {info['reindex_dir']} --cascade-draft "
+            f"{args.limit or 0} --seed {args.seed} --defenses 'none;ragfort-inter;"
+            f"ragfort-intra;ragfort' --ragfort-index {info['reindex_dir']} --cascade-draft "
             f"{args.draft} --cascade-reference {args.reference} --generator {args.reference}"
         )
         return

@@ -52,10 +52,11 @@ def main() -> None:
     if not SHARED.is_dir():
         sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")
 
+    from ragshield.defenses.registry import build_chains
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.ontopic import load_ontopic
     from ragshield.eval.real_retrieval import run_real_eval
-    from ragshield.eval.retrieval_cli import build_defenses
+    from ragshield.eval.retrieval_cli import ragdefender_params
 
     enc = SentenceTransformerEncoder()
     gen = None
@@ -77,7 +78,7 @@ def main() -> None:
         )
         mode = "multi_hop" if name == "hotpotqa" else "single_hop"
         spec = ";".join(c for c in args.defenses.split(";") if c != "authors")
-        chains = build_defenses(spec, enc, mode)
+        chains = build_chains(spec, enc, ragdefender_params(mode))
         if "authors" in args.defenses.split(";"):
             chains = _with_authors(chains, enc, mode)
         t0 = time.perf_counter()

@@ -84,7 +84,7 @@ def test_eval_poisoning_command(
         "poisoning",
         str(shared_data / "poisoning" / "nq"),
         "--defenses",
-        "none,ragdefender",
+        "none;ragdefender",
     ]
     argv += ["--attacks", "poisonedrag", "--ratios", "1", "--seeds", "1", "--limit", "4"]
     assert run([*argv, "--out", str(tmp_path)]) == 0

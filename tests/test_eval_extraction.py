@@ -325,7 +325,7 @@ class TestCLI:
         assert "max_queries=7" in res.output and "attacks=worm" in res.output
 
     def test_bad_names(self) -> None:
-        res = CliRunner().invoke(app, ["--dry-run", "--defenses", "none,magic"])
+        res = CliRunner().invoke(app, ["--dry-run", "--defenses", "none;magic"])
         assert isinstance(res.exception, InputError) and "magic" in str(res.exception)
         res = CliRunner().invoke(app, ["--dry-run", "--defenses", "ragfort-inter"])
         assert isinstance(res.exception, InputError) and "--ragfort-index" in str(res.exception)
@@ -346,7 +346,7 @@ class TestCLI:
                 "--limit",
                 "0",
                 "--defenses",
-                "none,summarization",
+                "none;summarization",
                 "--max-queries",
                 "3",
                 "--out",

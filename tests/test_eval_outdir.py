@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ragshield.errors import InputError
-from ragshield.eval.outdir import MARKER, check_out_dir, claim_out_dir
+from ragshield.eval.outdir import MARKER, check_results_dir, claim_out_dir
 
 OWN = {"results.md", "results.json"}
 
@@ -40,7 +40,7 @@ def test_which_folders_are_ours(tmp_path: Path, entries: list[str], ok: bool) ->
 
 def test_new_folder_is_created_only_on_claim(tmp_path: Path) -> None:
     out = tmp_path / "a" / "b"
-    assert check_out_dir(out, OWN) == out and not out.exists()
+    assert check_results_dir(out, OWN) == out and not out.exists()
     claim_out_dir(out, "test", OWN)
     assert [p.name for p in out.iterdir()] == [MARKER]
     assert "ragshield eval test" in (out / MARKER).read_text()
@@ -58,4 +58,4 @@ def test_many_foreign_entries_are_shortened(tmp_path: Path) -> None:
     for i in range(5):
         (tmp_path / f"f{i}").write_text("x")
     with pytest.raises(InputError, match=r"\(f0, f1, f2, \.\.\.\)"):
-        check_out_dir(tmp_path, OWN)
+        check_results_dir(tmp_path, OWN)

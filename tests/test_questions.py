@@ -10,13 +10,8 @@ import pytest
 
 from ragshield.attacks.writer import TextWriter
 from ragshield.errors import DataFormatError, InputError
-from ragshield.eval.questions import (
-    QuestionWriter,
-    ScanQuestion,
-    parse_reply,
-    read_questions,
-    self_check,
-)
+from ragshield.eval.questions import QuestionWriter, parse_reply, self_check
+from ragshield.eval.scan_questions import ScanQuestion, read_questions
 from ragshield.types import Generation, Passage
 
 
@@ -46,9 +41,13 @@ class TestReadQuestions:
             ],
         )
         qs = read_questions(path)
-        assert qs[0] == ScanQuestion("q1", "who designed the tower", ("Eiffel",))
+        assert qs[0] == ScanQuestion("who designed the tower", ("Eiffel",), id="q1")
         assert qs[1] == ScanQuestion(
-            "q7", "capital of australia", ("Canberra", "Canberra, ACT"), ("doc-1",), "Sydney"
+            "capital of australia",
+            ("Canberra", "Canberra, ACT"),
+            "Sydney",
+            id="q7",
+            gold_passage_ids=("doc-1",),
         )
         assert qs[2].id == "q4" and qs[2].answers == ()  # default id = line number
 
@@ -160,3 +159,14 @@ class TestQuestionWriter:
         assert self_check("Who designed it?", "Mirena Tolst", text)
         assert not self_check("Who designed it?", "Tolstoy", text)  # word boundaries
         assert not self_check("Did Mirena Tolst design it?", "Mirena Tolst", text)
+
+
+@pytest.mark.parametrize("key", ["target", "target_answer", "incorrect_answer"])
+def test_the_attackers_answer_has_three_spellings(tmp_path: Path, key: str) -> None:
+    """One reader for every scan question: the scan's ``target`` and the datasets' names."""
+    path = _write(
+        tmp_path, [json.dumps({"question": "capital?", "answer": "Canberra", key: "Sydney"})]
+    )
+    (q,) = read_questions(path)
+    assert (q.question, q.answers, q.target) == ("capital?", ("Canberra",), "Sydney")
+    assert (q.id, q.source) == ("q1", "file")

@@ -23,7 +23,7 @@ from ragshield.corpus import read_corpus
 from ragshield.demo import demo_files
 from ragshield.errors import InputError
 from ragshield.eval.extraction import ExtractionReport, ExtractionRow
-from ragshield.eval.extraction_cli import ExtractionPlan
+from ragshield.eval.extraction_plan import ExtractionPlan
 from ragshield.eval.parallel import (
     extraction_cells,
     merge_extraction_reports,
@@ -105,7 +105,7 @@ def test_extraction_cells_reproduce_the_in_process_table(tmp_path: Path) -> None
     """The worker function, run here cell by cell: merged, the cells give the table."""
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.crr import cluster_topics
-    from ragshield.eval.extraction_cli import load_plan_knowledge, run_plan
+    from ragshield.eval.extraction_plan import load_plan_knowledge, run_plan
     from ragshield.eval.parallel import extraction_cell
 
     kb = tmp_path / "kb.json"
@@ -194,7 +194,7 @@ def test_eval_poisoning_on_ray_equals_in_process(
     common = [
         "eval", "poisoning", str(shared_data / "poisoning" / "nq"), "--limit", "4",
         "--seeds", "2", "--ratios", "1,4", "--attacks", "poisonedrag,mixed",
-        "--defenses", "none,ragdefender,similarity-threshold,ecosaferag",
+        "--defenses", "none;ragdefender;similarity-threshold;ecosaferag",
     ]  # fmt: skip
     invoke([*common, "--out", str(tmp_path / "local")])
     invoke([*common, "--out", str(tmp_path / "ray"), "--ray", "local", "--ray-workers", "2"])

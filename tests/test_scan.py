@@ -69,12 +69,19 @@ def test_scan_writes_results_and_report(
     assert (out / MARKER).is_file()
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
     cells = {(r["defense"], r["setting"]) for r in res["rows"]}
-    assert cells == {
-        (d, s) for d in ("none", "ragdefender") for s in ("clean", "poisonedrag",
-                                                          "injection-prefixed")
-    }  # fmt: skip
+    settings = ("clean", "poisonedrag", "injection-prefixed")
+    assert cells == {(d, s) for d in ("none", "ragdefender") for s in settings}
     assert res["n_questions"] == 3 and res["n_passages"] == 30
-    assert res["recommendation"]["chain"] in ("none", "ragdefender")
+    # The recommendation is the chain that stops the attacks at no clean cost, and the
+    # table it was chosen from says so (on the demo index every planted passage reaches an
+    # undefended context; RAGDefender removes them and keeps every clean answer).
+    row = {(r["defense"], r["setting"]): r for r in res["rows"]}
+    assert row["ragdefender", "clean"]["answer_kept"] == row["none", "clean"]["answer_kept"]
+    for setting in ("poisonedrag", "injection-prefixed"):
+        assert row["none", setting]["attack_reaches"] == 1.0
+        assert row["ragdefender", setting]["attack_reaches"] == 0.0
+    assert res["recommendation"]["chain"] == "ragdefender"
+    assert res["recommendation"]["risk"] == 0.0
     assert {"open_index", "attack_and_filter", "report"} <= set(res["timings_s"])
     none_pr = next(
         r for r in res["rows"] if r["defense"] == "none" and r["setting"] == "poisonedrag"
@@ -105,7 +112,7 @@ def test_fail_on_rule_exits_1(
     [
         (["scan", "{tmp}/missing", "--generate", "2"], "is not a directory"),
         (["scan", "{idx}", "--questions", "{tmp}/bad.jsonl"], "bad.jsonl:2: invalid JSON"),
-        (["scan", "{idx}", "--questions", "{tmp}/noq.jsonl"], "noq.jsonl:1: 'question'"),
+        (["scan", "{idx}", "--questions", "{tmp}/noq.jsonl"], "noq.jsonl:1: missing or empty string field 'question'"),
         (["scan", "{idx}", "--generate", "2", "--fail-on", "asr>>1"], "expected metric>value"),
         (["scan", "{idx}", "--generate", "2", "--out", "{tmp}/mine"], "not a ragshield scan"),
         (["scan", "{idx}"], "no questions"),

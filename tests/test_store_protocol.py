@@ -74,6 +74,20 @@ def test_add_search_len(make_store: Any) -> None:
         assert row[0].passage.metadata["i"] == int(row[0].id[1:])
 
 
+def test_export_is_every_row_in_insertion_order(make_store: Any) -> None:
+    """``export()`` is how the scan copies an index (no SQL outside ``store/``)."""
+    store = make_store()
+    ps, vecs = store.export()
+    assert ps == [] and vecs.shape[0] == 0
+    ps, vecs = _data(20, seed=3)
+    store.add(ps[:12], vecs[:12])
+    store.add(ps[12:], vecs[12:])
+    got, got_vecs = store.export()
+    assert [p.id for p in got] == [p.id for p in ps]
+    assert got[5].metadata == {"i": 5, "even": False} and got[5].title == "t"
+    assert got_vecs.dtype == np.float32 and np.allclose(got_vecs, vecs, atol=1e-6)
+
+
 def test_bad_input(make_store: Any) -> None:
     store = make_store()
     with pytest.raises(InputError, match="empty"):

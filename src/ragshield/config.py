@@ -48,7 +48,6 @@ from pydantic import (
 
 from ragshield.defenses import registry
 from ragshield.defenses.base import PassageFilter
-from ragshield.defenses.calibration import calibrate
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.generate.base import Generator
@@ -242,7 +241,7 @@ def open_parts(
                 "the config file)."
             )
         if plan.index is not None:
-            store, opened = registry.open_index(
+            store, opened = registry.open_transformed_index(
                 plan.index,
                 config.index,
                 encoder=config.encoder,
@@ -293,13 +292,14 @@ def assemble(
         )
     cache = {} if cache is None else cache
     params = config.defenses.params
-    chain = list(filters)
-    for name in plan.filters:
-        if name not in cache:
-            built = registry.build_filter(name, parts.encoder, params.get(name))
-            calibrate(built, getattr(parts.store, "profile", None))  # index-time statistics
-            cache[name] = built
-        chain.append(cache[name])
+    named = registry.build_chain(
+        plan.filters,
+        parts.encoder,
+        params,
+        profile=getattr(parts.store, "profile", None),  # index-time statistics
+        cache=cache,
+    )
+    chain = [*filters, *named.filters]
     generator = parts.generator
     if plan.wrappers:
         key = ("generator", plan.wrappers)

@@ -111,3 +111,8 @@ class Answer:
     timings: Mapping[str, float] = field(default_factory=dict)
     #: the generator's own notes (e.g. ``{"leak": ...}`` from the canary output check)
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kept(self) -> tuple[RetrievedPassage, ...]:
+        """Every passage the defenses kept; ``passages`` is the first ``context_k`` of them."""
+        return tuple(self.filter_results[-1].kept) if self.filter_results else self.retrieved

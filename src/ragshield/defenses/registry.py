@@ -18,6 +18,15 @@ A ``bundle`` names several entries at once (``ragfort`` = re-index + cascade, as
 paper). :func:`ragshield.config.build_pipeline` applies every kind; :func:`build_filter` /
 :func:`build_chain` build filters only and say so for the other kinds.
 
+The chain grammar, the same in every command (``ragshield scan``, ``eval poisoning``,
+``eval retrieval``, ``eval extraction``, ``ask --filter``) and in config files: ``,`` joins
+the defenses of one chain, ``;`` separates alternative chains, ``none`` is no defense::
+
+    --defenses "none;ragdefender;ragdefender,ecosaferag"   # three chains to compare
+
+:func:`chain_labels` parses it, :func:`build_chains` builds every alternative and
+:func:`build_chain` one chain; both calibrate from the index profile when given one.
+
 Adding a defense: one module, one line in :data:`_REGISTRY`.
 """
 
@@ -25,7 +34,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -166,19 +175,88 @@ def build_filter(
 
 
 def build_chain(
-    spec: str | list[str] | None,
+    spec: str | Iterable[str] | None,
     encoder: Encoder | None = None,
     params: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    profile: Any = None,
+    cache: dict[str, PassageFilter] | None = None,
 ) -> FilterChain:
-    """``"ragdefender,ecosaferag"`` or a list of names -> a chain (empty spec = no defense)."""
+    """``"ragdefender,ecosaferag"`` or a list of names -> a chain (empty spec = no defense).
+
+    ``profile`` is the index's :class:`~ragshield.defenses.calibration.IndexProfile` (or its
+    dict): every filter that takes one is calibrated from it, a value the user set wins.
+    ``cache`` (name -> built filter) lets several chains over one index share filters."""
+    from ragshield.defenses.calibration import calibrate
+
     params = params or {}
     p = plan(spec)
     for other in ([p.index] if p.index else []) + list(p.wrappers):
         _require(other, "filter")  # says what the name is and where it applies
-    return FilterChain([build_filter(n, encoder, params.get(n)) for n in p.filters])
+    cache = {} if cache is None else cache
+    for n in p.filters:
+        if n not in cache:
+            built = build_filter(n, encoder, params.get(n))
+            calibrate(built, profile)
+            cache[n] = built
+    return FilterChain([cache[n] for n in p.filters])
 
 
-def open_index(
+def chain_labels(spec: str | Sequence[str] | None) -> list[str]:
+    """The chain grammar (module docstring) -> one canonical label per alternative:
+    ``"none; ragdefender , ecosaferag;"`` -> ``["none", "ragdefender,ecosaferag"]``.
+
+    Blank alternatives are skipped; ``none`` stands alone; ``+`` (an older spelling) is
+    refused with the right one."""
+    items = spec.split(";") if isinstance(spec, str) else list(spec or [])
+    labels: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise InputError(
+                f"a defense chain must be a string. Got {type(item).__name__} instead."
+            )
+        if "+" in item:
+            raise InputError(
+                f"defense chain {item.strip()!r}: join a chain's defenses with ',' and separate "
+                "alternative chains with ';', e.g. --defenses \"none;ragdefender,ecosaferag\""
+            )
+        parts = [n.strip() for n in item.split(",") if n.strip()]
+        if not parts:
+            continue
+        if "none" in parts and len(parts) > 1:
+            raise InputError(
+                f"defense chain {item.strip()!r}: 'none' stands alone; separate alternative "
+                "chains with ';', e.g. --defenses \"none;ragdefender\""
+            )
+        label = ",".join(parts)
+        if label not in labels:
+            labels.append(label)
+    if not labels:
+        raise InputError('--defenses names no chain; e.g. --defenses "none;ragdefender"')
+    return labels
+
+
+def build_chains(
+    spec: str | Sequence[str] | Mapping[str, str | None] | None,
+    encoder: Encoder | None = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    profile: Any = None,
+) -> dict[str, FilterChain | None]:
+    """Every alternative of ``spec`` (the chain grammar, or ``{label: chain spec}``) ->
+    ``{label: chain}``; ``None`` for no defense. Each chain has its own filters (a chain is
+    measured as it would run alone), calibrated from ``profile`` (see :func:`build_chain`)."""
+    if isinstance(spec, Mapping):
+        specs = {label: (s if s not in (None, "", "none") else None) for label, s in spec.items()}
+    else:
+        specs = {label: (label if label != "none" else None) for label in chain_labels(spec)}
+    return {
+        label: None if s is None else build_chain(s, encoder, params, profile=profile)
+        for label, s in specs.items()
+    }
+
+
+def open_transformed_index(
     name: str,
     path: str | os.PathLike[str],
     *,

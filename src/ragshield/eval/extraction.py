@@ -60,7 +60,8 @@ from ragshield.attacks.base import QueryAttack
 from ragshield.attacks.extraction.base import ExtractionAttack
 from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.canary import strip_canaries
-from ragshield.defenses.extraction_baselines import DistanceThresholdFilter, SummarizingGenerator
+from ragshield.defenses.extraction_baselines import SummarizingGenerator
+from ragshield.defenses.registry import build_chain
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, NotFittedError
 from ragshield.eval.crr import ChunkRecoveryScorer, cluster_topics, topic_summary
@@ -156,7 +157,11 @@ def standard_defenses(
             "distance-threshold",
             store,
             encoder,
-            (DistanceThresholdFilter(encoder, threshold=threshold),),
+            tuple(
+                build_chain(
+                    "distance-threshold", encoder, {"distance-threshold": {"threshold": threshold}}
+                ).filters
+            ),
             gen,
         ),
         DefenseConfig(

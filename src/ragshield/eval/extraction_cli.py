@@ -23,28 +23,16 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ragshield.defenses.registry import chain_labels
 from ragshield.errors import InputError
 from ragshield.eval.extraction_plan import (
     ATTACKS,
-    DEFENSES,
+    SPECIAL_ROWS,
     ExtractionPlan,
-    build_cascade,
-    load_plan_knowledge,
+    check_rows,
     run_plan,
 )
-from ragshield.eval.outdir import check_out_dir, claim_out_dir
-
-# the plan and its runner live in the library (ragshield.eval.extraction_plan), shared with
-# the Ray path; they are re-exported here for existing imports
-__all__ = [
-    "ATTACKS",
-    "DEFENSES",
-    "ExtractionPlan",
-    "app",
-    "build_cascade",
-    "load_plan_knowledge",
-    "run_plan",
-]
+from ragshield.eval.outdir import check_results_dir, claim_out_dir
 
 app = typer.Typer(
     help="Knowledge-base extraction evaluation: Chunk Recovery Rate, utility and cost per "
@@ -76,8 +64,12 @@ def extraction(
         int | None, typer.Option(help="Seeded subset of this many chunks (0 = all).")
     ] = 1000,
     defenses: Annotated[
-        str, typer.Option(help=f"Comma-separated, from: {', '.join(DEFENSES)}.")
-    ] = "none,distance-threshold,summarization",
+        str,
+        typer.Option(
+            help="Rows to compare: ';' between rows, ',' within a filter chain; "
+            f"rows beyond filter chains: {', '.join(SPECIAL_ROWS)}."
+        ),
+    ] = "none;distance-threshold;summarization",
     attacks: Annotated[str, typer.Option(help="Comma-separated: rag-thief, worm.")] = (
         "rag-thief,worm"
     ),
@@ -141,7 +133,7 @@ def extraction(
     dry_run: Annotated[bool, typer.Option(help="Print the plan and exit.")] = False,
 ) -> None:
     """Run the extraction attacks against each defense and write extraction.{md,json} + plot."""
-    wanted = _names(defenses, DEFENSES, "defense")
+    wanted = check_rows(chain_labels(defenses))
     attack_names = _names(attacks, ATTACKS, "attack")
     if ("ragfort-inter" in wanted or "ragfort" in wanted) and ragfort_index is None:
         raise InputError("the ragfort-inter/ragfort rows need --ragfort-index DIR.")
@@ -173,14 +165,14 @@ def extraction(
         seed=seed,
     )
     summary = (
-        f"kb={kb} limit={limit or 'all'} defenses={','.join(wanted)} attacks={','.join(attack_names)} "
+        f"kb={kb} limit={limit or 'all'} defenses={';'.join(wanted)} attacks={','.join(attack_names)} "
         f"max_queries={max_queries} max_seconds={max_seconds} questions={questions} "
         f"generator={generator} seed={seed} out={out_dir}"
         + (f" ray={ray} workers={ray_workers}" if ray else "")
     )
     from ragshield.eval.extraction import REPORT_FILES
 
-    check_out_dir(out_dir, REPORT_FILES)  # refused before the run (and its logs), untouched
+    check_results_dir(out_dir, REPORT_FILES)  # refused before the run (and its logs), untouched
     if dry_run:
         out.print(f"dry run: {summary}", highlight=False)
         return

@@ -6,12 +6,13 @@ the command line and the Ray path both import it and not each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragshield.embed.base import Encoder
+from ragshield.errors import InputError
 from ragshield.generate.base import Generator
 from ragshield.store.base import VectorStore
 
@@ -20,15 +21,28 @@ if TYPE_CHECKING:
 
     from ragshield.eval.extraction import ExtractionReport, KnowledgeBase
 
-DEFENSES = (
-    "none",
-    "distance-threshold",
-    "summarization",
-    "ragfort-inter",
-    "ragfort-intra",
-    "ragfort",
-)
+#: Rows that are not a chain of post-retrieval filters: no defense, the summarisation
+#: baseline (it wraps the generator) and RAGFort's ablation rows (re-index / cascade). Any
+#: other row is a filter chain in the registry's grammar (``distance-threshold,ragdefender``).
+SPECIAL_ROWS = ("none", "summarization", "ragfort-inter", "ragfort-intra", "ragfort")
 ATTACKS = ("rag-thief", "worm")
+
+
+def check_rows(labels: Sequence[str]) -> list[str]:
+    """``labels`` (from :func:`ragshield.defenses.registry.chain_labels`) if each is a
+    special row or a chain of registered post-retrieval filters; else one clear error."""
+    from ragshield.defenses import registry
+
+    for label in labels:
+        if label in SPECIAL_ROWS:
+            continue
+        p = registry.plan(label)  # unknown names raise here, with the available ones
+        if p.index is not None or p.wrappers:
+            raise InputError(
+                f"defense {label!r}: an extraction row is one of {', '.join(SPECIAL_ROWS)} or "
+                f"a chain of post-retrieval filters ({', '.join(registry.available('filter'))})."
+            )
+    return list(labels)
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,7 @@ def run_plan(
 ) -> ExtractionReport:
     """Build what ``plan`` names and run it: the whole table in-process, or one cell of
     it on a Ray worker (which receives the driver's knowledge base, vectors and topics)."""
+    from ragshield.defenses.registry import build_chains
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval import extraction as ex
     from ragshield.generate.factory import make_generator
@@ -105,10 +120,22 @@ def run_plan(
         summary_sentences=plan.summary_sentences,
     )
     wanted = plan.defenses
-    configs = [r for r in rows if r.name in wanted]
+    built = {r.name: r for r in rows if r.name in SPECIAL_ROWS}
+    chains = (
+        build_chains(
+            [w for w in wanted if w not in SPECIAL_ROWS],
+            encoder,
+            {"distance-threshold": {"threshold": plan.threshold}},
+        )
+        if any(w not in SPECIAL_ROWS for w in wanted)
+        else {}
+    )
+    for label, chain in chains.items():
+        filters = tuple(chain.filters) if chain is not None else ()
+        built[label] = ex.DefenseConfig(label, rows[0].store, encoder, filters, rows[0].generator)
     if any(n.startswith("ragfort") for n in wanted):
         reindexed = _load_reindexed(Path(plan.ragfort_index)) if plan.ragfort_index else None
-        configs += ex.ragfort_defenses(
+        configs = ex.ragfort_defenses(
             rows[0],
             reindexed_store=reindexed[0] if reindexed else None,
             query_encoder=reindexed[1] if reindexed else None,
@@ -116,7 +143,8 @@ def run_plan(
             if plan.cascade_draft and plan.cascade_reference
             else None,
         )
-        configs = [c for c in configs if c.name in wanted]
+        built.update((c.name, c) for c in configs)
+    configs = [built[w] for w in wanted if w in built]  # the table in the order asked
     factories = ex.attack_factories(
         plan.attacks,
         encoder=encoder,
@@ -146,7 +174,7 @@ def _load_reindexed(path: Path) -> tuple[VectorStore, Encoder]:
     re-index recorded (as ``ragshield ask`` and the service open it)."""
     from ragshield.defenses import registry
 
-    return registry.open_index("ragfort-inter", path, encoder=None, uri=None)
+    return registry.open_transformed_index("ragfort-inter", path, encoder=None, uri=None)
 
 
 def build_cascade(

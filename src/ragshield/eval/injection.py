@@ -89,6 +89,7 @@ from ragshield.eval.poisoning import VectorBank, as_retrieved, benign_passages
 from ragshield.generate.base import Generator
 from ragshield.generate.cache import answer_once
 from ragshield.generate.prompt import build_prompt
+from ragshield.pipeline import select_context
 from ragshield.text import contains_answer
 from ragshield.types import RetrievedPassage
 
@@ -232,8 +233,7 @@ def context_of(
     """``(source, text)`` of the ``context_k`` kept passages nearest the question, using
     the kept (possibly sentence-trimmed) text; sources are matched by passage id."""
     source = {p.id: s for p, s in zip(aset.passages, aset.sources, strict=True)}
-    order = sorted(range(len(kept)), key=lambda i: (-kept[i].score, i))[:context_k]
-    return [(source.get(kept[i].id, "unknown"), kept[i].text) for i in order]
+    return [(source.get(r.id, "unknown"), r.text) for r in select_context(kept, context_k)]
 
 
 def attack_survives(aset: AttackSet, context: Sequence[tuple[str, str]]) -> bool:

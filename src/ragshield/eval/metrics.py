@@ -67,12 +67,14 @@ def context_indices(
 ) -> np.ndarray:
     """Indices of the ``context_k`` surviving passages nearest the query, best first.
 
-    Ties keep input order (stable sort), so the result is deterministic.
+    The pipeline's context rule (:func:`ragshield.pipeline.context_order`) applied to the
+    survivors of a removal mask; ties keep input order, so the result is deterministic.
     """
+    from ragshield.pipeline import context_order
+
     s = np.asarray(query_scores, dtype=np.float64)
     kept = np.flatnonzero(~_bool(removed))
-    order = kept[np.argsort(-s[kept], kind="stable")]
-    return order[:context_k]
+    return kept[np.asarray(context_order(s[kept].tolist(), context_k), dtype=np.intp)]
 
 
 def adversarial_majority(context_adversarial: Sequence[bool] | np.ndarray) -> bool:

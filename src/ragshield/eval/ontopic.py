@@ -95,9 +95,12 @@ def _attack_texts(poisoning_dir: Path | None) -> dict[str, tuple[str, dict[str, 
 
 
 def load_ontopic(
-    path: str | Path, *, poisoning_dir: str | Path | None = None, per_topic: int | None = None,
+    path: str | Path,
+    *,
+    poisoning_dir: str | Path | None = None,
+    per_topic: int | None = None,
     seed: int = 0,
-) -> OnTopicData:  # fmt: skip
+) -> OnTopicData:
     """Load one ``ontopic/*.json`` file.
 
     ``poisoning_dir`` (e.g. ``../shared/data/poisoning/hotpotqa``) attaches the shared

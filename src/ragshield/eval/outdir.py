@@ -27,7 +27,7 @@ from ragshield.errors import InputError
 MARKER = ".ragshield-eval"
 
 
-def check_out_dir(out_dir: str | os.PathLike[str], own_names: Collection[str] = ()) -> Path:
+def check_results_dir(out_dir: str | os.PathLike[str], own_names: Collection[str] = ()) -> Path:
     """``out_dir`` as a :class:`Path` if the harness may write there; touches nothing."""
     out = Path(out_dir)
     if not out.exists():
@@ -49,8 +49,8 @@ def check_out_dir(out_dir: str | os.PathLike[str], own_names: Collection[str] = 
 def claim_out_dir(
     out_dir: str | os.PathLike[str], harness: str, own_names: Collection[str] = ()
 ) -> Path:
-    """Check ``out_dir`` (:func:`check_out_dir`), create it and mark it as ragshield's."""
-    out = check_out_dir(out_dir, own_names)
+    """Check ``out_dir`` (:func:`check_results_dir`), create it and mark it as ragshield's."""
+    out = check_results_dir(out_dir, own_names)
     out.mkdir(parents=True, exist_ok=True)
     marker = out / MARKER
     if not marker.is_file():

@@ -27,7 +27,7 @@ Example::
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ragshield.defenses.registry import build_chains
 from ragshield.errors import InputError, check_int
 from ragshield.eval.datasets import PoisoningCase
 
 if TYPE_CHECKING:
-    from ragshield.defenses.base import PassageFilter
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.extraction import ExtractionReport, KnowledgeBase
     from ragshield.eval.extraction_plan import ExtractionPlan
@@ -90,18 +90,6 @@ class QuestionSlice:
     vectors: dict[str, np.ndarray] = field(repr=False)
 
 
-def build_defenses(
-    specs: Mapping[str, str | None], encoder: SentenceTransformerEncoder
-) -> dict[str, PassageFilter | None]:
-    """Row name -> filter chain (``None`` for the undefended row), from registry names."""
-    from ragshield.defenses.registry import build_chain
-
-    return {
-        name: None if spec in (None, "", "none") else build_chain(spec, encoder)
-        for name, spec in specs.items()
-    }
-
-
 def _generator(plan: PoisoningPlan, encoder: SentenceTransformerEncoder) -> Generator | None:
     if not plan.generator:
         return None
@@ -134,7 +122,7 @@ def score_slice(plan: PoisoningPlan, part: QuestionSlice) -> QuestionScores:
         list(part.questions),
         grid,
         plan.seeds,
-        build_defenses(plan.defenses, encoder),
+        build_chains(plan.defenses, encoder),
         bank,
         part.benign,
         context_k=plan.context_k,
@@ -184,7 +172,7 @@ def run_poisoning_ray(
     say = log or (lambda _msg: None)
     resolved = [resolve_attack(a) for a in plan.attacks]  # unknown names fail before Ray
     encoder = SentenceTransformerEncoder(plan.encoder)
-    build_defenses(plan.defenses, encoder)  # likewise (filters load nothing until used)
+    build_chains(plan.defenses, encoder)  # likewise (filters load nothing until used)
     generator = _generator(plan, encoder)  # likewise; here only for its name
     cases, bank, benign = prepare_questions(
         plan.dataset_dir, encoder, split=plan.split, limit=plan.limit, n_benign=plan.n_benign
@@ -255,12 +243,11 @@ def merge_extraction_reports(
 ) -> ExtractionReport:
     """The cells' rows in the in-process order (defense, then attack) under one header."""
     from ragshield.eval.extraction import ExtractionReport
-    from ragshield.eval.extraction_plan import DEFENSES
 
     if not reports:
         raise InputError("no extraction cell ran.")
     rows = [r for rep in reports for r in rep.rows]
-    rows.sort(key=lambda r: (DEFENSES.index(r.defense), list(attacks).index(r.attack)))
+    rows.sort(key=lambda r: (list(defenses).index(r.defense), list(attacks).index(r.attack)))
     first = reports[0]
     settings: dict[str, Any] = dict(first.settings)
     settings["defenses"] = list(dict.fromkeys(r.defense for r in rows))

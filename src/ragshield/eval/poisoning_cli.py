@@ -35,9 +35,10 @@ def poisoning(
     defenses: Annotated[
         str,
         typer.Option(
-            help="Comma-separated chains to compare; '+' chains two, e.g. ragdefender+ecosaferag."
+            help="Chains to compare: ';' between chains, ',' within one, e.g. "
+            "'none;ragdefender,ecosaferag'."
         ),
-    ] = "none,ragdefender-paper,ragdefender,similarity-threshold",
+    ] = "none;ragdefender-paper;ragdefender;similarity-threshold",
     attacks: Annotated[
         str, typer.Option(help="poisonedrag, blind, garag, mixed, injection, suffix…")
     ] = "poisonedrag,blind,garag,mixed",
@@ -76,7 +77,8 @@ def poisoning(
     ASR/accuracy when a generator is given."""
     from rich.console import Console
 
-    from ragshield.eval.outdir import check_out_dir, claim_out_dir
+    from ragshield.defenses.registry import chain_labels
+    from ragshield.eval.outdir import check_results_dir, claim_out_dir
     from ragshield.eval.report import markdown_table, write_json
 
     if seeds < 1:
@@ -85,16 +87,16 @@ def poisoning(
         ratio_list = [float(r) for r in ratios.split(",") if r.strip()]
     except ValueError as exc:
         raise InputError(f"--ratios must be numbers separated by commas; got {ratios!r}") from exc
-    check_out_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after hours
+    check_results_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after hours
     console = Console(stderr=True)
     attack_list = [a.strip() for a in attacks.split(",") if a.strip()]
-    names = [d.strip() for d in defenses.split(",") if d.strip()]
+    names = chain_labels(defenses)  # refused here, before any model loads
     if ray:
         from ragshield.eval.parallel import PoisoningPlan, run_poisoning_ray
 
         plan = PoisoningPlan(
             str(dataset),
-            {n: None if n == "none" else n.replace("+", ",") for n in names},
+            {n: None if n == "none" else n for n in names},
             attacks=tuple(attack_list),
             ratios=tuple(ratio_list),
             seeds=tuple(range(seeds)),
@@ -157,12 +159,12 @@ def _run_in_process(
     cache_dir: Path,
     log: Callable[[str], None],
 ) -> PoisoningResults:
+    from ragshield.defenses.registry import build_chains
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
-    from ragshield.eval.parallel import build_defenses
     from ragshield.eval.poisoning import run_poisoning_eval
 
     enc = SentenceTransformerEncoder()
-    chains = build_defenses({name: name.replace("+", ",") for name in names}, enc)
+    chains = build_chains(names, enc)
     gen = None
     if generator:
         from ragshield.generate.cache import CachedGenerator

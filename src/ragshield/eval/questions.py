@@ -1,141 +1,33 @@
-"""Questions to attack a user's own index with: read from a file, or written by the LLM.
+"""Questions to attack a user's own index with, written by the LLM from its passages.
 
 Example::
 
-    from ragshield.eval.questions import QuestionWriter, read_questions
+    from ragshield.eval.questions import QuestionWriter
 
-    qs = read_questions("my_questions.jsonl")          # {"question": ..., "answer": ...}
     qs = QuestionWriter().generate(passages, n=20, seed=0)   # from the indexed passages
     print(qs[0].question, qs[0].answers, qs[0].gold_passage_ids)
+
+The question type and the questions-file reader are
+:mod:`ragshield.eval.scan_questions`'s (one type, one reader for every scan question).
 
 Why here (``eval``) and not in ``attacks``: questions are the *test set* of a scan, like
 the datasets of :mod:`ragshield.eval.datasets`; every attack then uses them. Generated
 questions are self-checked: the LLM's short answer must occur in its source passage
 (normalised, on word boundaries), or the pair is discarded — so a question's gold passage
 really answers it, and accuracy / ASR can be scored against it.
-
-File format (JSON Lines, one object per line, blank lines skipped)::
-
-    {"question": "who designed the eiffel tower", "answer": "Gustave Eiffel"}
-    {"id": "q7", "question": "...", "answers": ["...", "..."], "target_answer": "...",
-     "gold_passage_ids": ["doc-12"]}
-
-``answer``/``answers``, ``target_answer`` (the wrong answer an attack should push; also
-accepted as ``incorrect_answer``) and ``gold_passage_ids`` are optional. A bad line raises
-:class:`~ragshield.errors.DataFormatError` naming ``file:line``.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
 from ragshield.attacks.writer import TextWriter, truncate_words
-from ragshield.errors import DataFormatError, InputError, check_int
+from ragshield.errors import InputError, check_int
+from ragshield.eval.scan_questions import ScanQuestion
 from ragshield.text import contains_answer, normalize_answer
 from ragshield.types import Passage
-
-
-@dataclass(frozen=True)
-class ScanQuestion:
-    """One question a scan attacks, with what is known about its right answer."""
-
-    id: str
-    question: str
-    answers: tuple[str, ...] = ()
-    gold_passage_ids: tuple[str, ...] = ()
-    target_answer: str | None = None
-    source: str = "file"  # "file" or "llm:<generator>"
-
-
-_KNOWN = {
-    "id",
-    "question",
-    "answer",
-    "answers",
-    "target_answer",
-    "incorrect_answer",
-    "gold_passage_ids",
-}
-
-
-def _strings(value: object, key: str, path: Path, line: int) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(v, str) and v.strip() for v in value)
-    ):
-        raise DataFormatError(path, line, f"{key!r} must be a non-empty string or list of strings")
-    return tuple(v.strip() for v in value)
-
-
-def parse_question(record: object, path: Path, line: int) -> ScanQuestion:
-    """One JSON object of a questions file -> :class:`ScanQuestion` (or a located error)."""
-    if not isinstance(record, dict):
-        raise DataFormatError(path, line, "each line must be a JSON object with a 'question'")
-    question = record.get("question")
-    if not isinstance(question, str) or not question.strip():
-        raise DataFormatError(path, line, "missing or empty string field 'question'")
-    unknown = sorted(set(record) - _KNOWN)
-    if unknown:
-        raise DataFormatError(
-            path,
-            line,
-            f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_KNOWN))}",
-        )
-    answers: tuple[str, ...] = ()
-    for key in ("answer", "answers"):
-        if key in record:
-            answers += _strings(record[key], key, path, line)
-    target = None
-    for key in ("target_answer", "incorrect_answer"):
-        if key in record:
-            (target,) = _strings(record[key], key, path, line)[:1]
-    gold = (
-        _strings(record["gold_passage_ids"], "gold_passage_ids", path, line)
-        if ("gold_passage_ids" in record)
-        else ()
-    )
-    qid = record.get("id", f"q{line}")
-    if not isinstance(qid, (str, int)) or isinstance(qid, bool):
-        raise DataFormatError(path, line, "'id' must be a string or an integer")
-    return ScanQuestion(str(qid), question.strip(), answers, gold, target, "file")
-
-
-def read_questions(path: str | os.PathLike[str]) -> list[ScanQuestion]:
-    """Read a JSON Lines questions file (see the module docstring for the fields)."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise InputError(f"questions file {str(p)!r} does not exist.")
-    out: list[ScanQuestion] = []
-    ids: set[str] = set()
-    try:
-        with p.open(encoding="utf-8") as fh:
-            for line_no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataFormatError(p, line_no, f"invalid JSON: {exc.msg}") from exc
-                q = parse_question(record, p, line_no)
-                if q.id in ids:
-                    raise DataFormatError(p, line_no, f"duplicate id {q.id!r}")
-                ids.add(q.id)
-                out.append(q)
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(p, None, f"not UTF-8 text: {exc}") from exc
-    if not out:
-        raise DataFormatError(p, None, "no questions: the file is empty")
-    return out
-
 
 # ---------------------------------------------------------------------------- generation
 
@@ -258,8 +150,8 @@ class QuestionWriter:
             seen.add(key)
             out.append(
                 ScanQuestion(
+                    question,
                     id=f"gen-{passage.id}",
-                    question=question,
                     answers=(answer,),
                     gold_passage_ids=(passage.id,),
                     source=reply.generated_by,

@@ -38,7 +38,6 @@ questions:
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,13 +57,21 @@ from ragshield.eval.plant import (
 )
 from ragshield.generate.base import Generator
 from ragshield.generate.cache import answer_once
+from ragshield.pipeline import RAGPipeline
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
-from ragshield.types import FilterResult, RetrievedPassage
+from ragshield.types import Answer, FilterResult, RetrievedPassage
 
 CLEAN_KEYS = ("benign_removed", "touched", "gold_kept", "answer_kept", "filter_ms")
-ATTACK_KEYS = ("adv_retrieved", "attack_reaches", "adv_majority", "caught", "gold_retrieved",
-               "gold_kept", "answer_kept")  # fmt: skip
+ATTACK_KEYS = (
+    "adv_retrieved",
+    "attack_reaches",
+    "adv_majority",
+    "caught",
+    "gold_retrieved",
+    "gold_kept",
+    "answer_kept",
+)
 
 
 @dataclass(frozen=True)
@@ -114,15 +121,25 @@ class RealResults:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "dataset": self.dataset, "split": self.split, "k": self.k,
-            "context_k": self.context_k, "seed": self.seed, "encoder": self.encoder,
+            "dataset": self.dataset,
+            "split": self.split,
+            "k": self.k,
+            "context_k": self.context_k,
+            "seed": self.seed,
+            "encoder": self.encoder,
             "notes": dict(self.notes),
             "rows": [
-                {"defense": r.defense, "setting": r.setting, "n": r.n,
-                 "m_planted": r.m_planted, "sources": r.sources, **dict(r.metrics)}
+                {
+                    "defense": r.defense,
+                    "setting": r.setting,
+                    "n": r.n,
+                    "m_planted": r.m_planted,
+                    "sources": r.sources,
+                    **dict(r.metrics),
+                }
                 for r in self.rows
             ],
-        }  # fmt: skip
+        }
 
     def to_markdown(self, keys: Sequence[str] | None = None) -> str:
         settings = list(dict.fromkeys(r.setting for r in self.rows))
@@ -186,16 +203,12 @@ def _payload_in(text: str, payload: str) -> bool:
 
 
 def _score_question(
-    case: QACase,
-    retrieved: Sequence[RetrievedPassage],
-    kept: Sequence[RetrievedPassage],
-    planted: Mapping[str, PlantedPassage],
-    context_k: int,
+    case: QACase, ans: Answer, planted: Mapping[str, PlantedPassage]
 ) -> dict[str, float]:
-    kept_ids = {r.id for r in kept}  # sentence filters return rebuilt passages: match ids
+    retrieved, context = ans.retrieved, ans.passages
+    kept_ids = {r.id for r in ans.kept}  # sentence filters return rebuilt passages: match ids
     benign = [r for r in retrieved if r.id not in planted]
     removed_benign = [r for r in benign if r.id not in kept_ids]
-    context = sorted(kept, key=lambda r: -r.score)[:context_k]
     mine = {pid for pid, p in planted.items() if p.question_id == case.id}
     adv_ctx = [r for r in context if r.id in mine and _payload_in(r.text, planted[r.id].payload)]
     n_adv = sum(r.id in mine for r in retrieved)
@@ -269,55 +282,39 @@ def run_real_eval(
             per_target = len(planted_list) / max(len(cases), 1)
         sources = "+".join(sorted({p.source for p in planted_list})) or "-"
         for name, defense in defenses.items():
+            rag = RAGPipeline(
+                encoder,
+                attacked,
+                [defense] if defense is not None else [],
+                generator,
+                context_k=context_k,
+            )
             scores: list[dict[str, float]] = []
-            pairs = list(zip(cases, hits, strict=True))
-            for start in range(0, len(pairs), _ANSWER_CHUNK):
-                traces = []
-                for case, retrieved in pairs[start : start + _ANSWER_CHUNK]:
-                    t0 = time.perf_counter()
-                    res = None if defense is None else defense.filter(case.question, retrieved)
-                    kept = list(retrieved) if res is None else list(res.kept)
-                    ms = (time.perf_counter() - t0) * 1000.0
-                    s = _score_question(case, retrieved, kept, planted, context_k)
-                    s["filter_ms"] = ms
-                    traces.append((case, retrieved, res, kept, s))
-                if generator is not None:  # the chunk's answers in one call (batched)
-                    contexts = [_context(kept, context_k) for _, _, _, kept, _ in traces]
-                    texts = _answer_all(
-                        generator,
-                        [(t[0].question, c) for t, c in zip(traces, contexts, strict=True)],
-                    )
-                    for (case, _, _, _, s), text in zip(traces, texts, strict=True):
-                        s.update(_end_to_end(text, case, planted))
-                for case, retrieved, res, _, s in traces:
-                    scores.append(s)
-                    if on_question is not None:
-                        on_question(QuestionTrace(setting, name, case, retrieved, res, s, planted))
+            answers = rag.iter_answers(
+                [c.question for c in cases], k, retrieved=hits, generate=generator is not None
+            )
+            for case, ans in zip(cases, answers, strict=True):
+                s = _score_question(case, ans, planted)
+                s["filter_ms"] = ans.timings["filter"] * 1000.0
+                if generator is not None:
+                    s.update(_end_to_end(ans.text, case, planted))
+                scores.append(s)
+                if on_question is not None:
+                    res = ans.filter_results[0] if ans.filter_results else None
+                    on_question(QuestionTrace(setting, name, case, ans.retrieved, res, s, planted))
             rows.append(RealRow(name, setting, len(cases), per_target, sources, _mean(scores)))
             if show_progress:
                 print(f"  {setting:<20} {name:<24} done", flush=True)
     return RealResults(
-        dataset=data.name, split=split or "custom", k=k, context_k=context_k, seed=seed,
-        encoder=getattr(encoder, "name", type(encoder).__name__), rows=tuple(rows),
+        dataset=data.name,
+        split=split or "custom",
+        k=k,
+        context_k=context_k,
+        seed=seed,
+        encoder=getattr(encoder, "name", type(encoder).__name__),
+        rows=tuple(rows),
         notes={"index_size": len(store), "n_questions": len(cases)},
-    )  # fmt: skip
-
-
-#: Questions filtered, then answered in one ``generate_many`` call (a local model decodes
-#: them in batches; ours: 32 = the local generator's batch width).
-_ANSWER_CHUNK = 32
-
-
-def _context(kept: Sequence[RetrievedPassage], context_k: int) -> list[str]:
-    return [r.text for r in sorted(kept, key=lambda r: -r.score)[:context_k]]
-
-
-def _answer_all(generator: Generator, requests: list[tuple[str, list[str]]]) -> list[str]:
-    """Answer texts; through ``generate_many`` when the generator has it (batched)."""
-    many = getattr(generator, "generate_many", None)
-    if callable(many):
-        return [g.text for g in many(requests)]
-    return [generator.generate(q, c).text for q, c in requests]
+    )
 
 
 def _end_to_end(text: str, case: QACase, planted: Mapping[str, PlantedPassage]) -> dict[str, float]:

@@ -116,9 +116,12 @@ def plot_asr(
     attacks = [[a for a in dict.fromkeys(s.attack for s in r.settings) if a != CLEAN] for r in runs]
     n_cols = max((len(a) for a in attacks), default=1) or 1
     fig, axes = plt.subplots(
-        2 * len(runs), n_cols, figsize=(3.2 * n_cols, 2.7 * 2 * len(runs)),
-        squeeze=False, sharey=True,
-    )  # fmt: skip
+        2 * len(runs),
+        n_cols,
+        figsize=(3.2 * n_cols, 2.7 * 2 * len(runs)),
+        squeeze=False,
+        sharey=True,
+    )
     for ri, (r, names) in enumerate(zip(runs, attacks, strict=True)):
         key = metric or ("asr" if r.generator else "filter_asr")
         for col in range(n_cols):

@@ -20,33 +20,16 @@ from typing import Annotated
 
 import typer
 
-from ragshield.errors import InputError
-from ragshield.eval.outdir import check_out_dir, claim_out_dir
+from ragshield.eval.outdir import check_results_dir, claim_out_dir
 
 DEFAULT_DEFENSES = "none;ragdefender-paper;ragdefender;ecosaferag;ragdefender,ecosaferag"
 
 
-def build_defenses(spec: str, encoder: object, mode: str) -> dict[str, object]:
-    """``"none;ragdefender;ragdefender,ecosaferag"`` -> {label: chain or None}; RAGDefender
-    variants get the dataset's mode (multi-hop for HotpotQA)."""
-    from ragshield.defenses.compose import FilterChain
-    from ragshield.defenses.registry import build_filter
+def ragdefender_params(mode: str) -> dict[str, dict[str, str]]:
+    """Every RAGDefender variant runs the dataset's mode (multi-hop for HotpotQA)."""
+    from ragshield.defenses.registry import available
 
-    out: dict[str, object] = {}
-    for chain in (c.strip() for c in spec.split(";")):
-        if not chain:
-            continue
-        if chain == "none":
-            out["none"] = None
-            continue
-        filters = []
-        for name in (n.strip() for n in chain.split(",")):
-            params = {"mode": mode} if name.startswith("ragdefender") else {}
-            filters.append(build_filter(name, encoder, params))  # type: ignore[arg-type]
-        out[chain] = FilterChain(filters) if len(filters) > 1 else filters[0]
-    if not out:
-        raise InputError("--defenses names no chain")
-    return out
+    return {n: {"mode": mode} for n in available("filter") if n.startswith("ragdefender")}
 
 
 OUTPUT_FILES = frozenset({"results.md", "results.json"})
@@ -64,7 +47,9 @@ def retrieval(
     settings: Annotated[str, typer.Option(help="Comma-separated settings.")] = (
         "clean,poisonedrag-1,poisonedrag,mixed-2x,mixed-4x"
     ),
-    defenses: Annotated[str, typer.Option(help="';'-separated chains.")] = DEFAULT_DEFENSES,
+    defenses: Annotated[
+        str, typer.Option(help="Chains to compare: ';' between chains, ',' within one.")
+    ] = DEFAULT_DEFENSES,
     k: Annotated[int, typer.Option(help="Passages retrieved per question.")] = 10,
     context_k: Annotated[int, typer.Option(help="Survivors that reach the generator.")] = 5,
     seed: Annotated[int, typer.Option()] = 0,
@@ -77,27 +62,37 @@ def retrieval(
     cache_dir: Annotated[Path | None, typer.Option(help="Reuse encoded vectors.")] = None,
 ) -> None:
     """Index a corpus, plant attacks into a copy, retrieve for real, score each defense."""
+    from ragshield.defenses.registry import build_chains, chain_labels
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.ontopic import load_ontopic
     from ragshield.eval.real_retrieval import run_real_eval
 
+    chain_labels(defenses)  # a mistyped chain is refused before the corpus is encoded
     if out is not None:
-        check_out_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after it
+        check_results_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after it
     ds = load_ontopic(data, poisoning_dir=poisoning_dir, per_topic=per_topic, seed=seed)
     cases = ds.split(split)  # type: ignore[arg-type]
     enc = SentenceTransformerEncoder()
     mode = "multi_hop" if ds.name == "hotpotqa" else "single_hop"
-    chains = build_defenses(defenses, enc, mode)
+    chains = build_chains(defenses, enc, ragdefender_params(mode))
     gen = None
     if generator:
         from ragshield.generate.factory import make_generator
 
         gen = make_generator(generator, enc)
     res = run_real_eval(
-        ds, cases, chains, [s.strip() for s in settings.split(",") if s.strip()],  # type: ignore[arg-type]
-        encoder=enc, k=k, context_k=context_k, seed=seed, split=split, generator=gen,
+        ds,
+        cases,
+        chains,
+        [s.strip() for s in settings.split(",") if s.strip()],
+        encoder=enc,
+        k=k,
+        context_k=context_k,
+        seed=seed,
+        split=split,
+        generator=gen,
         cache_dir=cache_dir,
-    )  # fmt: skip
+    )
     table = res.to_markdown()
     typer.echo(table)
     if out is not None:

@@ -56,11 +56,15 @@ from ragshield.eval.scan_writer import AttackTextWriter
 from ragshield.generate.base import Generator
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
-from ragshield.types import Passage
 
 DEFAULT_ATTACKS: tuple[str, ...] = (
-    "clean", "poisonedrag", "mixed-2x", "injection-prefixed", "injection-hijack", "suffix",
-)  # fmt: skip
+    "clean",
+    "poisonedrag",
+    "mixed-2x",
+    "injection-prefixed",
+    "injection-hijack",
+    "suffix",
+)
 DEFAULT_DEFENSES: tuple[str, ...] = ("none", "ragdefender", "ecosaferag", "ragdefender,ecosaferag")
 #: Clean accuracy a recommended chain may lose against no defense (1 point).
 ACCURACY_TOLERANCE = 0.01
@@ -109,13 +113,12 @@ class ScanResult:
             "n_passages": self.n_passages,
             "n_questions": len(self.questions),
             "question_source": self.question_source,
-            "recommendation": self.recommendation.__dict__ | {
-                "eligible": list(self.recommendation.eligible)
-            },
+            "recommendation": self.recommendation.__dict__
+            | {"eligible": list(self.recommendation.eligible)},
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "scan_notes": dict(self.notes),
             "extraction": [c.__dict__ for c in self.extraction],
-        }  # fmt: skip
+        }
 
 
 # ---- the index ---------------------------------------------------------------------------
@@ -136,21 +139,13 @@ def open_scan_store(index_path: str | os.PathLike[str]) -> tuple[FaissStore, Enc
 
 
 def _copy_table(store: Any) -> FaissStore:
-    table = getattr(store, "table", None)
-    if table is None or not hasattr(store, "connect"):
+    """Every row of a store through its ``export()`` (no SQL outside ``store/``)."""
+    export = getattr(store, "export", None)
+    if not callable(export):
         raise InputError(f"cannot scan a {type(store).__name__} index: no way to read its rows")
-    conn = store.connect()
-    with conn.transaction():
-        conn.execute("SET TRANSACTION READ ONLY")
-        rows = conn.execute(
-            f"SELECT id, title, text, metadata, embedding FROM {table} ORDER BY row_id"
-        ).fetchall()
-    if not rows:
-        raise InputError(f"table {table} is empty: nothing to scan")
-    from ragshield.store.pgvector_store import _to_numpy
-
-    passages = [Passage(i, text, title, dict(meta or {})) for i, title, text, meta, _ in rows]
-    vectors = np.stack([_to_numpy(r[4]) for r in rows]).astype(np.float32)
+    passages, vectors = export()
+    if not passages:
+        raise InputError(f"the {type(store).__name__} index is empty: nothing to scan")
     out = FaissStore(int(vectors.shape[1]), encoder_name=getattr(store, "encoder_name", ""))
     out.add(passages, vectors)
     return out
@@ -214,9 +209,15 @@ def recommend(
         lost = ", ".join(f"{c} ({clean[c][quality]:.3f})" for c in dropped)
         reason += f"; excluded for {quality} loss: {lost}"
     return Recommendation(
-        best, mean_risk(best), clean[best][quality], base, quality, tuple(eligible), reason,
+        best,
+        mean_risk(best),
+        clean[best][quality],
+        base,
+        quality,
+        tuple(eligible),
+        reason,
         risk,
-    )  # fmt: skip
+    )
 
 
 # ---- output directory --------------------------------------------------------------------
@@ -250,17 +251,16 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
 
 
 def build_chains(specs: Sequence[str], encoder: Encoder) -> dict[str, PassageFilter | None]:
-    """One FilterChain per spec through the defense registry (``none`` = no filter)."""
-    from ragshield.defenses.registry import build_chain
+    """One warmed-up chain per spec through the defense registry (``none`` = no filter)."""
+    from ragshield.defenses.registry import build_chains as registry_chains
 
     if not specs:
         raise InputError("no defense chain to scan; e.g. --defenses 'none;ragdefender'")
     chains: dict[str, PassageFilter | None] = {}
-    for spec in specs:
-        name = ",".join(s.strip() for s in spec.split(",") if s.strip()) or "none"
-        chain = build_chain(name, encoder)
-        chain.warm_up()
-        chains[name] = chain if chain.filters else None
+    for label, chain in registry_chains(specs, encoder).items():
+        if chain is not None:
+            chain.warm_up()
+        chains[label] = chain
     return chains
 
 
@@ -309,13 +309,22 @@ def run_scan(
     if attack_writer is not None and len(settings) > 1:
         text_of = {p.id: p.text for p in store.passages}
         golden = {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids[0] in text_of}
-        with _timed(timings, "write_attacks"), tqdm(
-            total=len(cases), desc="write attacks", unit="q", disable=not show_progress,
-            leave=False,
-        ) as wbar, tqdm(
-            desc="write attack texts (batched replies)", unit="reply",
-            disable=not show_progress, leave=False,
-        ) as rbar:  # fmt: skip
+        with (
+            _timed(timings, "write_attacks"),
+            tqdm(
+                total=len(cases),
+                desc="write attacks",
+                unit="q",
+                disable=not show_progress,
+                leave=False,
+            ) as wbar,
+            tqdm(
+                desc="write attack texts (batched replies)",
+                unit="reply",
+                disable=not show_progress,
+                leave=False,
+            ) as rbar,
+        ):
             attack_writer.on_chunk = rbar.update
             cases = attack_writer.fill(
                 cases, questions, golden, seed=seed, on_case=lambda _c: wbar.update(1)
@@ -325,18 +334,27 @@ def run_scan(
     if WHITEBOX in settings:  # opt-in: HotFlip steps against the index's own encoder
         from ragshield.eval.scan_writer import whitebox_texts
 
-        with _timed(timings, "write_whitebox"), tqdm(
-            total=len(cases), desc="white-box passages", unit="q", disable=not show_progress,
-            leave=False,
-        ) as wbbar:  # fmt: skip
+        with (
+            _timed(timings, "write_whitebox"),
+            tqdm(
+                total=len(cases),
+                desc="white-box passages",
+                unit="q",
+                disable=not show_progress,
+                leave=False,
+            ) as wbbar,
+        ):
             cases = whitebox_texts(cases, encoder, seed=seed, on_case=lambda _c: wbbar.update(1))
     data = OnTopicData(Path(index_path).name, tuple(store.passages), tuple(cases))
     examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
     bar = tqdm(
-        total=len(settings) * len(chains) * len(cases), desc="scan", unit="q",
-        disable=not show_progress, leave=False,
-    )  # fmt: skip
+        total=len(settings) * len(chains) * len(cases),
+        desc="scan",
+        unit="q",
+        disable=not show_progress,
+        leave=False,
+    )
 
     def on_question(t: QuestionTrace) -> None:
         bar.update(1)
@@ -349,19 +367,36 @@ def run_scan(
     with _timed(timings, "attack_and_filter"):
         try:
             results = run_real_eval(
-                data, cases, chains, settings, encoder=encoder, k=k, context_k=context_k,
-                seed=seed, split=split, generator=generator, base_store=store,
+                data,
+                cases,
+                chains,
+                settings,
+                encoder=encoder,
+                k=k,
+                context_k=context_k,
+                seed=seed,
+                split=split,
+                generator=generator,
+                base_store=store,
                 on_question=on_question,
-            )  # fmt: skip
+            )
         finally:
             bar.close()
     cells: list[ExtractionCell] = []
     if EXTRACTION in attacks:
         with _timed(timings, "extraction"):
             cells, notes["extraction"] = _extraction(
-                store, encoder, chains, generator, attacker, extraction_queries, k, context_k,
-                seed, show_progress,
-            )  # fmt: skip
+                store,
+                encoder,
+                chains,
+                generator,
+                attacker,
+                extraction_queries,
+                k,
+                context_k,
+                seed,
+                show_progress,
+            )
     has_answers = any(c.answers for c in cases)
     if generator is not None and has_answers:  # end to end, see the module docstring
         quality, risk = "accuracy", "asr"
@@ -369,22 +404,36 @@ def run_scan(
         quality, risk = ("answer_kept" if has_answers else "gold_kept"), "attack_reaches"
     rec = recommend(results, list(chains), quality, risk)
     scan = ScanResult(
-        index=str(index_path), store_kind=kind, n_passages=len(store),
-        question_source=question_source, questions=tuple(cases), results=results,
-        recommendation=rec, timings=timings,
-        examples=tuple(e for cell in examples.values() for e in cell), out_dir=out,
-        notes=notes, extraction=tuple(cells),
-    )  # fmt: skip
+        index=str(index_path),
+        store_kind=kind,
+        n_passages=len(store),
+        question_source=question_source,
+        questions=tuple(cases),
+        results=results,
+        recommendation=rec,
+        timings=timings,
+        examples=tuple(e for cell in examples.values() for e in cell),
+        out_dir=out,
+        notes=notes,
+        extraction=tuple(cells),
+    )
     if out is not None:
         write_outputs(scan, out)
     return scan
 
 
 def _extraction(
-    store: FaissStore, encoder: Encoder, chains: Mapping[str, PassageFilter | None],
-    generator: Generator | None, attacker: Generator | None, queries: int, k: int,
-    context_k: int, seed: int, show_progress: bool,
-) -> tuple[list[ExtractionCell], list[str]]:  # fmt: skip
+    store: FaissStore,
+    encoder: Encoder,
+    chains: Mapping[str, PassageFilter | None],
+    generator: Generator | None,
+    attacker: Generator | None,
+    queries: int,
+    k: int,
+    context_k: int,
+    seed: int,
+    show_progress: bool,
+) -> tuple[list[ExtractionCell], list[str]]:
     """:func:`run_scan_extraction` with a progress bar over every query it may ask."""
     from tqdm.auto import tqdm
 
@@ -392,18 +441,29 @@ def _extraction(
 
     n_attacks = len(extraction_attacks(attacker)[0])
     with tqdm(
-        total=len(chains) * n_attacks * queries, desc="extraction", unit="query",
-        disable=not show_progress, leave=False,
-    ) as bar:  # fmt: skip
+        total=len(chains) * n_attacks * queries,
+        desc="extraction",
+        unit="query",
+        disable=not show_progress,
+        leave=False,
+    ) as bar:
 
         def tick(chain: str, attack: str) -> None:
             bar.update(1)
             bar.set_postfix_str(f"{attack} / {chain}", refresh=False)
 
         return run_scan_extraction(
-            store, encoder, chains, generator=generator, attacker=attacker,
-            max_queries=queries, k=k, context_k=context_k, seed=seed, on_query=tick,
-        )  # fmt: skip
+            store,
+            encoder,
+            chains,
+            generator=generator,
+            attacker=attacker,
+            max_queries=queries,
+            k=k,
+            context_k=context_k,
+            seed=seed,
+            on_query=tick,
+        )
 
 
 def write_outputs(scan: ScanResult, out: Path) -> None:

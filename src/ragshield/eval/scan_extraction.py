@@ -158,15 +158,21 @@ def run_scan_extraction(
     for chain_name, chain in chains.items():
         rag = build_pipeline(
             PipelineConfig(retrieval=RetrievalConfig(k=k, context_k=context_k)),
-            encoder=encoder, store=store, generator=gen, filters=[chain] if chain else [],
-        )  # fmt: skip
+            encoder=encoder,
+            store=store,
+            generator=gen,
+            filters=[chain] if chain else [],
+        )
         sessions += [(chain_name, name, rag) for name in names]
 
     def run(chain_name: str, name: str, rag: RAGPipeline) -> ExtractionCell:
         attack = attack_factory(
-            name, encoder=encoder, max_queries=max_queries, attacker_generator=attacker,
+            name,
+            encoder=encoder,
+            max_queries=max_queries,
+            attacker_generator=attacker,
             seed=seed,
-        )()  # fmt: skip
+        )()
         reached: set[str] = set()
 
         def ask(q: str) -> Answer:
@@ -180,11 +186,17 @@ def run_scan_extraction(
         outputs = list(attack.run(ask))
         res = scorer.score(outputs)
         return ExtractionCell(
-            chain_name, name, float(res.crr), int(res.n_recovered), int(res.n_chunks),
-            len(outputs), len(reached), time.perf_counter() - t0,
+            chain_name,
+            name,
+            float(res.crr),
+            int(res.n_recovered),
+            int(res.n_chunks),
+            len(outputs),
+            len(reached),
+            time.perf_counter() - t0,
             str(getattr(attack, "stop_reason_", "")),
             tuple(float(x) for x in res.curve()),
-        )  # fmt: skip
+        )
 
     # Each (chain, attack) session waits on one answer at a time; run side by side, their
     # answers (and RAG-Thief's reflections) are decoded together (BatchingGenerator).

@@ -4,11 +4,11 @@ Example::
 
     from ragshield.eval.scan_questions import read_questions, template_questions
 
-    qs = read_questions("questions.jsonl")          # {"question", "answer"?, "target"?}
+    qs = read_questions("questions.jsonl")   # {"question", "answer"?, "target"?, "id"?, ...}
     qs = template_questions(store.passages, 20, seed=0)
 
-Why template questions: a scan must run on an index that came with no questions. Until an
-LLM question generator is plugged in (``QuestionSource``), :func:`template_questions`
+Why template questions: a scan must run on an index that came with no questions. Without
+an LLM (``--writer llm`` writes them: :mod:`ragshield.eval.questions`), :func:`template_questions`
 makes cloze questions offline — a few words around one number or named entity of an early
 sentence of a sampled passage, that word blanked out (it is the answer). They are easy to retrieve (the
 sentence is in the index) and every report labels them ``template questions``.
@@ -17,12 +17,12 @@ sentence is in the index) and every report labels them ``template questions``.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from ragshield.errors import DataFormatError, InputError
 from ragshield.text import normalize_answer, split_sentences
@@ -33,51 +33,112 @@ TEMPLATE_SOURCE = "template questions"
 
 @dataclass(frozen=True)
 class ScanQuestion:
-    """A question to attack; ``answers`` may be empty (the user gave none), ``target`` is
-    the attacker's answer when the user chose one."""
+    """The one question type of a scan (file, template or LLM): ``answers`` may be empty
+    (the user gave none), ``target`` is the attacker's answer when the user chose one;
+    ``gold_passage_ids`` are recorded (the scan derives gold from the answers)."""
 
     question: str
     answers: tuple[str, ...] = ()
     target: str = ""
+    id: str = ""
+    gold_passage_ids: tuple[str, ...] = ()
+    source: str = "file"  # "file", "template questions" or the LLM writer's label
 
 
-class QuestionSource(Protocol):
-    """The seam for question generators (an LLM one can replace the templates)."""
+#: Fields of a questions file; ``target``, ``target_answer`` and ``incorrect_answer`` are
+#: one field spelled three ways (the scan's, the datasets' and PoisonedRAG's names).
+_KNOWN = frozenset(
+    {
+        "id",
+        "question",
+        "answer",
+        "answers",
+        "target",
+        "target_answer",
+        "incorrect_answer",
+        "gold_passage_ids",
+    }
+)
+_TARGET_KEYS = ("target", "target_answer", "incorrect_answer")
 
-    name: str
 
-    def __call__(self, passages: Sequence[Passage], n: int, seed: int) -> list[ScanQuestion]: ...
+def _strings(value: object, key: str, path: Path, line: int) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, str) and v.strip() for v in value)
+    ):
+        raise DataFormatError(path, line, f"{key!r} must be a non-empty string or list of strings")
+    return tuple(v.strip() for v in value)
 
 
-def read_questions(path: str | Path) -> list[ScanQuestion]:
-    """One JSON object per line: ``question`` (str), optional ``answer`` (str or list of
-    str) and ``target`` (str). Blank lines are skipped; any other bad line says where."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(path, None, "questions file not found")
+def parse_question(record: object, path: Path, line: int) -> ScanQuestion:
+    """One JSON object of a questions file -> :class:`ScanQuestion` (or a located error)."""
+    if not isinstance(record, dict):
+        raise DataFormatError(path, line, "each line must be a JSON object with a 'question'")
+    question = record.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise DataFormatError(path, line, "missing or empty string field 'question'")
+    unknown = sorted(set(record) - _KNOWN)
+    if unknown:
+        raise DataFormatError(
+            path,
+            line,
+            f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_KNOWN))}",
+        )
+    answers: tuple[str, ...] = ()
+    for key in ("answer", "answers"):
+        if key in record:
+            answers += _strings(record[key], key, path, line)
+    target = ""
+    for key in _TARGET_KEYS:
+        if key in record:
+            target = _strings(record[key], key, path, line)[0]
+    gold = (
+        _strings(record["gold_passage_ids"], "gold_passage_ids", path, line)
+        if "gold_passage_ids" in record
+        else ()
+    )
+    qid = record.get("id", f"q{line}")
+    if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+        raise DataFormatError(path, line, "'id' must be a string or an integer")
+    return ScanQuestion(question.strip(), answers, target, str(qid), gold, "file")
+
+
+def read_questions(path: str | os.PathLike[str]) -> list[ScanQuestion]:
+    """The questions file: JSON Lines, one object per line, blank lines skipped::
+
+        {"question": "who designed the eiffel tower", "answer": "Gustave Eiffel"}
+        {"id": "q7", "question": "...", "answers": ["...", "..."], "target": "...",
+         "gold_passage_ids": ["doc-12"]}
+
+    Only ``question`` is required. A bad line raises
+    :class:`~ragshield.errors.DataFormatError` naming ``file:line``."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise InputError(f"questions file {str(p)!r} does not exist.")
     out: list[ScanQuestion] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(path, lineno, f"invalid JSON: {exc.msg}") from exc
-        if not isinstance(rec, dict):
-            raise DataFormatError(path, lineno, "expected a JSON object with 'question'")
-        q = rec.get("question")
-        if not isinstance(q, str) or not q.strip():
-            raise DataFormatError(path, lineno, "'question' must be a non-empty string")
-        ans = rec.get("answer", [])
-        ans = [ans] if isinstance(ans, str) else ans
-        if not isinstance(ans, list) or not all(isinstance(a, str) and a.strip() for a in ans):
-            raise DataFormatError(path, lineno, "'answer' must be a string or a list of strings")
-        target = rec.get("target", "")
-        if not isinstance(target, str):
-            raise DataFormatError(path, lineno, "'target' must be a string")
-        out.append(ScanQuestion(q.strip(), tuple(a.strip() for a in ans), target.strip()))
+    ids: set[str] = set()
+    try:
+        with p.open(encoding="utf-8") as fh:
+            for line_no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataFormatError(p, line_no, f"invalid JSON: {exc.msg}") from exc
+                q = parse_question(record, p, line_no)
+                if q.id in ids:
+                    raise DataFormatError(p, line_no, f"duplicate id {q.id!r}")
+                ids.add(q.id)
+                out.append(q)
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(p, None, f"not UTF-8 text: {exc}") from exc
     if not out:
-        raise DataFormatError(path, None, "no questions in the file")
+        raise DataFormatError(p, None, "no questions: the file is empty")
     return out
 
 
@@ -117,7 +178,7 @@ def _cloze(passage: Passage) -> ScanQuestion | None:
         show = title and a not in title and title not in a and passage.title not in before
         head = f"{passage.title}: " if show else ""
         cloze = re.sub(r"\s+([,;:])", r"\1", " ".join([*before, "____", *after]))
-        return ScanQuestion(f"{head}{cloze}?", (answer,))
+        return ScanQuestion(f"{head}{cloze}?", (answer,), id=passage.id, source=TEMPLATE_SOURCE)
     return None
 
 
@@ -143,8 +204,10 @@ def decoy_targets(
         n = normalize_answer(c)
         return bool(n) and not any(n in r or r in n for r in right)
 
-    pools = {kind: sorted(c for c in pool if usable(c)) for kind, pool in
-             (("number", numbers), ("name", names))}  # fmt: skip
+    pools = {
+        kind: sorted(c for c in pool if usable(c))
+        for kind, pool in (("number", numbers), ("name", names))
+    }
     out = []
     for i, q in enumerate(questions):
         if q.target:

@@ -63,6 +63,8 @@ _CLEAN_COLS = (
 def example_of(t: QuestionTrace, context_k: int) -> dict[str, Any]:
     """A compact, JSON-able audit of one question: every retrieved passage, whether it was
     planted, kept, in the generator's context, and each stage's reasons."""
+    from ragshield.pipeline import select_context
+
     res = t.result
     kept = [] if res is None else list(res.kept)
     kept_ids = {r.id for r in (t.retrieved if res is None else kept)}
@@ -74,7 +76,7 @@ def example_of(t: QuestionTrace, context_k: int) -> dict[str, Any]:
             reasons.setdefault(d.passage_id, []).append(f"{st.name}{unit}: {d.reason}")
     kept_text = {r.id: r.text for r in kept}
     survivors = list(t.retrieved) if res is None else kept
-    context = {r.id for r in sorted(survivors, key=lambda r: -r.score)[:context_k]}
+    context = {r.id for r in select_context(survivors, context_k)}  # the pipeline's rule
     passages = []
     for r in t.retrieved:
         p = t.planted.get(r.id)

@@ -65,7 +65,7 @@ def llm_questions(
             "the LLM wrote no question that passed the self-check; "
             "use --writer template or a --questions file"
         )
-    return [ScanQuestion(q.question, q.answers, q.target_answer or "") for q in written]
+    return written
 
 
 class AttackTextWriter:
@@ -135,8 +135,15 @@ class AttackTextWriter:
         )
         every_right = [a for q in questions for a in q.answers]
         pairs = list(zip(cases, questions, strict=True))
-        stats = {"target_llm": 0, "target_file": 0, "target_decoy": 0, "poisonedrag": 0,
-                 "blind": 0, "garag": 0, "seconds": 0.0}  # fmt: skip
+        stats = {
+            "target_llm": 0,
+            "target_file": 0,
+            "target_decoy": 0,
+            "poisonedrag": 0,
+            "blind": 0,
+            "garag": 0,
+            "seconds": 0.0,
+        }
         t_start = time.perf_counter()
 
         def pick_targets() -> list[tuple[str, str]]:
@@ -184,9 +191,10 @@ class AttackTextWriter:
             gold = golden_text.get(case.id, "")
             if gold.strip() and self.n_typos:
                 texts["garag"] = tuple(
-                    typos.craft_from(case.question, gold, self.n_typos, seed=seed + i,
-                                     answers=case.answers)
-                )  # fmt: skip
+                    typos.craft_from(
+                        case.question, gold, self.n_typos, seed=seed + i, answers=case.answers
+                    )
+                )
             for kind, made in texts.items():
                 stats[kind] += len(made)
             new = dataclasses.replace(

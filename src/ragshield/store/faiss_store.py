@@ -107,6 +107,10 @@ class FaissStore:
     def vectors(self) -> np.ndarray:
         return self._vectors
 
+    def export(self) -> tuple[list[Passage], np.ndarray]:
+        """Every passage and its vector, in insertion order (the same call as every store's)."""
+        return self.passages, self.vectors
+
     def add(self, passages: Sequence[Passage], vectors: np.ndarray) -> None:
         vectors = check_batch(passages, vectors, self._dim)
         new_ids = [p.id for p in passages]

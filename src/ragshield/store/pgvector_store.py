@@ -242,6 +242,21 @@ class PgVectorStore:
                 )
         return out
 
+    def export(self) -> tuple[list[Passage], np.ndarray]:
+        """Every passage and its vector, in insertion order, read in a read-only
+        transaction: how a caller copies the index (``ragshield scan`` works on an
+        in-memory copy) without writing SQL outside the store."""
+        conn = self.connect()
+        with conn.transaction():
+            conn.execute("SET TRANSACTION READ ONLY")
+            rows = conn.execute(
+                f"SELECT id, title, text, metadata, embedding FROM {self.table} ORDER BY row_id"
+            ).fetchall()
+        passages = [Passage(i, text, title, dict(meta or {})) for i, title, text, meta, _ in rows]
+        if not rows:
+            return passages, np.zeros((0, self.dim), dtype=np.float32)
+        return passages, np.stack([_to_numpy(r[4]) for r in rows]).astype(np.float32)
+
     def _check_k(self, conn: Any, k: int) -> None:
         check_k(k, int(conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0]))
 
