@@ -76,10 +76,17 @@ def tune_threshold(
     return best, recall
 
 
-def score_logs(kb: ex.KnowledgeBase, encoder: SentenceTransformerEncoder, logs: Path, seed: int,
-               cache_dir: Path) -> None:  # fmt: skip
+def score_logs(
+    kb: ex.KnowledgeBase,
+    encoder: SentenceTransformerEncoder,
+    logs: Path,
+    seed: int,
+    cache_dir: Path,
+    plot: Path | None = None,
+) -> None:
     """Score the per-query logs of a run as far as it got (a run stopped early, or one
-    still going): CRR after every query with its bootstrap interval, answers caught."""
+    still going): CRR after every query with its bootstrap interval, answers caught;
+    ``plot`` draws the curves with their intervals."""
     from ragshield.defenses.canary import strip_canaries
     from ragshield.eval.crr import ChunkRecoveryScorer
 
@@ -89,6 +96,7 @@ def score_logs(kb: ex.KnowledgeBase, encoder: SentenceTransformerEncoder, logs: 
     print("| defense × attack | queries | CRR | 95 % CI (chunks resampled) | caught | "
           "first caught at | CRR after 25 / 50 / 100 / 150 / 200 queries |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
+    curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for path in sorted(logs.glob("*.jsonl")):
         recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         if not recs:
@@ -96,6 +104,7 @@ def score_logs(kb: ex.KnowledgeBase, encoder: SentenceTransformerEncoder, logs: 
         res = scorer.score([strip_canaries(r["response"]) for r in recs])
         lo, hi = res.curve_interval(seed=seed)
         curve = res.curve()
+        curves[path.stem.replace("__", " × ")] = (curve, lo, hi)
         caught = [i + 1 for i, r in enumerate(recs) if r.get("leak")]
         marks = " / ".join(
             f"{curve[b - 1]:.3f}" if b <= len(recs) else "-" for b in (25, 50, 100, 150, 200)
@@ -105,6 +114,9 @@ def score_logs(kb: ex.KnowledgeBase, encoder: SentenceTransformerEncoder, logs: 
             f"({res.n_recovered}/{res.n_chunks}) | {lo[-1]:.3f}–{hi[-1]:.3f} | {len(caught)} | "
             f"{caught[0] if caught else '-'} | {marks} |"
         )
+    if plot is not None and curves:
+        plot_curves(curves, f"CRR vs queries — {kb.name}, {len(kb.passages)} chunks", plot)
+        print(f"plot: {plot}")
 
 
 SPAN_GRID = (15, 20, 25, 30, 40)
@@ -196,6 +208,31 @@ def quote_check(
     )
 
 
+def plot_curves(
+    curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], title: str, out: Path
+) -> None:
+    """CRR after every query, one line per (defense, attack), its 95 % interval shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, (curve, lo, hi) in curves.items():
+        xs = np.arange(1, len(curve) + 1)
+        (line,) = ax.plot(xs, 100 * curve, label=f"{name} ({len(curve)} queries)")
+        ax.fill_between(xs, 100 * lo, 100 * hi, color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("attack queries")
+    ax.set_ylabel("CRR % (95 % interval, chunks resampled)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kb", default="chatdoctor")
@@ -270,6 +307,7 @@ def main() -> None:
         default=None,
         help="only score the per-query logs of a run (OUT/logs) as far as they got",
     )
+    ap.add_argument("--plot", type=Path, default=None, help="with --score-logs: the curve PNG")
     ap.add_argument(
         "--quote-check",
         action="store_true",
@@ -294,7 +332,9 @@ def main() -> None:
         kb = ex.load_knowledge_base(
             args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
         )
-        score_logs(kb, SentenceTransformerEncoder(), args.score_logs, args.seed, args.cache_dir)
+        score_logs(
+            kb, SentenceTransformerEncoder(), args.score_logs, args.seed, args.cache_dir, args.plot
+        )
         return
 
     t_start = time.perf_counter()
