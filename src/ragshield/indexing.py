@@ -10,6 +10,7 @@ from typing import Literal
 
 from ragshield.corpus import MAX_CHARS, chunk_passages, read_corpus
 from ragshield.defenses.calibration import profile_vectors
+from ragshield.defenses.canary import MARKER_CHARS
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.errors import InputError
 from ragshield.store.base import VectorStore
@@ -57,8 +58,9 @@ def build_index(
     if not passages:
         raise InputError("cannot index an empty corpus")
     check_out_dir(out, probe=True)
-    if max_chars is not None:
-        passages = chunk_passages(passages, max_chars)
+    if max_chars is not None:  # a canary's characters count against the limit
+        room = max_chars - (MARKER_CHARS if canary_secret is not None else 0)
+        passages = chunk_passages(passages, max(1, room))
     trusted = resolve_trusted(passages, trusted_ids)
     encoder = encoder or SentenceTransformerEncoder()
     texts = [index_text(p) for p in passages]

@@ -50,6 +50,8 @@ _OWNER = "CanaryGuard"
 #: full stop makes it a sentence of its own, so a generator that answers with one context
 #: sentence (the extractive default) never carries it by accident.
 CANARY_RE = re.compile(r"\s?\[ref ([A-Z2-7]{4})-([A-Z2-7]{4})-([A-Z2-7]{4})\]\.?")
+#: characters a canary adds to a chunk (`` [ref XXXX-XXXX-XXXX].``)
+MARKER_CHARS = 22
 _WORD = re.compile(r"[a-z0-9]+")
 BLOCKED = "I can't reproduce the source documents; please ask a question about them instead."
 
