@@ -131,3 +131,12 @@ def test_roundtrip_texts(tmp_path: Path, texts: list[str]) -> None:
             read_corpus(f)
         return
     assert [p.text for p in read_corpus(f)] == expected
+
+
+def test_json_lines_keeps_a_raw_line_separator_inside_a_string(tmp_path: Path) -> None:
+    """The one JSONL reader splits where a text file does, not at U+2028 (str.splitlines)."""
+    from ragshield.corpus import json_lines
+
+    path = tmp_path / "q.jsonl"
+    path.write_bytes('{"text": "a\u2028b"}\r\n\n{"text": "c"}\n'.encode())
+    assert list(json_lines(path)) == [(1, {"text": "a\u2028b"}), (3, {"text": "c"})]

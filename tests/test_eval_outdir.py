@@ -16,10 +16,10 @@ OWN = {"results.md", "results.json"}
     ("entries", "ok"),
     [
         ([], True),  # empty
-        (["results.md"], True),  # an earlier run's files only (before the marker existed)
+        (["results.md"], False),  # only the marker counts (issue #27, root cause 3)
         ([MARKER, "anything.txt"], True),  # marked by ragshield
         (["results.md", "thesis.tex"], False),
-        (["results.md/"], True),  # own name, even as a folder (extraction's logs/)
+        ([MARKER, "results.md/"], True),  # own name, even as a folder (extraction's logs/)
         ([".hidden"], False),
     ],
 )

@@ -81,8 +81,16 @@ def store() -> FaissStore:
 def test_answer_many_batches_in_order(store: FaissStore, batch_size: int) -> None:
     gen = RecordingGenerator()
     rag = RAGPipeline(HashEncoder(), store, [DropWord("topic 1")], gen, context_k=2)
-    answers = rag.answer_many(QUESTIONS, k=5, batch_size=batch_size)
+    seen: list[tuple[int, str, int]] = []  # (index, question, batches answered by then)
+    answers = rag.answer_many(
+        QUESTIONS,
+        k=5,
+        batch_size=batch_size,
+        on_answer=lambda i, a: seen.append((i, a.question, len(gen.batches) + len(gen.single))),
+    )
     assert [a.question for a in answers] == QUESTIONS
+    assert [(i, q) for i, q, _ in seen] == list(enumerate(QUESTIONS))
+    assert seen[0][2] == 1  # the first answers arrive before later batches are generated
     assert all(a.text.startswith(a.question) for a in answers)
     sizes = [len(b) for b in gen.batches] + [1] * len(gen.single)
     expected = [min(batch_size, len(QUESTIONS) - s) for s in range(0, len(QUESTIONS), batch_size)]

@@ -54,7 +54,7 @@ class TestReadQuestions:
     @pytest.mark.parametrize(
         ("line", "message"),
         [
-            ('{"question": "a", ', r":2: invalid JSON"),
+            ('{"question": "a", ', r":2: malformed JSON"),
             ('["a"]', r":2: each line must be a JSON object"),
             ('{"answer": "x"}', r":2: missing or empty string field 'question'"),
             ('{"question": "a", "answer": 3}', r":2: 'answer' must be a non-empty string"),
@@ -76,7 +76,7 @@ class TestReadQuestions:
             read_questions(_write(tmp_path, ["", "  "]))
         bad = tmp_path / "latin1.jsonl"
         bad.write_bytes('{"question": "caf\xe9"}\n'.encode("latin-1"))
-        with pytest.raises(DataFormatError, match="not UTF-8"):
+        with pytest.raises(DataFormatError, match="not valid UTF-8"):
             read_questions(bad)
 
 

@@ -111,7 +111,7 @@ def test_fail_on_rule_exits_1(
     ("args", "message"),
     [
         (["scan", "{tmp}/missing", "--generate", "2"], "is not a directory"),
-        (["scan", "{idx}", "--questions", "{tmp}/bad.jsonl"], "bad.jsonl:2: invalid JSON"),
+        (["scan", "{idx}", "--questions", "{tmp}/bad.jsonl"], "bad.jsonl:2: malformed JSON"),
         (["scan", "{idx}", "--questions", "{tmp}/noq.jsonl"], "noq.jsonl:1: missing or empty string field 'question'"),
         (["scan", "{idx}", "--generate", "2", "--fail-on", "asr>>1"], "expected metric>value"),
         (["scan", "{idx}", "--generate", "2", "--out", "{tmp}/mine"], "not a ragshield scan"),

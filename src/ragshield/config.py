@@ -135,6 +135,11 @@ class PipelineConfig(BaseModel):
         if "defenses" in given:
             data["defenses"]["chain"] = registry.names(given["defenses"])
         if "generator_options" in given:
+            if not isinstance(given["generator_options"], Mapping):
+                raise InputError(
+                    "generator_options must be a mapping of option = value. "
+                    f"Got {type(given['generator_options']).__name__} instead."
+                )
             data["generator_options"] = {**data["generator_options"], **given["generator_options"]}
         return _validate(type(self), data, "command-line options")
 
@@ -175,10 +180,9 @@ def _validate(cls: type[_C], data: Mapping[str, Any], where: str) -> _C:
 
 def read_config_file(path: Path, what: str = "config") -> dict[str, Any]:
     """A TOML (or YAML) file as a dict; unreadable or malformed files are an InputError."""
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the {what} {path}: {exc.strerror}") from None
+    from ragshield.textfile import HOSTILE, hostile_reason, read_utf8
+
+    raw = read_utf8(path, what)
     try:
         if path.suffix.lower() == ".toml":
             data: Any = tomllib.loads(raw)
@@ -188,6 +192,10 @@ def read_config_file(path: Path, what: str = "config") -> dict[str, Any]:
             raise InputError(f"{path}: the {what} must be a .toml, .yaml or .yml file.")
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
         raise InputError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
+    except HOSTILE as exc:  # [ x 50,000; a 100,000-digit number (issue #27, root cause 12)
+        raise InputError(
+            f"{path}: not valid {path.suffix[1:].upper()}: {hostile_reason(exc)}"
+        ) from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: the {what} must be a table/mapping at the top level.")
     return data

@@ -14,6 +14,7 @@ names the fields to join (``["input", "output"]`` for ChatDoctor-style records).
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from ragshield.errors import (
     text_problem,
 )
 from ragshield.text import split_long
+from ragshield.textfile import HOSTILE, hostile_reason
 from ragshield.types import Passage
 
 _TEXT_KEYS = ("text", "contents", "content")
@@ -106,14 +108,26 @@ def _record_to_passage(
     return Passage(pid, text, title, meta)
 
 
-def _iter_jsonl(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passage]:
-    for n, line in enumerate(_decode(path).splitlines(), 1):
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of every non-blank line of a JSON Lines file: the package's
+    one JSONL reader (corpora, scan questions, dataset files), so every file gets the same
+    UTF-8 handling and the same located error. Lines end where a text file's do (``\n``,
+    ``\r\n``, ``\r``), not at the other characters ``str.splitlines`` breaks on: a raw
+    U+2028 inside a JSON string stays part of its line."""
+    for n, line in enumerate(io.StringIO(_decode(path), newline=None), 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataFormatError(path, n, f"malformed JSON ({exc.msg})") from None
+        except HOSTILE as exc:  # deep nesting, a 100,000-digit number (#27)
+            raise DataFormatError(path, n, f"malformed JSON ({hostile_reason(exc)})") from None
+        yield n, value
+
+
+def _iter_jsonl(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passage]:
+    for n, rec in json_lines(path):
         p = _record_to_passage(rec, path, n, f"{path.stem}:{n}", text_fields)
         if p is not None:
             yield p
@@ -124,6 +138,8 @@ def _iter_json(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passag
         data = json.loads(_decode(path))
     except json.JSONDecodeError as exc:
         raise DataFormatError(path, exc.lineno, f"malformed JSON ({exc.msg})") from None
+    except HOSTILE as exc:
+        raise DataFormatError(path, None, f"malformed JSON ({hostile_reason(exc)})") from None
     if isinstance(data, dict):
         data = [{"_id": k, **v} if isinstance(v, dict) else v for k, v in data.items()]
     if not isinstance(data, list):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -181,7 +180,9 @@ def open_index(
     model = encoder_model
     ragfort = path / "ragfort.json"
     if model is None and ragfort.is_file():
-        spec = json.loads(ragfort.read_text(encoding="utf-8"))
+        from ragshield.reindex.spec import read_spec_file
+
+        spec = read_spec_file(ragfort)  # a damaged file is one line, not an AttributeError
         q = spec.get("query_encoder")
         if q:  # a folder inside the index, or a model name / absolute path
             model = str(path / q) if (path / q).is_dir() else str(q)

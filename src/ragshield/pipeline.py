@@ -20,7 +20,7 @@ is written once, here.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.compose import FilterChain
@@ -121,30 +121,16 @@ class RAGPipeline:
         retrieved: Sequence[Sequence[RetrievedPassage]] | None = None,
         generate: bool = True,
         batch_size: int = ANSWER_BATCH,
+        on_answer: Callable[[int, Answer], None] | None = None,
     ) -> list[Answer]:
-        """:meth:`iter_answers` as a list."""
-        return list(
-            self.iter_answers(
-                questions, k, retrieved=retrieved, generate=generate, batch_size=batch_size
-            )
-        )
-
-    def iter_answers(
-        self,
-        questions: Sequence[str],
-        k: int = 5,
-        *,
-        retrieved: Sequence[Sequence[RetrievedPassage]] | None = None,
-        generate: bool = True,
-        batch_size: int = ANSWER_BATCH,
-    ) -> Iterator[Answer]:
         """Answers in question order: retrieve all (one search), then per ``batch_size``
         questions filter each and answer the batch in one ``generate_many`` call.
 
         ``retrieved`` passes retrieval sets the caller already has (one search shared by
         several chains over the same index); ``generate=False`` stops after the context
-        (``text`` is empty): filter-level metrics need no generator. Answers are yielded
-        batch by batch, so a caller can show progress on a long run."""
+        (``text`` is empty): filter-level metrics need no generator. ``on_answer(i,
+        answer)`` sees each answer as soon as its batch is done (progress and per-question
+        scoring on long runs)."""
         t0 = time.perf_counter()
         hits = list(retrieved) if retrieved is not None else self.retrieve_many(questions, k)
         if len(hits) != len(questions):
@@ -153,13 +139,10 @@ class RAGPipeline:
             )
         t_retrieve = (time.perf_counter() - t0) / max(len(questions), 1)
         step = max(1, batch_size)
+        out: list[Answer] = []
         for start in range(0, len(questions), step):
-            filtered = [
-                self._filter(q, r)
-                for q, r in zip(
-                    questions[start : start + step], hits[start : start + step], strict=True
-                )
-            ]
+            batch = zip(questions[start : start + step], hits[start : start + step], strict=True)
+            filtered = [self._filter(q, r) for q, r in batch]
             gens: list[Generation | None] = [None] * len(filtered)
             t_generate = 0.0
             if generate:
@@ -168,7 +151,11 @@ class RAGPipeline:
                 gens = list(generate_all(self.generator, requests))
                 t_generate = (time.perf_counter() - t1) / max(len(filtered), 1)
             for (q, r, ctx, stages, t_filter), gen in zip(filtered, gens, strict=True):
-                yield _answer(q, r, ctx, stages, gen, t_retrieve, t_filter, t_generate)
+                ans = _answer(q, r, ctx, stages, gen, t_retrieve, t_filter, t_generate)
+                if on_answer is not None:
+                    on_answer(len(out), ans)
+                out.append(ans)
+        return out
 
     def _filter(
         self, question: str, retrieved: Sequence[RetrievedPassage]

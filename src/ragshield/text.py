@@ -86,3 +86,60 @@ def split_long(text: str, max_chars: int) -> list[str]:
     if tail:
         pieces.append(tail)
     return pieces
+
+
+# Characters that render as nothing but split a word for a regex: the format characters
+# (category Cf: zero-width space/joiners, soft hyphen, bidi controls, BOM) are removed by
+# category; these are the Unicode Default_Ignorable code points outside Cf (fillers,
+# the combining grapheme joiner, variation selectors are Mn and go with the marks).
+_IGNORABLE = frozenset("\u115f\u1160\u3164\uffa0\u2800\u17b4\u17b5")
+
+
+@lru_cache(maxsize=1)
+def _skeleton_map() -> dict[int, str]:
+    """Non-ASCII character -> the ASCII letter or digit it is confusable with, from the
+    Unicode TR39 confusables table (``confusable-homoglyphs``' copy). Cyrillic "е" -> "e",
+    Greek "ο" -> "o", mathematical "𝐫" -> "r"; characters with no single-ASCII look-alike
+    are left as they are."""
+    import json
+    from importlib.resources import files
+
+    try:
+        table = json.loads(
+            files("confusable_homoglyphs").joinpath("confusables.json").read_text("utf-8")
+        )
+    except ModuleNotFoundError:
+        raise ImportError(
+            "folding confusable characters needs confusable-homoglyphs: "
+            'pip install "ragshield[server]"'
+        ) from None
+    fold: dict[int, str] = {}
+    for char, glyphs in table.items():
+        if len(char) != 1 or char.isascii():
+            continue
+        ascii_alnum = [g["c"] for g in glyphs if len(g["c"]) == 1 and g["c"].isascii()]
+        # a letter before a digit: Cyrillic "О" reads as "O" in a word, not as "0"
+        ranked = sorted((c for c in ascii_alnum if c.isalnum()), key=lambda c: not c.isalpha())
+        if ranked:
+            fold[ord(char)] = ranked[0]
+    return fold
+
+
+def fold_for_matching(text: str) -> str:
+    """The text a signature rule should see: what a reader sees, not how it is encoded.
+
+    NFKC (fullwidth and mathematical letters -> ASCII), format and other invisible
+    characters dropped (a zero-width space or soft hyphen inside "repeat" no longer hides
+    it), combining marks dropped, confusable letters folded to their ASCII look-alike
+    (Cyrillic "е"/"о"), lower case, whitespace collapsed. Only for matching — the text is
+    not meant to be shown or stored.
+    """
+    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFD", text)
+    kept = [
+        ch
+        for ch in text
+        if ch not in _IGNORABLE and unicodedata.category(ch) not in ("Cf", "Mn", "Me", "Cs")
+    ]
+    folded = "".join(kept).translate(_skeleton_map())
+    return _WS.sub(" ", unicodedata.normalize("NFKC", folded)).strip().lower()

@@ -105,6 +105,11 @@ def names(spec: str | Iterable[str] | None) -> list[str]:
     """``"ragdefender,ecosaferag"`` / a list -> names ("none" and blanks dropped)."""
     if spec is None:
         return []
+    if not isinstance(spec, (str, Iterable)) or isinstance(spec, (bytes, Mapping)):
+        raise InputError(
+            f"defenses must be a name, a comma-separated string or a list of names. "
+            f"Got {type(spec).__name__} instead."
+        )
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     for s in items:
         if not isinstance(s, str):
@@ -147,9 +152,31 @@ def _load(name: str, e: Entry) -> Callable[..., Any]:
     return obj
 
 
-def _call(name: str, builder: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _call(
+    name: str,
+    builder: Callable[..., Any],
+    *args: Any,
+    params: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """``builder(*args, **kwargs, **params)``; ``params`` come from a user's config, so a
+    non-mapping or a key the pipeline passes itself (``encoder``: the index's encoder, not
+    a config string) is refused in one line (issue #27, root cause 15)."""
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise InputError(
+            f"parameters for defense {name!r} must be a table of name = value. "
+            f"Got {type(params).__name__} instead."
+        )
+    reserved = sorted(set(params) & set(kwargs))
+    if reserved:
+        raise InputError(
+            f"bad parameters for defense {name!r}: {', '.join(map(repr, reserved))} is set by "
+            "the pipeline (the index's own encoder), not in the defense's params"
+        )
     try:
-        return builder(*args, **kwargs)
+        return builder(*args, **kwargs, **params)
     except TypeError as exc:
         raise InputError(f"bad parameters for defense {name!r}: {exc}") from exc
 
@@ -170,7 +197,7 @@ def build_filter(
     name: str, encoder: Encoder | None = None, params: Mapping[str, Any] | None = None
 ) -> PassageFilter:
     cls = _load(name, _require(name, "filter"))
-    flt: PassageFilter = _call(name, cls, encoder=encoder, **dict(params or {}))
+    flt: PassageFilter = _call(name, cls, encoder=encoder, params=params)
     return flt
 
 
@@ -190,6 +217,8 @@ def build_chain(
     from ragshield.defenses.calibration import calibrate
 
     params = params or {}
+    if not isinstance(params, Mapping):
+        raise InputError(f"defense params must be a table per defense. Got {params!r:.60}.")
     p = plan(spec)
     for other in ([p.index] if p.index else []) + list(p.wrappers):
         _require(other, "filter")  # says what the name is and where it applies
@@ -267,7 +296,7 @@ def open_transformed_index(
     """Run an ``index`` entry's builder: the store at ``path`` and its query encoder."""
     builder = _load(name, _require(name, "index"))
     opened: tuple[VectorStore, Encoder] = _call(
-        name, builder, path, encoder=encoder, uri=uri, **dict(params or {})
+        name, builder, path, encoder=encoder, uri=uri, params=params
     )
     return opened
 
@@ -283,6 +312,6 @@ def wrap_generator(
     """Run a ``generator_wrapper`` entry's builder around ``generator``."""
     builder = _load(name, _require(name, "generator_wrapper"))
     wrapped: Generator = _call(
-        name, builder, generator, encoder=encoder, options=options, **dict(params or {})
+        name, builder, generator, encoder=encoder, options=options, params=params
     )
     return wrapped

@@ -35,8 +35,13 @@ def packaged_model_path() -> Path:
 def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
     if model is None or str(model) == DEFAULT_ENCODER:
         return packaged_model_path()
-    path = Path(model).expanduser()
-    if not path.is_dir():
+    try:  # a 5 MB or NUL-holding name is an OSError / ValueError from the OS (#27)
+        path = Path(model).expanduser()
+        is_dir = path.is_dir()
+    except (OSError, ValueError) as exc:
+        shown = str(model)[:80] + ("..." if len(str(model)) > 80 else "")
+        raise ModelNotFoundError(f"encoder model path {shown!r} is not usable: {exc}") from None
+    if not is_dir:
         raise ModelNotFoundError(
             f"encoder model path {str(path)!r} does not exist or is not a directory. Pass a "
             "local sentence-transformers folder, or omit it to use the packaged "

@@ -184,20 +184,15 @@ def split_cases(cases: list[PoisoningCase], split: str) -> list[PoisoningCase]:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    from ragshield.corpus import json_lines
+
     if not path.is_file():
         raise DataFormatError(path, None, "file not found")
     rows: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(path, n, f"invalid JSON: {exc.msg}") from exc
-            if not isinstance(obj, dict):
-                raise DataFormatError(path, n, "each line must be a JSON object")
-            rows.append(obj)
+    for n, obj in json_lines(path):
+        if not isinstance(obj, dict):
+            raise DataFormatError(path, n, "each line must be a JSON object")
+        rows.append(obj)
     return rows
 
 

@@ -32,7 +32,7 @@ from ragshield.eval.extraction_plan import (
     check_rows,
     run_plan,
 )
-from ragshield.eval.outdir import check_results_dir, claim_out_dir
+from ragshield.eval.outdir import check_cache_dir, check_results_dir, claim_out_dir
 
 app = typer.Typer(
     help="Knowledge-base extraction evaluation: Chunk Recovery Rate, utility and cost per "
@@ -173,6 +173,7 @@ def extraction(
     from ragshield.eval.extraction import REPORT_FILES
 
     check_results_dir(out_dir, REPORT_FILES)  # refused before the run (and its logs), untouched
+    check_cache_dir(cache_dir)
     if dry_run:
         out.print(f"dry run: {summary}", highlight=False)
         return

@@ -23,7 +23,6 @@ part:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ragshield.errors import DataFormatError, InputError
+from ragshield.errors import DataFormatError, InputError, text_problem
+from ragshield.textfile import load_json, read_utf8
 from ragshield.types import Passage
 
 Split = Literal["dev", "test", "all"]
@@ -76,13 +76,46 @@ class OnTopicData:
 def _read(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise DataFormatError(path, None, "file not found")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(path, exc.lineno, f"invalid JSON: {exc.msg}") from exc
+    data = load_json(read_utf8(path, "ontopic file"), path)
     if not isinstance(data, dict) or "passages" not in data or "questions" not in data:
         raise DataFormatError(path, None, "expected an object with 'passages' and 'questions'")
+    _check_schema(path, data)
     return data
+
+
+# field -> (what it must be, the test); "answers": "Canberra" was scored per character
+_TEXT = ("a non-empty string", lambda v: isinstance(v, str) and text_problem(v) is None)
+_ID = ("a string or integer", lambda v: isinstance(v, (str, int)) and not isinstance(v, bool))
+_TEXTS = (
+    "a list of non-empty strings",
+    lambda v: isinstance(v, list) and all(_TEXT[1](a) for a in v),
+)
+_IDS = ("a list of ids", lambda v: isinstance(v, list) and all(_ID[1](a) for a in v))
+_PASSAGE_FIELDS = {"id": _ID, "text": _TEXT}
+_QUESTION_FIELDS = {"id": _ID, "question": _TEXT, "answers": _TEXTS, "gold_passage_ids": _IDS}
+
+
+def _check_schema(path: Path, data: dict[str, Any]) -> None:
+    """Every passage and question has its fields, of the right type, before anything is
+    indexed (a passage without an id was a KeyError after the encoder loaded; issue #27,
+    root cause 14)."""
+    for section, fields in (("passages", _PASSAGE_FIELDS), ("questions", _QUESTION_FIELDS)):
+        items = data[section]
+        if not isinstance(items, list):
+            raise DataFormatError(path, None, f"'{section}' must be a list of objects")
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise DataFormatError(path, None, f"{section}[{i}] must be an object")
+            for name, (kind, ok) in fields.items():
+                if name not in item:
+                    raise DataFormatError(path, None, f"{section}[{i}] lacks {name!r}")
+                if not ok(item[name]):
+                    raise DataFormatError(
+                        path, None, f"{section}[{i}].{name} must be {kind}, got {item[name]!r:.60}"
+                    )
+            title = item.get("title", "")
+            if not isinstance(title, str) or text_problem(title, allow_blank=True):
+                raise DataFormatError(path, None, f"{section}[{i}].title must be a string")
 
 
 def _attack_texts(poisoning_dir: Path | None) -> dict[str, tuple[str, dict[str, tuple[str, ...]]]]:

@@ -9,16 +9,17 @@ Example::
 
 Why: ``--out`` names a folder and the harness picks the file names inside it
 (``results.md``, ``extraction.json``, ...), so pointed at a user's folder it would
-silently replace their files of the same name. A folder is ours when it is new, empty,
-carries :data:`MARKER` (written on the first claim), or holds only the harness's own file
-names (runs written before the marker existed). Anything else is refused with one line
-before a single byte is written, so an hours-long run is not started only to fail at the
-end. The scan command keeps its own marker (``.ragshield-scan``, :mod:`ragshield.eval.scan`).
+silently replace their files of the same name. A folder is ours when it is new, empty or
+carries :data:`MARKER` (written on the first claim). Only the marker counts: a user's folder
+that happens to hold only a ``results.md`` is theirs (issue #27, root cause 3). Anything
+else — and a folder that cannot be written — is refused with one line before a single byte
+is written, so an hours-long run is not started only to fail at the end. The scan command keeps its own marker (``.ragshield-scan``, :mod:`ragshield.eval.scan`).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Collection
 from pathlib import Path
 
@@ -28,22 +29,54 @@ MARKER = ".ragshield-eval"
 
 
 def check_results_dir(out_dir: str | os.PathLike[str], own_names: Collection[str] = ()) -> Path:
-    """``out_dir`` as a :class:`Path` if the harness may write there; touches nothing."""
+    """``out_dir`` as a :class:`Path` if the harness may write there; leaves nothing behind.
+
+    ``own_names`` (the harness's file names) only shapes the message for an unmarked
+    folder holding nothing else: it may be an old run, but only its owner can say so.
+    """
     out = Path(out_dir)
-    if not out.exists():
-        return out
-    if not out.is_dir():
-        raise InputError(f"--out {out} is a file; choose a folder (nothing was written).")
-    if (out / MARKER).is_file():
-        return out
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in own_names)
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-        raise InputError(
-            f"--out {out} holds files ragshield did not write ({shown}); choose a new or "
-            f"empty folder (nothing was written)."
+    try:
+        if not out.exists():
+            _probe_writable(out)
+            return out
+        if not out.is_dir():
+            raise InputError(f"--out {out} is a file; choose a folder (nothing was written).")
+        if (out / MARKER).is_file():
+            _probe_writable(out)
+            return out
+        entries = sorted(p.name for p in out.iterdir())
+    except OSError as exc:
+        raise InputError(f"--out {out}: {exc.strerror or exc} (nothing was written).") from None
+    if entries:
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        hint = (
+            f" (an earlier run's? create {out / MARKER} to let ragshield replace them)"
+            if all(name in own_names for name in entries)
+            else ""
         )
+        raise InputError(
+            f"--out {out} holds files ragshield did not write ({shown}){hint}; choose a new "
+            f"or empty folder (nothing was written)."
+        )
+    _probe_writable(out)
     return out
+
+
+def _probe_writable(out: Path) -> None:
+    """Refuse an --out that cannot be created or written (``/proc/x``, ``FILE/sub``, a
+    read-only folder) before the run, by making and removing a temporary folder in the
+    nearest existing ancestor."""
+    ancestor = out
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise InputError(f"--out {out}: {ancestor} is a file, not a folder (nothing was written).")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".ragshield-probe-", dir=ancestor))
+    except OSError as exc:
+        raise InputError(
+            f"--out {out}: {ancestor} is not writable ({exc.strerror or exc}); nothing was written."
+        ) from None
 
 
 def claim_out_dir(
@@ -51,8 +84,28 @@ def claim_out_dir(
 ) -> Path:
     """Check ``out_dir`` (:func:`check_results_dir`), create it and mark it as ragshield's."""
     out = check_results_dir(out_dir, own_names)
-    out.mkdir(parents=True, exist_ok=True)
-    marker = out / MARKER
-    if not marker.is_file():
-        marker.write_text(f"written by ragshield eval {harness}\n", encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        marker = out / MARKER
+        if not marker.is_file():
+            marker.write_text(f"written by ragshield eval {harness}\n", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write ({exc.strerror or exc}).") from None
     return out
+
+
+def check_cache_dir(cache_dir: str | os.PathLike[str] | None) -> None:
+    """Refuse a ``--cache-dir`` that is a file or cannot be created/written, before the run
+    (it was a traceback after the whole encode; issue #27, root cause 10). A cache folder
+    may hold anything else: ragshield only adds its own hashed file names to it."""
+    if cache_dir is None:
+        return
+    path = Path(cache_dir)
+    try:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"--cache-dir {path} is a file; choose a folder.")
+        _probe_writable(path)
+    except OSError as exc:
+        raise InputError(f"--cache-dir {path}: {exc.strerror or exc}.") from None
+    except InputError as exc:
+        raise InputError(str(exc).replace("--out", "--cache-dir")) from None

@@ -78,7 +78,7 @@ def poisoning(
     from rich.console import Console
 
     from ragshield.defenses.registry import chain_labels
-    from ragshield.eval.outdir import check_results_dir, claim_out_dir
+    from ragshield.eval.outdir import check_cache_dir, check_results_dir, claim_out_dir
     from ragshield.eval.report import markdown_table, write_json
 
     if seeds < 1:
@@ -88,6 +88,7 @@ def poisoning(
     except ValueError as exc:
         raise InputError(f"--ratios must be numbers separated by commas; got {ratios!r}") from exc
     check_results_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after hours
+    check_cache_dir(cache_dir)
     console = Console(stderr=True)
     attack_list = [a.strip() for a in attacks.split(",") if a.strip()]
     names = chain_labels(defenses)  # refused here, before any model loads

@@ -13,9 +13,10 @@ Example::
 
 Every corpus passage is indexed (FAISS, exact inner product), each setting's attack texts
 are planted into a copy (:mod:`ragshield.eval.plant`), every question is retrieved for
-real with ``k``, each defense filters the retrieved list, and the ``context_k`` survivors
-nearest the question are what a generator reads. Metrics per (defense, setting), means over
-questions:
+real with ``k`` (one search per setting), and each defense runs as a
+:class:`~ragshield.pipeline.RAGPipeline` over those sets (``answer_many``: the pipeline's
+filter, context rule — the ``context_k`` survivors nearest the question — and batched
+generation). Metrics per (defense, setting), means over questions:
 
 * ``benign_removed`` — share of the retrieved benign passages the defense removed (the
   false-positive rate a user feels); ``touched`` — share of questions with >= 1 removed;
@@ -40,6 +41,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -290,18 +292,22 @@ def run_real_eval(
                 context_k=context_k,
             )
             scores: list[dict[str, float]] = []
-            answers = rag.iter_answers(
-                [c.question for c in cases], k, retrieved=hits, generate=generator is not None
+            rag.answer_many(
+                [c.question for c in cases],
+                k,
+                retrieved=hits,
+                generate=generator is not None,
+                on_answer=partial(
+                    _on_answer,
+                    cases,
+                    planted,
+                    scores,
+                    setting,
+                    name,
+                    generator is not None,
+                    on_question,
+                ),
             )
-            for case, ans in zip(cases, answers, strict=True):
-                s = _score_question(case, ans, planted)
-                s["filter_ms"] = ans.timings["filter"] * 1000.0
-                if generator is not None:
-                    s.update(_end_to_end(ans.text, case, planted))
-                scores.append(s)
-                if on_question is not None:
-                    res = ans.filter_results[0] if ans.filter_results else None
-                    on_question(QuestionTrace(setting, name, case, ans.retrieved, res, s, planted))
             rows.append(RealRow(name, setting, len(cases), per_target, sources, _mean(scores)))
             if show_progress:
                 print(f"  {setting:<20} {name:<24} done", flush=True)
@@ -315,6 +321,29 @@ def run_real_eval(
         rows=tuple(rows),
         notes={"index_size": len(store), "n_questions": len(cases)},
     )
+
+
+def _on_answer(
+    cases: Sequence[QACase],
+    planted: Mapping[str, PlantedPassage],
+    scores: list[dict[str, float]],
+    setting: str,
+    defense: str,
+    end_to_end: bool,
+    on_question: Callable[[QuestionTrace], None] | None,
+    i: int,
+    ans: Answer,
+) -> None:
+    """Score one answered question into ``scores`` (as each batch of answers arrives)."""
+    case = cases[i]
+    s = _score_question(case, ans, planted)
+    s["filter_ms"] = ans.timings["filter"] * 1000.0
+    if end_to_end:
+        s.update(_end_to_end(ans.text, case, planted))
+    scores.append(s)
+    if on_question is not None:
+        res = ans.filter_results[0] if ans.filter_results else None
+        on_question(QuestionTrace(setting, defense, case, ans.retrieved, res, s, planted))
 
 
 def _end_to_end(text: str, case: QACase, planted: Mapping[str, PlantedPassage]) -> dict[str, float]:

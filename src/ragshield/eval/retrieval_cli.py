@@ -20,7 +20,8 @@ from typing import Annotated
 
 import typer
 
-from ragshield.eval.outdir import check_results_dir, claim_out_dir
+from ragshield.errors import InputError
+from ragshield.eval.outdir import check_cache_dir, check_results_dir, claim_out_dir
 
 DEFAULT_DEFENSES = "none;ragdefender-paper;ragdefender;ecosaferag;ragdefender,ecosaferag"
 
@@ -70,6 +71,9 @@ def retrieval(
     chain_labels(defenses)  # a mistyped chain is refused before the corpus is encoded
     if out is not None:
         check_results_dir(out, OUTPUT_FILES)  # before the run: refused in seconds, not after it
+    check_cache_dir(cache_dir)
+    if k < 1 or not 1 <= context_k <= k:  # --context-k 0 was silently no context (#27)
+        raise InputError(f"--k must be >= 1 and --context-k in [1, --k]. Got {k}, {context_k}.")
     ds = load_ontopic(data, poisoning_dir=poisoning_dir, per_topic=per_topic, seed=seed)
     cases = ds.split(split)  # type: ignore[arg-type]
     enc = SentenceTransformerEncoder()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -223,20 +224,49 @@ def recommend(
 # ---- output directory --------------------------------------------------------------------
 
 
+def check_scan_out(out_dir: str | os.PathLike[str]) -> Path:
+    """Refuse an ``out_dir`` the scan may not write — a file, a foreign non-empty folder,
+    an index folder, an unwritable or impossible path (``/proc/x``, ``FILE/sub``) — without
+    writing anything (issue #27, root cause 10)."""
+    out = Path(out_dir)
+    try:
+        if out.exists():
+            if not out.is_dir():
+                raise InputError(f"--out {out} is a file; choose a directory")
+            if (out / "meta.json").is_file() and not (out / MARKER).is_file():
+                raise InputError(f"--out {out} is an index folder; choose another --out")
+            if any(out.iterdir()) and not (out / MARKER).is_file():
+                raise InputError(
+                    f"refusing to write into {out}: it is not a ragshield scan output "
+                    f"(no {MARKER}); choose another --out"
+                )
+        from ragshield.store.persist import is_index_dir
+
+        inside = next((a for a in out.resolve().parents if is_index_dir(a)), None)
+        if inside is not None:
+            raise InputError(
+                f"--out {out} is inside the index folder {inside}; choose another --out"
+            )
+        ancestor = out
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise InputError(f"cannot create --out {out}: {ancestor} is a file, not a folder")
+        os.rmdir(tempfile.mkdtemp(prefix=".ragshield-probe-", dir=ancestor))
+    except OSError as exc:
+        raise InputError(f"cannot write --out {out}: {exc.strerror or exc}") from None
+    return out
+
+
 def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     """Create ``out_dir``, or reuse it when a previous scan wrote it (it holds
-    :data:`MARKER`); refuse any other non-empty path."""
-    out = Path(out_dir)
-    if out.exists():
-        if not out.is_dir():
-            raise InputError(f"--out {out} is a file; choose a directory")
-        if any(out.iterdir()) and not (out / MARKER).is_file():
-            raise InputError(
-                f"refusing to write into {out}: it is not a ragshield scan output "
-                f"(no {MARKER}); choose another --out"
-            )
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text("written by ragshield scan\n", encoding="utf-8")
+    :data:`MARKER`); refuse any other non-empty path (:func:`check_scan_out`)."""
+    out = check_scan_out(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MARKER).write_text("written by ragshield scan\n", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write --out {out}: {exc.strerror or exc}") from None
     return out
 
 
@@ -248,6 +278,13 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
     t0 = time.perf_counter()
     yield
     timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - t0
+
+
+def _bar(show: bool, desc: str, unit: str, total: int | None = None) -> Any:
+    """A transient progress bar, shown only when ``show`` (the CLI's progress flag)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not show, leave=False)
 
 
 def build_chains(specs: Sequence[str], encoder: Encoder) -> dict[str, PassageFilter | None]:
@@ -289,7 +326,8 @@ def run_scan(
     ``timings`` the seconds its caller already spent per stage. ``attack_writer`` writes
     the attack texts; ``attacker`` is RAG-Thief's LLM for the ``extraction`` setting."""
     timings = dict(timings or {})
-    out = prepare_out_dir(out_dir) if out_dir is not None else None
+    if out_dir is not None:
+        check_scan_out(out_dir)  # created at the end: a failed scan leaves no empty folder
     with _timed(timings, "open_index"):
         store, encoder, kind = opened or open_scan_store(index_path)
         warm_up(encoder)  # the model load counts as opening, not as question time
@@ -300,8 +338,6 @@ def run_scan(
         cases, fallback = to_cases(questions, store, encoder, split=split)
     with _timed(timings, "build_defenses"):
         chains = build_chains(defenses, encoder)
-    from tqdm.auto import tqdm
-
     notes: dict[str, Any] = {
         "gold_from_top1": fallback,
         "generator": getattr(generator, "name", ""),
@@ -311,19 +347,8 @@ def run_scan(
         golden = {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids[0] in text_of}
         with (
             _timed(timings, "write_attacks"),
-            tqdm(
-                total=len(cases),
-                desc="write attacks",
-                unit="q",
-                disable=not show_progress,
-                leave=False,
-            ) as wbar,
-            tqdm(
-                desc="write attack texts (batched replies)",
-                unit="reply",
-                disable=not show_progress,
-                leave=False,
-            ) as rbar,
+            _bar(show_progress, "write attacks", "q", len(cases)) as wbar,
+            _bar(show_progress, "write attack texts (batched replies)", "reply") as rbar,
         ):
             attack_writer.on_chunk = rbar.update
             cases = attack_writer.fill(
@@ -336,25 +361,13 @@ def run_scan(
 
         with (
             _timed(timings, "write_whitebox"),
-            tqdm(
-                total=len(cases),
-                desc="white-box passages",
-                unit="q",
-                disable=not show_progress,
-                leave=False,
-            ) as wbbar,
+            _bar(show_progress, "white-box passages", "q", len(cases)) as wbbar,
         ):
             cases = whitebox_texts(cases, encoder, seed=seed, on_case=lambda _c: wbbar.update(1))
     data = OnTopicData(Path(index_path).name, tuple(store.passages), tuple(cases))
     examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
-    bar = tqdm(
-        total=len(settings) * len(chains) * len(cases),
-        desc="scan",
-        unit="q",
-        disable=not show_progress,
-        leave=False,
-    )
+    bar = _bar(show_progress, "scan", "q", len(settings) * len(chains) * len(cases))
 
     def on_question(t: QuestionTrace) -> None:
         bar.update(1)
@@ -413,12 +426,12 @@ def run_scan(
         recommendation=rec,
         timings=timings,
         examples=tuple(e for cell in examples.values() for e in cell),
-        out_dir=out,
+        out_dir=Path(out_dir) if out_dir is not None else None,
         notes=notes,
         extraction=tuple(cells),
     )
-    if out is not None:
-        write_outputs(scan, out)
+    if out_dir is not None:
+        write_outputs(scan, prepare_out_dir(out_dir))
     return scan
 
 
@@ -435,18 +448,10 @@ def _extraction(
     show_progress: bool,
 ) -> tuple[list[ExtractionCell], list[str]]:
     """:func:`run_scan_extraction` with a progress bar over every query it may ask."""
-    from tqdm.auto import tqdm
-
     from ragshield.eval.scan_extraction import extraction_attacks
 
     n_attacks = len(extraction_attacks(attacker)[0])
-    with tqdm(
-        total=len(chains) * n_attacks * queries,
-        desc="extraction",
-        unit="query",
-        disable=not show_progress,
-        leave=False,
-    ) as bar:
+    with _bar(show_progress, "extraction", "query", len(chains) * n_attacks * queries) as bar:
 
         def tick(chain: str, attack: str) -> None:
             bar.update(1)
@@ -471,12 +476,25 @@ def write_outputs(scan: ScanResult, out: Path) -> None:
     from ragshield.eval.scan_report import render_report
 
     with _timed(scan.timings, "report"):
-        (out / "report.html").write_text(render_report(scan), encoding="utf-8")
+        _write_atomic(out / "report.html", render_report(scan))
     data = _no_nan(scan.to_dict())
-    (out / "results.json").write_text(json.dumps(data, indent=2, allow_nan=False), encoding="utf-8")
-    (out / "results.jsonl").write_text(
-        "".join(json.dumps(r, allow_nan=False) + "\n" for r in data["rows"]), encoding="utf-8"
+    _write_atomic(out / "results.json", json.dumps(data, indent=2, allow_nan=False))
+    _write_atomic(
+        out / "results.jsonl",
+        "".join(json.dumps(r, allow_nan=False) + "\n" for r in data["rows"]),
     )
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write beside ``path`` and rename over it: an interrupted or failed write (a lone
+    surrogate, a full disk) leaves the previous file, never a 0-byte one."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except (OSError, UnicodeEncodeError) as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _no_nan(value: Any) -> Any:

@@ -93,6 +93,36 @@ def check_rules(scan: ScanResult, rules: list[FailRule]) -> list[str]:
     return failures
 
 
+# every metric an attacked row carries (real_retrieval); asr/accuracy need --generator
+_RULE_METRICS = frozenset(
+    ("benign_removed", "touched", "gold_kept", "answer_kept", "filter_ms", "adv_retrieved",
+     "attack_reaches", "adv_majority", "caught", "gold_retrieved")
+)  # fmt: skip
+MAX_GENERATE = 10_000  # questions --generate makes; more is a typo, not a scan
+
+
+def check_sizes(
+    k: int, context_k: int, generate: int | None, rules: list[FailRule], generator: str | None
+) -> None:
+    """Option checks that need no index: refused before --out exists or a model loads
+    (``--context-k 0`` was silently 0 generator passages, ``--generate 10**12`` clamped,
+    an unknown --fail-on metric refused only after the whole scan)."""
+    if not 1 <= k <= 1000:
+        raise InputError(f"--k must be in [1, 1000]. Got {k} instead.")
+    if not 1 <= context_k <= k:
+        raise InputError(f"--context-k must be in [1, --k={k}]. Got {context_k} instead.")
+    if generate is not None and not 1 <= generate <= MAX_GENERATE:
+        raise InputError(f"--generate must be in [1, {MAX_GENERATE:,}]. Got {generate} instead.")
+    known = _RULE_METRICS | ({"asr", "accuracy"} if generator else set())
+    for rule in rules:
+        if rule.metric not in known:
+            hint = " (asr needs --generator)" if rule.metric in ("asr", "accuracy") else ""
+            raise InputError(
+                f"--fail-on: unknown metric {rule.metric!r}{hint}; available: "
+                f"{', '.join(sorted(known))}"
+            )
+
+
 def _show_progress() -> bool:
     if os.environ.get("RAGSHIELD_NO_PROGRESS", "") not in ("", "0") or os.environ.get("CI"):
         return False
@@ -207,7 +237,7 @@ def scan(
 ) -> None:
     """Red-team your own index offline (attacks planted in a copy) and write an HTML report."""
     from ragshield.defenses.base import warm_up
-    from ragshield.eval.scan import open_scan_store, prepare_out_dir, run_scan
+    from ragshield.eval.scan import check_scan_out, open_scan_store, prepare_out_dir, run_scan
     from ragshield.eval.scan_questions import TEMPLATE_SOURCE, read_questions, template_questions
     from ragshield.eval.scan_writer import AttackTextWriter, llm_questions
 
@@ -222,6 +252,7 @@ def scan(
     settings = _settings(attacks)
     chains = _split(defenses, ";", DEFAULT_DEFENSES)
     _check_names(chains)
+    check_sizes(k, context_k, generate, rules, generator)  # before --out or a model (#27)
     if extraction_queries < 1:
         raise InputError(f"--extraction-queries must be >= 1. Got {extraction_queries} instead.")
     text_writer = _writer(writer or ("template" if demo else "llm"))
@@ -230,7 +261,9 @@ def scan(
     n = generate if generate is not None else DEMO_QUESTIONS if demo else 0
     if qs is None and n == 0:
         raise InputError("no questions: pass --questions FILE or --generate N")
-    prepare_out_dir(out_dir)
+    # created now only when something is written into it before the scan (the demo index,
+    # the answer cache); else at the end, so a refused scan leaves no folder (issue #27)
+    (prepare_out_dir if demo or generator else check_scan_out)(out_dir)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     index_path = _demo_index(out_dir) if demo else Path(str(index))

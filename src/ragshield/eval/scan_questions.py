@@ -16,7 +16,6 @@ sentence is in the index) and every report labels them ``template questions``.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -24,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragshield.errors import DataFormatError, InputError
+from ragshield.corpus import json_lines
+from ragshield.errors import DataFormatError, InputError, text_problem
 from ragshield.text import normalize_answer, split_sentences
 from ragshield.types import Passage
 
@@ -104,6 +104,11 @@ def parse_question(record: object, path: Path, line: int) -> ScanQuestion:
     qid = record.get("id", f"q{line}")
     if not isinstance(qid, (str, int)) or isinstance(qid, bool):
         raise DataFormatError(path, line, "'id' must be a string or an integer")
+    texts = (("question", question), ("target", target), *(("answer", a) for a in answers))
+    for name, value in texts:  # a JSON "\ud800" escape: a lone surrogate (issue #27)
+        problem = text_problem(value, allow_blank=True)
+        if problem is not None:
+            raise DataFormatError(path, line, f"{name!r} {problem}")
     return ScanQuestion(question.strip(), answers, target, str(qid), gold, "file")
 
 
@@ -121,22 +126,12 @@ def read_questions(path: str | os.PathLike[str]) -> list[ScanQuestion]:
         raise InputError(f"questions file {str(p)!r} does not exist.")
     out: list[ScanQuestion] = []
     ids: set[str] = set()
-    try:
-        with p.open(encoding="utf-8") as fh:
-            for line_no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataFormatError(p, line_no, f"invalid JSON: {exc.msg}") from exc
-                q = parse_question(record, p, line_no)
-                if q.id in ids:
-                    raise DataFormatError(p, line_no, f"duplicate id {q.id!r}")
-                ids.add(q.id)
-                out.append(q)
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(p, None, f"not UTF-8 text: {exc}") from exc
+    for line_no, record in json_lines(p):
+        q = parse_question(record, p, line_no)
+        if q.id in ids:
+            raise DataFormatError(p, line_no, f"duplicate id {q.id!r}")
+        ids.add(q.id)
+        out.append(q)
     if not out:
         raise DataFormatError(p, None, "no questions: the file is empty")
     return out

@@ -82,18 +82,11 @@ def _one_batch(gen: LocalLLMGenerator, batch: list[list[int]]) -> list[Generatio
     t0 = time.perf_counter()
     with torch.inference_mode():
         seqs = model.generate(
-            input_ids=ids,
-            attention_mask=mask,
-            max_new_tokens=gen.max_new_tokens,
-            min_new_tokens=gen.min_new_tokens or None,
-            do_sample=False,
-            eos_token_id=eos,
-            pad_token_id=pad,
-            stopping_criteria=_criteria_list(criteria),
-            temperature=None,
-            top_p=None,
-            top_k=None,
-        )
+            input_ids=ids, attention_mask=mask, max_new_tokens=gen.max_new_tokens,
+            min_new_tokens=gen.min_new_tokens or None, do_sample=False, eos_token_id=eos,
+            pad_token_id=pad, stopping_criteria=_criteria_list(criteria),
+            temperature=None, top_p=None, top_k=None,
+        )  # fmt: skip
     share = (time.perf_counter() - t0) / len(batch)
     results = []
     for r, p in enumerate(batch):

@@ -15,8 +15,13 @@ one-line :class:`EndpointError` instead of a traceback.
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
 import json
+import math
 import os
+import socket
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -44,7 +49,12 @@ class OpenAICompatGenerator:
     model: the model id the server expects.
     api_key: sent as a Bearer token; ``None`` reads ``OPENAI_API_KEY`` (may stay unset for
         local servers).
-    timeout: seconds for one HTTP request.
+    timeout: seconds one HTTP request may take from connect to the last byte of the reply
+        (a total deadline: a server dribbling a byte at a time is cut off at it, not reset
+        per read). One call takes at most ``(max_retries + 1) * timeout`` plus the
+        back-off sleeps (each at most 30 s).
+    max_response_bytes: the largest reply accepted (a chat answer is a few kB; a larger
+        one is refused as it streams in, before it fills memory).
     max_tokens, temperature: decoding settings sent with every request.
     seed: sent when not ``None`` (servers that support it become reproducible).
     max_retries: extra attempts on 408/409/429/5xx and transport errors, with exponential
@@ -67,6 +77,7 @@ class OpenAICompatGenerator:
         seed: int | None = None,
         max_retries: int = 2,
         stop_at_newline: bool = False,
+        max_response_bytes: int = 8 * 1024 * 1024,  # 8 MiB: ~1,000x a 64-token answer
     ) -> None:
         self.base_url = base_url
         self.model = model
@@ -77,6 +88,7 @@ class OpenAICompatGenerator:
         self.seed = seed
         self.max_retries = max_retries
         self.stop_at_newline = stop_at_newline
+        self.max_response_bytes = max_response_bytes
         self.name = f"openai:{model}"
         self._client: Any = None
         self._counter: Any = None
@@ -98,6 +110,7 @@ class OpenAICompatGenerator:
         check_int(self.max_tokens, "max_tokens", _OWNER, low=1)
         check_float(self.temperature, "temperature", _OWNER, low=0.0, high=2.0)
         check_int(self.max_retries, "max_retries", _OWNER, low=0, high=10)
+        check_int(self.max_response_bytes, "max_response_bytes", _OWNER, low=1024)
         if self.seed is not None:
             check_int(self.seed, "seed", _OWNER, low=0)
         if not isinstance(self.stop_at_newline, bool):
@@ -119,7 +132,13 @@ class OpenAICompatGenerator:
             headers = {"Content-Type": "application/json"}
             if key:
                 headers["Authorization"] = f"Bearer {key}"
-            self._client = httpx.Client(timeout=self.timeout, headers=headers)
+            # no kept-alive connections: each request opens its own, so its socket is known
+            # (the trace hook below) and can be cut at the deadline
+            self._client = httpx.Client(
+                timeout=self.timeout,
+                headers=headers,
+                limits=httpx.Limits(max_keepalive_connections=0),
+            )
         return self._client
 
     def close(self) -> None:
@@ -222,7 +241,12 @@ class OpenAICompatGenerator:
             attempt += 1
             retry_after: float | None = None
             try:
-                response = client.post(self.url, json=payload)
+                response = self._send(client, payload)
+            except _DeadlineExceeded:
+                error = EndpointError(
+                    f"{self.url} did not answer within {self.timeout} s (a total deadline, "
+                    "reply included); raise timeout= or check the server."
+                )
             except httpx.TimeoutException as exc:
                 error = EndpointError(
                     f"{self.url} did not answer within {self.timeout} s ({type(exc).__name__}); "
@@ -243,6 +267,71 @@ class OpenAICompatGenerator:
             if attempt > self.max_retries:
                 raise error
             time.sleep(retry_after if retry_after is not None else 0.5 * 2 ** (attempt - 1))
+
+    def _send(self, client: Any, payload: dict[str, Any]) -> Any:
+        """One POST under a total deadline and a size cap; the reply read into memory.
+
+        httpx's timeout is per read, so a server sending a byte every few seconds never
+        trips it. A timer shuts the request's socket down at the deadline (the blocked read
+        then fails at once), and the body is read in chunks against the size cap.
+        """
+        import httpx
+
+        sockets: list[Any] = []
+        fired = threading.Event()
+
+        def trace(event: str, info: Mapping[str, Any]) -> None:
+            if event == "connection.connect_tcp.complete" and info.get("return_value"):
+                sock = info["return_value"].get_extra_info("socket")
+                if sock is not None:
+                    sockets.append(sock)
+                    if fired.is_set():
+                        _cut(sock)
+
+        def on_deadline() -> None:
+            fired.set()
+            for sock in sockets:
+                _cut(sock)
+
+        timer = threading.Timer(self.timeout, on_deadline)
+        timer.daemon = True
+        timer.start()
+        try:
+            with client.stream(
+                "POST", self.url, json=payload, extensions={"trace": trace}
+            ) as response:
+                declared = response.headers.get("Content-Length", "")
+                if declared.isdigit() and int(declared) > self.max_response_bytes:
+                    raise self._too_large(f"{int(declared):,} bytes declared")
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > self.max_response_bytes:
+                        raise self._too_large(f"more than {len(body):,} bytes")
+                    if fired.is_set():
+                        raise _DeadlineExceeded
+                # the body is already decoded: drop the headers that describe its encoding
+                framing = {"content-encoding", "content-length", "transfer-encoding"}
+                return httpx.Response(
+                    response.status_code,
+                    headers=[
+                        (k, v) for k, v in response.headers.items() if k.lower() not in framing
+                    ],
+                    content=bytes(body),
+                    request=response.request,
+                )
+        except httpx.TransportError:
+            if fired.is_set():
+                raise _DeadlineExceeded from None
+            raise
+        finally:
+            timer.cancel()
+
+    def _too_large(self, what: str) -> EndpointError:
+        return EndpointError(
+            f"{self.url} sent a reply larger than max_response_bytes "
+            f"({self.max_response_bytes:,}): {what}; refused."
+        )
 
     def _http_error_message(self, response: Any) -> str:
         detail = ""
@@ -298,10 +387,31 @@ class OpenAICompatGenerator:
         return content, finish if isinstance(finish, str) else None
 
 
+class _DeadlineExceeded(Exception):
+    """The request's total deadline passed (internal: becomes an EndpointError)."""
+
+
+def _cut(sock: Any) -> None:
+    """Wake a read blocked on ``sock`` (shutdown, unlike close, interrupts it at once)."""
+    with contextlib.suppress(OSError):  # already closed
+        sock.shutdown(socket.SHUT_RDWR)
+
+
 def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date),
+    capped at 30 s; None for anything else ("nan", "inf", "-1e999", garbage)."""
     if value is None:
         return None
     try:
-        return min(max(float(value), 0.0), 30.0)
+        seconds = float(value)
     except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - time.time()
+    if not math.isfinite(seconds):
         return None
+    return min(max(seconds, 0.0), 30.0)

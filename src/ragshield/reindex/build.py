@@ -47,11 +47,11 @@ from ragshield.embed.sentence_transformer import (
 )
 from ragshield.errors import InputError, check_int
 from ragshield.reindex.labels import NOISE_POLICIES, pseudo_labels, training_labels
+from ragshield.reindex.spec import RAGFORT_FILE, read_spec_file
 from ragshield.reindex.supcon import TrainResult, train_supcon
 from ragshield.store.faiss_store import FaissStore
 from ragshield.store.persist import check_out_dir, replace_dir
 
-RAGFORT_FILE = "ragfort.json"
 ENCODER_DIR = "encoder"
 FORMAT_VERSION = 1
 
@@ -278,8 +278,7 @@ def read_spec(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
             f"{index_dir} is not a RAGFort re-index (no {RAGFORT_FILE}). Build one with "
             "'ragshield reindex INDEX_DIR --out NEW_DIR'."
         )
-    spec: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return spec
+    return read_spec_file(path)
 
 
 def load_reindexed(

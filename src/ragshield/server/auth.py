@@ -49,8 +49,8 @@ import anyio
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
-from ragshield.errors import InputError, RagshieldError
-from ragshield.server.config import SCOPES, AuthConfig
+from ragshield.errors import InputError, RagshieldError, check_text
+from ragshield.server.config import MAX_RATE, SCOPES, AuthConfig
 from ragshield.server.db import Database, KeyRow
 
 _TOKEN = re.compile(r"^rsk_([0-9a-f]{12})_([A-Za-z0-9_-]{20,128})$")
@@ -195,9 +195,14 @@ class KeyManager:
             raise InputError("a key needs a non-blank name (who or what will use it).")
         if len(name) > 200:
             raise InputError(f"key names are at most 200 characters; got {len(name)}.")
+        check_text(name, "the key name")  # a non-UTF-8 argv byte is a lone surrogate (#27)
         for label, v in (("rpm", rpm), ("rpd", rpd)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise InputError(f"--{label} must be an int >= 1. Got {v!r} instead.")
+            if v is not None and (
+                isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_RATE
+            ):
+                raise InputError(
+                    f"--{label} must be an int >= 1 and <= {MAX_RATE:,}. Got {v!r:.40} instead."
+                )
         scope_t = check_scopes(scopes)
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)

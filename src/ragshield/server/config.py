@@ -18,7 +18,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ragshield.config import DefensesConfig as PipelineDefenses
@@ -114,11 +121,14 @@ class DefensesConfig(PipelineDefenses):
         return list(dict.fromkeys([*self.chain, *self.allowed]))
 
 
+MAX_RATE = 10**9  # a budget above this is unlimited in practice; larger overflows the DB
+
+
 class LimitsConfig(_Section):
     """Per-key budgets (0 or ``None`` = unlimited) and input limits."""
 
-    requests_per_minute: int | None = Field(default=60, ge=0)
-    requests_per_day: int | None = Field(default=10_000, ge=0)
+    requests_per_minute: int | None = Field(default=60, ge=0, le=MAX_RATE)
+    requests_per_day: int | None = Field(default=10_000, ge=0, le=MAX_RATE)
     max_body_bytes: int = Field(default=65_536, ge=256)
     max_question_chars: int = Field(default=2_000, ge=1)
     max_filter_passages: int = Field(default=100, ge=1)
@@ -184,9 +194,11 @@ class AuthConfig(_Section):
     """
 
     # argon2-cffi defaults = RFC 9106 §4 second recommended option (t=3, 64 MiB, p=4)
-    argon2_time_cost: int = Field(default=3, ge=1)
-    argon2_memory_kib: int = Field(default=65_536, ge=8)
-    argon2_parallelism: int = Field(default=4, ge=1)
+    # upper bounds: beyond them one verification takes minutes or more RAM than a host has
+    # (a 30-digit memory cost was accepted and failed inside argon2; issue #27)
+    argon2_time_cost: int = Field(default=3, ge=1, le=64)
+    argon2_memory_kib: int = Field(default=65_536, ge=8, le=4 * 1024 * 1024)  # <= 4 GiB
+    argon2_parallelism: int = Field(default=4, ge=1, le=64)
     # concurrent argon2 verifications (each holds `argon2_memory_kib` of RAM)
     verify_concurrency: int = Field(default=2, ge=1)
     # protect /metrics with an admin-scoped key
@@ -210,6 +222,14 @@ class AuthConfig(_Section):
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
         parse_networks(value)
+        return value
+
+    @field_validator("argon2_parallelism")
+    @classmethod
+    def _memory_per_lane(cls, value: int, info: ValidationInfo) -> int:
+        memory = info.data.get("argon2_memory_kib")
+        if memory is not None and memory < 8 * value:  # argon2 refuses it at the first hash
+            raise ValueError(f"needs argon2_memory_kib >= 8 x {value} (got {memory})")
         return value
 
 

@@ -170,6 +170,13 @@ class StorageError(RagshieldError):
     """The database is unreachable or refused a statement; the message says which."""
 
 
+def _one_line(exc: BaseException) -> str:
+    """The driver's message without SQLAlchemy's statement dump and "Background" link."""
+    first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    text = first[0] if first else type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
 @dataclass(frozen=True)
 class KeyRow:
     id: str
@@ -258,7 +265,10 @@ def make_engine(url: str) -> Engine:
     """
     url = sqlalchemy_url(url)
     try:
-        engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"))
+        # a server that accepts TCP and never answers fails after 10 s, not never (libpq
+        # waits forever by default; issue #27, root cause 5)
+        pg = {"connect_args": {"connect_timeout": 10}} if url.startswith("postgresql") else {}
+        engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"), **pg)
     except (SQLAlchemyError, ImportError, ValueError) as exc:
         raise InputError(f"storage url {url!r} is not usable: {exc}") from None
     if engine.dialect.name == "sqlite":
@@ -315,7 +325,9 @@ class Database:
             with self.engine.begin() as conn:
                 yield conn
         except SQLAlchemyError as exc:
-            raise StorageError(f"database write failed ({self._where()}): {exc}") from exc
+            raise StorageError(
+                f"database write failed ({self._where()}): {_one_line(exc)}"
+            ) from exc
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -325,10 +337,11 @@ class Database:
                 with conn.begin():
                     yield conn
         except SQLAlchemyError as exc:
-            raise StorageError(f"database read failed ({self._where()}): {exc}") from exc
+            raise StorageError(f"database read failed ({self._where()}): {_one_line(exc)}") from exc
 
     def _where(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        where = self.engine.url.render_as_string(hide_password=True)
+        return where if len(where) <= 200 else where[:200] + "..."
 
     def migrate(self) -> int:
         """Apply pending schema steps; return the version now in force.

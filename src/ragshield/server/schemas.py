@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator
+
+from ragshield.errors import lone_surrogate
 
 
 def _text(value: str, what: str) -> str:
@@ -17,6 +19,19 @@ def _text(value: str, what: str) -> str:
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*")
+    @classmethod
+    def _unicode(cls, v: object, info: ValidationInfo) -> object:
+        """Every string of a request (ids, titles, defense names too) must be valid Unicode:
+        a lone surrogate reached a UTF-8 writer and was a 500 charged to the key (issue #27,
+        root cause 8); now it is a 422 before the key is charged."""
+        for s in v if isinstance(v, list) else [v]:
+            if isinstance(s, str) and lone_surrogate(s) is not None:
+                raise ValueError(
+                    f"the {info.field_name} is not valid Unicode (it holds a lone surrogate)"
+                )
+        return v
 
 
 class AskRequest(_Body):

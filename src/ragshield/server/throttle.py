@@ -45,6 +45,7 @@ from sqlalchemy import select
 
 from ragshield.server.config import ThrottleConfig
 from ragshield.server.db import Admission, CoverageCap, Database, audit_log
+from ragshield.text import fold_for_matching
 
 log = logging.getLogger("ragshield.server")
 
@@ -78,8 +79,14 @@ def compile_signatures(patterns: Mapping[str, str]) -> dict[str, re.Pattern[str]
 
 
 def match_signatures(question: str, signatures: Mapping[str, re.Pattern[str]]) -> list[str]:
-    """Names of the signatures the question matches (empty for an ordinary question)."""
-    return [name for name, rx in signatures.items() if rx.search(question)]
+    """Names of the signatures the question matches (empty for an ordinary question).
+
+    Each rule sees the question as written and as read (``text.fold_for_matching``: zero-width
+    characters, soft hyphens, fullwidth and Cyrillic look-alike letters no longer hide a
+    request). Signatures are a first line only: a paraphrase passes them, and the coverage
+    limit is the defense (issue #27, root cause 2)."""
+    seen = fold_for_matching(question)
+    return [name for name, rx in signatures.items() if rx.search(question) or rx.search(seen)]
 
 
 def novelty_rate(recent: Sequence[float], window: int) -> float | None:

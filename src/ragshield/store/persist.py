@@ -205,6 +205,8 @@ def write_meta_dir(path: str | Path, meta: Mapping[str, Any]) -> None:
 
 def read_meta(path: str | Path) -> dict[str, Any]:
     """The index metadata of ``path`` (after :func:`recover`), with ``dim`` checked."""
+    if not Path(path).resolve().name:  # "/" has no name to recover beside (a ValueError)
+        raise InputError(f"{path} is not a ragshield index (no meta.json).")
     recover(path)
     meta_path = Path(path) / "meta.json"
     if not meta_path.is_file():
@@ -214,8 +216,9 @@ def read_meta(path: str | Path) -> dict[str, Any]:
         )
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataFormatError(meta_path, None, f"unreadable index metadata ({exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise DataFormatError(meta_path, None, f"unreadable index metadata ({reason})") from None
     except OSError as exc:
         raise DataFormatError(meta_path, None, f"cannot read ({exc.strerror or exc})") from None
     if not isinstance(meta, dict) or "dim" not in meta:

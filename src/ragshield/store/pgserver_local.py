@@ -6,10 +6,11 @@ Production deployments point ragshield at their own server with a URI instead.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
-from ragshield.errors import RagshieldError
+from ragshield.errors import InputError, RagshieldError
 
 _STATE = "ragshield-server.json"
 _HANDLES: dict[Path, Any] = {}
@@ -35,14 +36,48 @@ def start(data_dir: str | Path, *, persistent: bool = True) -> str:
     ``persistent`` keeps it running after this process exits (``ragshield db start``);
     tests pass False so the server stops with them.
     """
-    data_dir = Path(data_dir).resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    srv = _pgserver().get_server(str(data_dir), cleanup_mode=None if persistent else "stop")
+    data_dir = check_data_dir(data_dir)
+    pgserver = _pgserver()
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        srv = pgserver.get_server(str(data_dir), cleanup_mode=None if persistent else "stop")
+    except Exception as exc:  # pgserver raises bare Exceptions and subprocess errors
+        msg = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise RagshieldError(f"cannot start PostgreSQL in {data_dir}: {msg}") from None
     _HANDLES[data_dir] = srv
     uri = str(srv.get_uri())
     srv.psql("CREATE EXTENSION IF NOT EXISTS vector;")
     (data_dir / _STATE).write_text(json.dumps({"uri": uri}), encoding="utf-8")
     return uri
+
+
+def check_data_dir(data_dir: str | Path) -> Path:
+    """The resolved ``data_dir`` if a server may live there: a new or empty folder, or one
+    holding a PostgreSQL cluster (``PG_VERSION``). Anything else — a file, a user's folder —
+    is refused before pgserver runs initdb in it and hands it to its own system user
+    (issue #27, root cause 7)."""
+    given = Path(data_dir)
+    try:
+        path = given.resolve()
+        if path.exists():
+            if not path.is_dir():
+                raise InputError(f"--data {given} is a file; name a new folder for the server")
+            if any(path.iterdir()) and not (path / "PG_VERSION").is_file():
+                raise InputError(
+                    f"--data {given} holds files that are not a PostgreSQL data folder; "
+                    "name a new or empty folder (nothing was changed)"
+                )
+            return path
+        ancestor = path.parent
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise InputError(f"--data {given}: {ancestor} is a file, not a folder")
+        if not os.access(ancestor, os.W_OK):
+            raise InputError(f"--data {given}: {ancestor} is not writable")
+    except OSError as exc:
+        raise InputError(f"--data {given}: {exc.strerror or exc}") from None
+    return path
 
 
 def status(data_dir: str | Path) -> str | None:

@@ -13,6 +13,7 @@ A local server for development and tests: ``ragshield db start --data DIR`` (PyP
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ragshield.errors import InputError, RagshieldError
+from ragshield.errors import DataFormatError, InputError, RagshieldError
 from ragshield.store.base import check_batch, check_k, check_queries
 from ragshield.types import Passage, RetrievedPassage
 
@@ -51,6 +52,11 @@ class PgVectorStore:
     ef_search: HNSW beam width at query time (pgvector default 40; raise for recall).
     exact: search by sequential scan (exact) instead of the HNSW index.
     encoder_name: recorded so the table is not searched with another model.
+    read_only: open an existing table for search only: the connection is read-only and
+        nothing is created (no extension, table or ``ragshield_meta`` row); a pointer to a
+        missing table is an error. Pointer directories open this way (:meth:`from_meta`).
+    connect_timeout: seconds to wait for the server's handshake (libpq
+        ``connect_timeout``; a server that accepts TCP and never answers fails after this).
     """
 
     def __init__(
@@ -64,6 +70,8 @@ class PgVectorStore:
         ef_search: int = 40,
         exact: bool = False,
         encoder_name: str = "",
+        read_only: bool = False,
+        connect_timeout: float = 10.0,  # libpq's own default is to wait forever
     ) -> None:
         if not _IDENT.match(table):
             raise InputError(
@@ -82,6 +90,8 @@ class PgVectorStore:
         self.ef_search = ef_search
         self.exact = exact
         self.encoder_name = encoder_name
+        self.read_only = read_only
+        self.connect_timeout = connect_timeout
         #: nearest-neighbour statistics recorded at index time (defenses/calibration.py)
         self.profile: dict[str, Any] | None = None
         self._conn: Any = None
@@ -90,16 +100,55 @@ class PgVectorStore:
     def connect(self) -> Any:
         if self._conn is None or self._conn.closed:
             psycopg, register_vector = _psycopg()
+            # libpq takes whole seconds; 0 would mean "wait forever"
+            timeout = max(1, math.ceil(self.connect_timeout))
             try:
-                conn = psycopg.connect(self.uri, autocommit=False)
-            except psycopg.OperationalError as exc:
-                raise RagshieldError(f"cannot connect to PostgreSQL: {exc}".strip()) from exc
+                conn = psycopg.connect(self.uri, autocommit=False, connect_timeout=timeout)
+            except (psycopg.OperationalError, psycopg.ProgrammingError) as exc:
+                where = _strip_password(self.uri)
+                raise RagshieldError(
+                    f"cannot connect to PostgreSQL at {where}: {exc}".strip()
+                ) from None
+            if self.read_only:
+                conn.read_only = True
+                self._conn = conn
+                self._check_schema()
+                register_vector(conn)
+                conn.rollback()
+                return self._conn
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             conn.commit()
             register_vector(conn)
             self._conn = conn
             self._ensure_schema()
         return self._conn
+
+    def _check_schema(self) -> None:
+        """Read-only open: the table and its ``ragshield_meta`` row must already exist."""
+        c = self._conn
+        exists = c.execute(
+            "SELECT to_regclass('ragshield_meta') IS NOT NULL, to_regclass(%s) IS NOT NULL, "
+            "EXISTS (SELECT 1 FROM pg_type WHERE typname = 'vector')",
+            (self.table,),
+        ).fetchone()
+        row = None
+        if exists[0]:
+            row = c.execute(
+                "SELECT dim FROM ragshield_meta WHERE name = %s", (self.table,)
+            ).fetchone()
+        if not (exists[1] and exists[2]) or row is None:
+            self.close()
+            raise InputError(
+                f"table {self.table} is not a ragshield index in {_strip_password(self.uri)} "
+                "(the pointer names a table that does not exist; nothing was created). "
+                "Build it with 'ragshield index CORPUS --store pgvector'."
+            )
+        if row[0] != self._dim:
+            self.close()
+            raise InputError(
+                f"table {self.table} holds {row[0]}-d vectors; this store was opened with "
+                f"dim={self._dim}: the index was built with another encoder."
+            )
 
     def _ensure_schema(self) -> None:
         c = self._conn
@@ -289,13 +338,42 @@ class PgVectorStore:
     ) -> PgVectorStore:
         """The table a pointer directory names; ``uri`` overrides the recorded address (the
         pointer holds no password)."""
+        where = Path(path) / "meta.json" if path is not None else Path("meta.json")
+        fields = {
+            "uri": (str, uri),
+            "table": (str, None),
+            "hnsw_m": (int, 16),
+            "ef_search": (int, 40),
+            "encoder_name": (str, ""),
+        }
+        got: dict[str, Any] = {}
+        for name, (kind, default) in fields.items():
+            value = meta.get(name, default) if name != "uri" or uri is None else uri
+            if value is None:
+                raise DataFormatError(where, None, f"the pgvector pointer lacks {name!r}")
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise DataFormatError(
+                    where, None, f"{name!r} must be a {kind.__name__}, got {value!r:.80}"
+                )
+            got[name] = value
+        if not 1 <= got["hnsw_m"] <= 100 or not 1 <= got["ef_search"] <= 1000:
+            raise DataFormatError(
+                where, None, "'hnsw_m' must be in [1, 100], 'ef_search' in [1, 1000]"
+            )
+        if not re.match(r"^postgres(?:ql)?://", got["uri"]) and "=" not in got["uri"]:
+            raise DataFormatError(
+                where,
+                None,
+                f"'uri' is not a PostgreSQL address: {_strip_password(got['uri'])!r:.80}",
+            )
         store = cls(
-            uri or str(meta["uri"]),
+            got["uri"],
             int(meta["dim"]),
-            table=str(meta["table"]),
-            hnsw_m=int(meta.get("hnsw_m", 16)),
-            ef_search=int(meta.get("ef_search", 40)),
-            encoder_name=str(meta.get("encoder_name", "")),
+            table=got["table"],
+            hnsw_m=got["hnsw_m"],
+            ef_search=got["ef_search"],
+            encoder_name=got["encoder_name"],
+            read_only=True,
         )
         if isinstance(meta.get("profile"), dict):
             store.profile = dict(meta["profile"])
