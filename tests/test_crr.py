@@ -161,3 +161,27 @@ def test_cluster_topics_separates_two_groups() -> None:
     labels = cluster_topics(x, min_cluster_size=5)
     assert len(set(labels[:12])) == 1 and len(set(labels[12:])) == 1
     assert labels[0] != labels[12] and (labels >= 0).all()
+
+
+@pytest.mark.parametrize(
+    ("recovered_by", "n_outputs", "curve"),
+    [
+        ([0, 2, -1, 2], 4, [0.25, 0.25, 0.75, 0.75]),
+        ([-1, -1], 3, [0.0, 0.0, 0.0]),
+        ([1, 0, 0, -1, -1], 2, [0.4, 0.6]),
+    ],
+)
+def test_curve_after_every_prefix_and_its_interval(
+    recovered_by: list[int], n_outputs: int, curve: list[float]
+) -> None:
+    from ragshield.eval.crr import CRRResult
+
+    res = CRRResult(np.array(recovered_by), np.zeros(len(recovered_by)), n_outputs, 0)
+    np.testing.assert_allclose(res.curve(), curve)
+    assert [res.crr_at(b) for b in range(1, n_outputs + 1)] == pytest.approx(curve)
+    lo, hi = res.curve_interval(n_boot=400, seed=1)
+    assert lo.shape == hi.shape == (n_outputs,)
+    assert np.all(lo <= res.curve() + 1e-9) and np.all(res.curve() <= hi + 1e-9)
+    assert np.all(np.diff(lo) >= -1e-9)  # a prefix never recovers less than a shorter one
+    if 0 < res.crr < 1:
+        assert hi[-1] > lo[-1]  # a real interval around a proportion strictly inside (0, 1)

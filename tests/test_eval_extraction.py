@@ -250,6 +250,39 @@ class TestHarness:
         log = (tmp_path / "logs" / "none__rag-thief.jsonl").read_text(encoding="utf-8")
         assert len(log.splitlines()) == rows["none", "rag-thief"].queries
 
+    def test_canary_row_side_by_side(self, encoder, kb: ex.KnowledgeBase, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        """Issue #26: the canary row stops a copying generator (CRR 0, every copy caught),
+        the undefended row leaks, and sessions run side by side give the same rows."""
+        vecs = encoder.encode(kb.texts)
+        base = ex.standard_defenses(kb, encoder, CopyGenerator(), vectors=vecs)[0]
+        base.top_k = 2
+        rows = [base, ex.canary_defense(kb, base, vecs)]
+        factories = {"rag-thief": ex.attack_factory("rag-thief", encoder=encoder, max_queries=6)}
+        kwargs = {"kb_vectors": vecs, "topic_labels": np.zeros(6, dtype=int), "cold_cache": False}
+        one = ex.run_extraction_eval(kb, rows, factories, encoder, **kwargs)  # type: ignore[arg-type]
+        many = ex.run_extraction_eval(
+            kb,
+            rows,
+            factories,
+            encoder,
+            concurrency=4,
+            log_dir=tmp_path,
+            **kwargs,  # type: ignore[arg-type]
+        )
+        got = {r.defense: r for r in many.rows}
+        assert [(r.defense, r.crr, r.queries) for r in many.rows] == [
+            (r.defense, r.crr, r.queries) for r in one.rows
+        ]
+        assert got["none"].crr > 0 and got["none"].leaks == 0
+        assert got["canary"].crr == 0 and got["canary"].leaks == got["canary"].queries
+        assert got["canary"].utility_leaks == 6  # the copying stand-in copies every answer
+        assert len(got["none"].curve) == got["none"].queries  # every prefix ...
+        assert len(got["none"].curve_ci) == len(got["none"].curve)  # ... with its interval
+        lo, hi = got["none"].curve_ci[-1]
+        assert lo <= got["none"].crr <= hi
+        logged = (tmp_path / "canary__rag-thief.jsonl").read_text(encoding="utf-8")
+        assert all(json.loads(line)["leak"] for line in logged.splitlines())
+
     def test_errors(self, encoder, kb: ex.KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
         with pytest.raises(InputError, match="at least one defense"):
             ex.run_extraction_eval(kb, [], ["worm"], encoder)
@@ -366,3 +399,47 @@ class TestOutFolder:
             res = CliRunner().invoke(app, ["--kb", str(kb_file), "--out", str(tmp_path), *extra])
             assert isinstance(res.exception, InputError) and "data.csv" in str(res.exception)
         assert [p.name for p in tmp_path.iterdir()] == ["data.csv"]  # no logs/, no marker
+
+
+@pytest.mark.parametrize(
+    ("can_copy", "recovered", "expect"),
+    [
+        (False, {"none": 3, "canary": 0}, {"none": "cannot copy", "canary": "cannot copy"}),
+        (
+            True,
+            {"none": 0, "canary": 0},
+            {"none": "budget too small", "canary": "budget too small"},
+        ),
+        (True, {"none": 3, "canary": 0}, {"none": "", "canary": ""}),
+    ],
+)
+def test_scan_cells_say_not_measured(
+    can_copy: bool, recovered: dict[str, int], expect: dict[str, str]
+) -> None:
+    """Issue #26 item 5: a CRR that measures nothing is printed as "not measured: why"."""
+    from ragshield.eval.scan_extraction import ExtractionCell, mark_unmeasured
+
+    cells = [
+        ExtractionCell(
+            c,
+            "worm",
+            n / 100,
+            n,
+            100,
+            10,
+            20,
+            1.0,
+            "max_queries",
+            tuple(n / 100 * (i + 1) / 10 for i in range(10)),
+        )
+        for c, n in recovered.items()
+    ]
+    for cell in mark_unmeasured(cells, can_copy=can_copy):
+        why = expect[cell.chain]
+        if why:
+            assert why in cell.not_measured and cell.crr_text.startswith("not measured: ")
+            assert cell.curve_text == "-"
+        else:
+            assert cell.crr_text == f"{cell.crr:.4f}" and cell.curve_text.endswith(
+                f" · 10: {cell.crr:.3f}"
+            )

@@ -214,3 +214,40 @@ class TestWorm:
             WormAttack().run(_ask(copy_rag))
         with pytest.raises(InputError, match="The 'collide_on' parameter of WormAttack"):
             WormAttack(encoder, collide_on="both").run(_ask(copy_rag))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("attack", ["rag-thief", "worm"])
+def test_concurrent_rounds_decide_as_one_at_a_time(
+    encoder,
+    copy_rag: RAGPipeline,
+    attack: str,  # type: ignore[no-untyped-def]
+) -> None:
+    """``run(concurrency=N)`` asks a round side by side but reads the answers in order: the
+    same queries, answers and memory as asking one at a time (issue #26: batched decoding)."""
+
+    def make() -> QueryAttack:
+        if attack == "rag-thief":
+            return RAGThief(encoder=encoder, max_queries=17)
+        return WormAttack(encoder=encoder, max_queries=17, iterations=2)
+
+    one, many = make(), make()
+    out1 = one.run(_ask(copy_rag))
+    outn = many.run(_ask(copy_rag), concurrency=8)
+    assert outn == out1 and many.queries_ == one.queries_ and len(outn) == 17
+    assert list(many.memory_.items) == list(one.memory_.items)
+    with pytest.raises(InputError, match="concurrency"):
+        make().run(_ask(copy_rag), concurrency=0)
+
+
+def test_llm_reflection_is_one_batch_when_the_generator_batches(copy_rag: RAGPipeline) -> None:
+    class Batching(ReflectGenerator):
+        def __init__(self) -> None:
+            self.batches: list[int] = []
+
+        def generate_many(self, requests):  # type: ignore[no-untyped-def]
+            self.batches.append(len(requests))
+            return [self.generate(q, c) for q, c in requests]
+
+    gen = Batching()
+    RAGThief(generator=gen, max_queries=25).run(_ask(copy_rag))  # type: ignore[arg-type]
+    assert gen.batches and max(gen.batches) > 1  # a round's new chunks reflected together

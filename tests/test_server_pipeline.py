@@ -58,7 +58,7 @@ def test_example_config_defends_and_filter_needs_a_filter(
 ) -> None:
     service = _service(tmp_path, encoder, EXAMPLE, index=str(attacked_index))
     try:
-        assert service.config.defenses.chain == ["ragdefender", "ecosaferag"]
+        assert service.config.defenses.chain == ["ragdefender", "ecosaferag", "canary"]
         out = _ask(service, ATTACK["question"])
         assert "Canberra" in out["answer"]
         assert any(d["removed"] for d in out["defenses"])

@@ -110,12 +110,21 @@ def index(
             "them. A record's own fields never make it trusted.",
         ),
     ] = None,
+    canaries: Annotated[
+        bool,
+        typer.Option(
+            "--canaries/--no-canaries",
+            help="Embed a keyed canary in every chunk's stored text (not in its vector), so "
+            "the 'canary' defense catches an answer that copies it. Key: "
+            "RAGSHIELD_CANARY_SECRET, else a random one.",
+        ),
+    ] = True,
 ) -> None:
     """Encode a corpus and save an index directory (FAISS, or a pointer to a pgvector table)."""
     from ragshield.corpus import read_corpus
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.errors import check_int
-    from ragshield.indexing import build_index, read_trusted_ids, resolve_trusted
+    from ragshield.indexing import build_index, canary_secret, read_trusted_ids, resolve_trusted
     from ragshield.store.persist import check_out_dir
 
     if index_type not in ("flat", "hnsw", "ivf"):
@@ -142,6 +151,7 @@ def index(
         ray_workers=ray_workers,
         max_chars=max_chars,
         trusted_ids=trusted,
+        canary_secret=canary_secret() if canaries else None,
     )
     where = f"pgvector table {table}" if store else "FAISS"
     out.print(

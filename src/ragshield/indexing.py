@@ -9,6 +9,7 @@ from typing import Literal
 
 from ragshield.corpus import MAX_CHARS, chunk_passages, read_corpus
 from ragshield.defenses.calibration import profile_vectors
+from ragshield.defenses.canary import MARKER_CHARS
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.errors import InputError
 from ragshield.store.base import VectorStore
@@ -32,12 +33,18 @@ def build_index(
     ray_workers: int = 1,
     max_chars: int | None = MAX_CHARS,
     trusted_ids: Collection[str] = (),
+    canary_secret: str | None = None,
 ) -> VectorStore:
     """Encode and save; the directory appears only when complete (temp dir + rename).
 
     ``trusted_ids`` are the passage ids the *operator* vouches for (RAGDefender never removes
     them); they are recorded in the index metadata, expanded to their chunks. Trust never
     comes from a record's own fields: whoever can add a record could write them.
+
+    ``canary_secret`` embeds each chunk's canary in its *stored* text
+    (:func:`ragshield.defenses.canary.embed_canaries`) after the vectors are computed from
+    the plain texts, so retrieval never sees it and the ``canary`` defense can catch an
+    answer that copies the chunk.
 
     ``out`` is checked before encoding (it may only be new, empty or an index), so a bad
     target fails in a second, not after an hour of encoding. Passages longer than
@@ -50,8 +57,9 @@ def build_index(
     if not passages:
         raise InputError("cannot index an empty corpus")
     check_out_dir(out, probe=True)
-    if max_chars is not None:
-        passages = chunk_passages(passages, max_chars)
+    if max_chars is not None:  # a canary's characters count against the limit
+        room = max_chars - (MARKER_CHARS if canary_secret is not None else 0)
+        passages = chunk_passages(passages, max(1, room))
     trusted = resolve_trusted(passages, trusted_ids)
     encoder = encoder or SentenceTransformerEncoder()
     texts = [index_text(p) for p in passages]
@@ -63,6 +71,10 @@ def build_index(
         )
     else:
         vectors = encoder.encode(texts, show_progress=show_progress)
+    if canary_secret is not None:  # after encoding: the vectors are those of the plain texts
+        from ragshield.defenses.canary import embed_canaries
+
+        passages = embed_canaries(passages, canary_secret)
     store: VectorStore
     if store_uri:
         from ragshield.store.pgvector_store import PgVectorStore
@@ -141,6 +153,17 @@ def index_corpus(
         show_progress=show_progress,
         max_chars=max_chars,
     )
+
+
+def canary_secret() -> str:
+    """The canary key: ``RAGSHIELD_CANARY_SECRET`` (the same canaries on every re-index),
+    else a fresh random one (the codes live in each chunk's ``metadata["canary"]``; the
+    output check reads them from the retrieved text, so nothing else needs the key)."""
+    import os
+
+    from ragshield.defenses.canary import new_secret
+
+    return os.environ.get("RAGSHIELD_CANARY_SECRET") or new_secret()
 
 
 def index_text(p: Passage) -> str:

@@ -194,4 +194,5 @@ def _answer(
         prompt_tokens=gen.prompt_tokens if gen is not None else 0,
         completion_tokens=gen.completion_tokens if gen is not None else 0,
         timings=timings,
+        details=gen.details if gen is not None else {},
     )

@@ -109,6 +109,8 @@ class Answer:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     timings: Mapping[str, float] = field(default_factory=dict)
+    #: the generator's own notes (e.g. ``{"leak": ...}`` from the canary output check)
+    details: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def kept(self) -> tuple[RetrievedPassage, ...]:

@@ -122,3 +122,41 @@ def test_signature_free_sweeper_is_slowed_before_it_covers_90_chunks(
     assert flagged is not None and covered < 90  # region_limit 80 (bench dev grid)
     missed, _ = _replay(index, queries, tmp_path / "off", ThrottleConfig(region_limit=0))
     assert missed is None  # without the region rule nothing catches it
+
+
+@pytest.mark.parametrize(
+    ("action", "leak", "refused"),
+    [
+        ("refuse", {"kind": "canary", "contexts": [0]}, True),
+        ("refuse", {"kind": "verbatim", "contexts": [0, 3]}, True),
+        ("log", {"kind": "canary", "contexts": [0]}, False),
+    ],
+)
+def test_a_reported_leak_blocks_the_key(
+    tmp_path: Path, action: str, leak: dict[str, object], refused: bool
+) -> None:
+    """The canary output check's signal (issue #26): one answer caught copying chunks blocks
+    the key, whatever its questions look like; another key is not affected."""
+    clock = [1_700_000_000.0]
+    db = Database(f"sqlite:///{tmp_path / 'ledger.db'}")
+    db.migrate()
+    try:
+        throttle = ExtractionThrottle(
+            ThrottleConfig(leak_action=action),
+            db,
+            1000,
+            clock=lambda: clock[0],  # type: ignore[arg-type]
+        )
+        assert throttle.check("k", "what does b1 say").action == "allow"
+        verdict = throttle.report_leak("k", leak)
+        assert verdict.kind == "leak" and "copied" in verdict.reason
+        clock[0] += 10.0
+        after = throttle.check("k", "an ordinary question")
+        assert (after.action == "refuse") is refused
+        if refused:
+            assert after.kind == "blocked" and "copied" in after.reason
+            clock[0] += ThrottleConfig().cooldown_seconds + 1  # the block ends
+            assert throttle.check("k", "an ordinary question").action == "allow"
+        assert throttle.check("other", "an ordinary question").action == "allow"
+    finally:
+        db.close()

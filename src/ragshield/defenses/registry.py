@@ -81,6 +81,8 @@ _REGISTRY: dict[str, str | Entry] = {
     "ragfort": Entry("bundle", members=("ragfort-inter", "ragfort-intra")),
     "ragfort-reindex": Entry("bundle", members=("ragfort-inter",)),
     "ragfort-cascade": Entry("bundle", members=("ragfort-intra",)),
+    # canary tokens + verbatim-span output check (the index embeds the canaries)
+    "canary": Entry("generator_wrapper", "ragshield.defenses.canary:wrap_canary"),
 }
 
 

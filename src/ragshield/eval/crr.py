@@ -88,6 +88,35 @@ class CRRResult:
         hit = (self.recovered_by >= 0) & (self.recovered_by < n_outputs)
         return float(hit.sum()) / self.n_chunks
 
+    def curve(self) -> np.ndarray:
+        """CRR after every prefix of the outputs: ``curve()[b - 1]`` = :meth:`crr_at` ``(b)``."""
+        if self.n_chunks == 0 or self.n_outputs == 0:
+            return np.zeros(self.n_outputs)
+        first = self.recovered_by[self.recovered_by >= 0]
+        counts = np.bincount(first, minlength=self.n_outputs)[: self.n_outputs]
+        return np.cumsum(counts) / self.n_chunks
+
+    def curve_interval(
+        self, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Percentile bootstrap interval of :meth:`curve` at every prefix, resampling the
+        knowledge base's chunks (the subset is a seeded sample of the full corpus, so the
+        interval says how much the figure depends on which chunks were drawn)."""
+        if self.n_chunks == 0 or self.n_outputs == 0:
+            z = np.zeros(self.n_outputs)
+            return z, z
+        rng = np.random.default_rng(seed)
+        picks = self.recovered_by[rng.integers(0, self.n_chunks, (n_boot, self.n_chunks))]
+        steps = np.arange(self.n_outputs)[:, None, None]
+        # hit[b, r] = chunks of resample r recovered within the first b + 1 outputs
+        curves = np.empty((self.n_outputs, n_boot))
+        for b0 in range(0, self.n_outputs, 64):  # blocks keep the boolean cube small
+            blk = steps[b0 : b0 + 64]
+            hit = (picks[None] >= 0) & (picks[None] <= blk)
+            curves[b0 : b0 + 64] = hit.sum(axis=2) / self.n_chunks
+        tail = (1 - level) / 2
+        return np.quantile(curves, tail, axis=1), np.quantile(curves, 1 - tail, axis=1)
+
     def per_topic(self, labels: Sequence[int] | np.ndarray) -> list[TopicCoverage]:
         """Recovered / total per topic label, largest topic first."""
         lab = np.asarray(labels)

@@ -46,8 +46,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,9 @@ from typing import Any
 import numpy as np
 
 from ragshield.attacks.base import QueryAttack
+from ragshield.attacks.extraction.base import ExtractionAttack
 from ragshield.defenses.base import PassageFilter
+from ragshield.defenses.canary import strip_canaries
 from ragshield.defenses.extraction_baselines import SummarizingGenerator
 from ragshield.defenses.registry import build_chain
 from ragshield.embed.base import Encoder
@@ -91,6 +95,7 @@ __all__ = [
     "attack_factories",
     "attack_factory",
     "build_store",
+    "canary_defense",
     "encode_cached",
     "evaluate_utility",
     "load_chatdoctor",
@@ -193,6 +198,29 @@ def ragfort_defenses(
     return rows
 
 
+def canary_defense(
+    kb: KnowledgeBase,
+    base: DefenseConfig,
+    vectors: np.ndarray,
+    *,
+    secret: str = "bench-extraction",
+    name: str = "canary",
+    **guard: Any,
+) -> DefenseConfig:
+    """The ``canary`` row: the same chunks with their canaries embedded (same vectors: the
+    index is built from the plain texts) and the output check around the base generator.
+    ``secret``: a fixed one, so reruns reuse the answer cache; ``guard`` goes to
+    :class:`~ragshield.defenses.canary.CanaryGuard`."""
+    from ragshield.defenses.canary import CanaryGuard, embed_canaries
+
+    marked = KnowledgeBase(kb.name, tuple(embed_canaries(kb.passages, secret)), kb.questions)
+    store = build_store(marked, vectors, base.encoder.name)
+    gen = base.generator or ExtractiveGenerator(base.encoder)
+    return DefenseConfig(
+        name, store, base.encoder, base.filters, CanaryGuard(gen, **guard), base.top_k
+    )
+
+
 # ---- utility ------------------------------------------------------------------------------
 
 #: What a report folder receives (``logs`` from ``run_extraction_eval(log_dir=out/"logs")``).
@@ -284,19 +312,33 @@ def evaluate_utility(
     ask: Callable[[str], Answer],
     questions: Sequence[UtilityQuestion],
     judge: UtilityJudge,
+    *,
+    concurrency: int = 1,
+    answers_out: list[Answer] | None = None,
 ) -> dict[str, float]:
-    """Accuracy and context recall over ``questions``."""
-    correct = recall = 0
+    """Accuracy and context recall over ``questions`` (``concurrency`` > 1 asks them side by
+    side, so a batching generator decodes them together); ``answers_out`` receives the
+    answers in question order. ``leaks`` counts answers the canary output check caught
+    (false positives: these are ordinary questions)."""
     t0 = time.perf_counter()
-    for q in questions:
-        ans = ask(q.question)
-        correct += judge.correct(q, ans.text)
-        recall += any(p.id in q.gold_ids for p in ans.passages)
+    if concurrency > 1:
+        with ThreadPoolExecutor(concurrency) as pool:
+            answers = list(pool.map(lambda q: ask(q.question), questions))
+    else:
+        answers = [ask(q.question) for q in questions]
+    correct = sum(judge.correct(q, a.text) for q, a in zip(questions, answers, strict=True))
+    recall = sum(
+        any(p.id in q.gold_ids for p in a.passages) for q, a in zip(questions, answers, strict=True)
+    )
+    leaks = sum("leak" in a.details for a in answers)
+    if answers_out is not None:
+        answers_out.extend(answers)
     n = len(questions)
     return {
         "accuracy": correct / n if n else 0.0,
         "context_recall": recall / n if n else 0.0,
         "n_questions": float(n),
+        "leaks": float(leaks),
         "utility_seconds": time.perf_counter() - t0,
     }
 
@@ -361,6 +403,10 @@ class ExtractionRow:
     distinct_chunks_parsed: int
     chunks_reached: int
     curve: list[tuple[int, float]] = field(default_factory=list)
+    #: 95 % bootstrap interval of the curve at the same budgets (chunks resampled)
+    curve_ci: list[tuple[float, float]] = field(default_factory=list)
+    leaks: int = 0  # attack answers the canary output check caught
+    utility_leaks: int = 0  # utility answers it caught (false positives)
 
 
 @dataclass
@@ -511,11 +557,10 @@ def _clear_encoder_cache(*encoders: object) -> None:
 
 
 def _checkpoints(n: int, budgets: Sequence[int] | None) -> list[int]:
+    """The budgets the curve is reported at: the given ones, else every prefix."""
     if budgets:
         return sorted({b for b in budgets if 0 < b <= n} | ({n} if n else set()))
-    if n == 0:
-        return []
-    return sorted({max(1, round(n * f)) for f in (0.1, 0.25, 0.5, 0.75, 1.0)})
+    return list(range(1, n + 1))
 
 
 def run_extraction_eval(
@@ -535,6 +580,7 @@ def run_extraction_eval(
     log_dir: str | os.PathLike[str] | None = None,
     seed: int = 0,
     cold_cache: bool = True,
+    concurrency: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> ExtractionReport:
     """Run every attack against every defense and score it (see the module docstring).
@@ -545,7 +591,12 @@ def run_extraction_eval(
     ``log_dir``: write every (query, response) as JSONL per (defense, attack).
     ``cold_cache``: empty the encoders' text caches before each attack run, so a row's wall
     time does not profit from texts an earlier row already encoded (two defenses that
-    return the same answers would otherwise replay the attack from cache).
+    return the same answers would otherwise replay the attack from cache; sessions that
+    run side by side share the caches, so it applies to ``concurrency`` 1 only).
+    ``concurrency`` > 1 runs every (defense, attack) session side by side and asks each
+    round's queries (and the utility questions) in parallel, so a batching generator
+    (:class:`~ragshield.generate.microbatch.BatchingGenerator`) decodes them together; the
+    attacks' decisions are the same as one query at a time.
     """
     if not defenses:
         raise InputError("run_extraction_eval needs at least one defense configuration.")
@@ -572,65 +623,92 @@ def run_extraction_eval(
         questions = [pool[int(i)] for i in pick]
     judge = UtilityJudge(judge_encoder).fit(kb, vecs)
 
-    rows: list[ExtractionRow] = []
+    utilities: dict[str, dict[str, float]] = {}
+    pipelines: dict[str, RAGPipeline] = {}
     for d in defenses:
-        rag = d.pipeline()
+        rag = pipelines[d.name] = d.pipeline()
 
         def ask(q: str, _rag: RAGPipeline = rag, _k: int = d.top_k) -> Answer:
             return _rag.answer(q, k=_k)
 
-        util = evaluate_utility(kb, ask, questions, judge)
-        say(
-            f"{d.name}: accuracy {util['accuracy']:.3f}, context recall {util['context_recall']:.3f}"
+        util = utilities[d.name] = evaluate_utility(
+            kb, ask, questions, judge, concurrency=concurrency
         )
-        for a_name, make in factories.items():
-            attack = make()
-            reached: set[str] = set()
-            if cold_cache:
-                _clear_encoder_cache(judge_encoder, d.encoder, getattr(attack, "encoder", None))
+        say(
+            f"{d.name}: accuracy {util['accuracy']:.3f}, context recall "
+            f"{util['context_recall']:.3f}, canary/verbatim hits {int(util['leaks'])}"
+        )
+    lock = threading.Lock()
 
-            def ask_and_track(
-                q: str, _ask: Callable[[str], Answer] = ask, _seen: set[str] = reached
-            ) -> Answer:
-                ans = _ask(q)
-                _seen.update(p.id for p in ans.passages)
-                return ans
+    def session(d: DefenseConfig, a_name: str, make: AttackFactory) -> ExtractionRow:
+        attack = make()
+        reached: set[str] = set()
+        leaks = [0]
+        rag = pipelines[d.name]
+        log_path = None if log_dir is None else Path(log_dir) / f"{d.name}__{a_name}.jsonl"
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_text("", encoding="utf-8")
+        if cold_cache and concurrency == 1:
+            _clear_encoder_cache(judge_encoder, d.encoder, getattr(attack, "encoder", None))
 
-            t0 = time.perf_counter()
-            outputs = list(attack.run(ask_and_track))
-            secs = time.perf_counter() - t0
-            res = scorer.score(outputs)
-            topics = topic_summary(res, labels)
-            log = list(getattr(attack, "log_", []))
-            row = ExtractionRow(
-                defense=d.name,
-                attack=a_name,
-                crr=res.crr,
-                recovered=res.n_recovered,
-                n_chunks=res.n_chunks,
-                topics_touched_share=topics["topics_touched_share"],
-                intra_rate=topics["intra_rate"],
-                accuracy=util["accuracy"],
-                context_recall=util["context_recall"],
-                queries=len(outputs),
-                rounds=int(getattr(attack, "rounds_", 0)),
-                seconds=secs,
-                stop_reason=str(getattr(attack, "stop_reason_", "")),
-                distinct_chunks_parsed=len(getattr(attack, "memory_", [])),
-                chunks_reached=len(reached),
-                curve=[(b, res.crr_at(b)) for b in _checkpoints(len(outputs), budgets)],
-            )
-            rows.append(row)
-            say(
-                f"{d.name} × {a_name}: CRR {row.crr:.4f} ({row.recovered}/{row.n_chunks}), "
-                f"{row.queries} queries, {secs:.1f} s, stop: {row.stop_reason}"
-            )
-            if log_dir is not None:
-                path = Path(log_dir) / f"{d.name}__{a_name}.jsonl"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "w", encoding="utf-8") as fh:
-                    for q, r in log:
-                        fh.write(json.dumps({"query": q, "response": r}, ensure_ascii=False) + "\n")
+        def ask_and_track(q: str) -> Answer:
+            ans = rag.answer(q, k=d.top_k)
+            with lock:
+                reached.update(p.id for p in ans.passages)
+                leaks[0] += "leak" in ans.details
+                if log_path is not None:  # as it goes: a run stopped early can be scored
+                    rec = {"query": q, "response": ans.text, "leak": "leak" in ans.details}
+                    with open(log_path, "a", encoding="utf-8") as fh:
+                        fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            return ans
+
+        t0 = time.perf_counter()
+        outputs = (
+            attack.run(ask_and_track, concurrency=concurrency)
+            if isinstance(attack, ExtractionAttack)  # rounds asked side by side
+            else list(attack.run(ask_and_track))
+        )
+        secs = time.perf_counter() - t0
+        res = scorer.score([strip_canaries(o) for o in outputs])
+        topics = topic_summary(res, labels)
+        marks = _checkpoints(len(outputs), budgets)
+        lo, hi = res.curve_interval(seed=seed)
+        util = utilities[d.name]
+        row = ExtractionRow(
+            defense=d.name,
+            attack=a_name,
+            crr=res.crr,
+            recovered=res.n_recovered,
+            n_chunks=res.n_chunks,
+            topics_touched_share=topics["topics_touched_share"],
+            intra_rate=topics["intra_rate"],
+            accuracy=util["accuracy"],
+            context_recall=util["context_recall"],
+            queries=len(outputs),
+            rounds=int(getattr(attack, "rounds_", 0)),
+            seconds=secs,
+            stop_reason=str(getattr(attack, "stop_reason_", "")),
+            distinct_chunks_parsed=len(getattr(attack, "memory_", [])),
+            chunks_reached=len(reached),
+            curve=[(b, res.crr_at(b)) for b in marks],
+            curve_ci=[(float(lo[b - 1]), float(hi[b - 1])) for b in marks],
+            leaks=leaks[0],
+            utility_leaks=int(util.get("leaks", 0)),
+        )
+        say(
+            f"{d.name} × {a_name}: CRR {row.crr:.4f} ({row.recovered}/{row.n_chunks}), "
+            f"{row.queries} queries, {secs:.1f} s, leaks caught {row.leaks}, "
+            f"stop: {row.stop_reason}"
+        )
+        return row
+
+    jobs = [(d, a, make) for d in defenses for a, make in factories.items()]
+    if concurrency > 1:  # sessions side by side: their answers share decoding batches
+        with ThreadPoolExecutor(len(jobs)) as sessions:
+            rows = list(sessions.map(lambda j: session(*j), jobs))
+    else:
+        rows = [session(*j) for j in jobs]
     settings = {
         "max_queries": max_queries,
         "max_seconds": max_seconds,

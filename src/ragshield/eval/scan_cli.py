@@ -313,10 +313,11 @@ def _print_summary(console: Console, scan: ScanResult) -> None:
         table.add_row(s, *[f"{r.get(d, s).metrics[key]:.3f}" for d in chains])
     console.print(table)
     if scan.extraction:
-        ext = Table("chain", "attack", "CRR", "recovered", "queries", title="extraction")
+        ext = Table("chain", "attack", "CRR", "recovered", "queries", "CRR curve",
+                    title="extraction")  # fmt: skip
         for c in scan.extraction:
-            ext.add_row(c.chain, c.attack, f"{c.crr:.4f}", f"{c.recovered}/{c.n_chunks}",
-                        str(c.queries))  # fmt: skip
+            ext.add_row(c.chain, c.attack, escape(c.crr_text), f"{c.recovered}/{c.n_chunks}",
+                        str(c.queries), c.curve_text)  # fmt: skip
         console.print(ext)
     console.print(f"recommended: [bold]--filter {escape(rec.chain)}[/bold] ({escape(rec.reason)})")
     t = ", ".join(f"{k} {v:.1f}s" for k, v in scan.timings.items())

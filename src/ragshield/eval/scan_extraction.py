@@ -19,8 +19,10 @@ scan estimates, it does not run the papers' 1,000 rounds. RAG-Thief runs only wh
 attacker LLM is given (its reflection writes the follow-up queries); otherwise the worm
 alone runs and a note says so. The sessions run side by side in threads, so their
 answers are decoded in shared batches (:class:`~ragshield.generate.microbatch.BatchingGenerator`);
-each session's own queries stay in order, and ``seconds`` is its wall time among the others. With the extractive generator (no ``--generator``) no single
-answer can reproduce a chunk, so CRR stays near zero — the note says that too.
+each session's own queries stay in order, and ``seconds`` is its wall time among the others.
+With the extractive generator (no ``--generator``) no single answer can reproduce a chunk,
+and at a small budget even an LLM may recover nothing undefended: the cells then say "not
+measured: …" (:func:`mark_unmeasured`) rather than a CRR of 0.
 """
 
 from __future__ import annotations
@@ -43,7 +45,13 @@ SETTING = "extraction"
 
 @dataclass(frozen=True)
 class ExtractionCell:
-    """One attack against one chain: CRR and what it cost."""
+    """One attack against one chain: CRR and what it cost.
+
+    ``curve`` is the CRR after every query (the CRR-vs-budget curve). ``not_measured``
+    says why the CRR means nothing here (the generator cannot copy a chunk, or the budget
+    recovers nothing even undefended); the tables print it instead of a 0.0000 that reads
+    like "this index cannot be extracted".
+    """
 
     chain: str
     attack: str
@@ -54,6 +62,50 @@ class ExtractionCell:
     chunks_reached: int
     seconds: float
     stop_reason: str
+    curve: tuple[float, ...] = ()
+    not_measured: str = ""
+
+    @property
+    def crr_text(self) -> str:
+        """The CRR cell of a table: the figure, or ``not measured: <why>``."""
+        return f"not measured: {self.not_measured}" if self.not_measured else f"{self.crr:.4f}"
+
+    @property
+    def curve_text(self) -> str:
+        """The curve at a quarter, half, three quarters and all of the budget."""
+        if self.not_measured or not self.curve:
+            return "-"
+        n = len(self.curve)
+        marks = sorted({max(1, round(n * f)) for f in (0.25, 0.5, 0.75, 1.0)})
+        return " · ".join(f"{b}: {self.curve[b - 1]:.3f}" for b in marks)
+
+
+NO_COPY = "this generator cannot copy a chunk (extractive: one context sentence per answer)"
+
+
+def mark_unmeasured(
+    cells: list[ExtractionCell], *, can_copy: bool, undefended: str = "none"
+) -> list[ExtractionCell]:
+    """Cells whose CRR is no measurement, marked with the reason (see :class:`ExtractionCell`):
+    every cell when the generator cannot copy; every cell of an attack whose undefended run
+    (chain ``undefended``, else the best chain) recovered nothing at this budget."""
+    from dataclasses import replace
+
+    if not can_copy:
+        return [replace(c, not_measured=NO_COPY) for c in cells]
+    out = []
+    for c in cells:
+        same = [x for x in cells if x.attack == c.attack]
+        base = [x for x in same if x.chain == undefended] or same
+        if max(x.recovered for x in base) == 0:
+            why = (
+                f"budget too small to recover anything undefended ({c.queries} queries "
+                f"recovered 0 of {c.n_chunks} chunks); raise --extraction-queries"
+            )
+            out.append(replace(c, not_measured=why))
+        else:
+            out.append(c)
+    return out
 
 
 def extraction_attacks(attacker: Generator | None) -> tuple[list[str], list[str]]:
@@ -143,10 +195,11 @@ def run_scan_extraction(
             len(reached),
             time.perf_counter() - t0,
             str(getattr(attack, "stop_reason_", "")),
+            tuple(float(x) for x in res.curve()),
         )
 
     # Each (chain, attack) session waits on one answer at a time; run side by side, their
     # answers (and RAG-Thief's reflections) are decoded together (BatchingGenerator).
     with ThreadPoolExecutor(max_workers=max(1, len(sessions))) as pool:
         cells = list(pool.map(lambda s: run(*s), sessions))
-    return cells, notes
+    return mark_unmeasured(cells, can_copy=generator is not None), notes

@@ -344,8 +344,9 @@ def _extraction(scan: ScanResult) -> str:
     if not scan.extraction:
         return ""
     rows = [
-        [escape(c.chain), escape(c.attack), f"{c.crr:.4f}", f"{c.recovered}/{c.n_chunks}",
-         str(c.queries), str(c.chunks_reached), f"{c.seconds:.1f}", escape(c.stop_reason)]
+        [escape(c.chain), escape(c.attack), escape(c.crr_text), f"{c.recovered}/{c.n_chunks}",
+         str(c.queries), escape(c.curve_text), str(c.chunks_reached), f"{c.seconds:.1f}",
+         escape(c.stop_reason)]
         for c in scan.extraction
     ]  # fmt: skip
     notes = "".join(f"<li>{escape(n)}</li>" for n in scan.notes.get("extraction", []))
@@ -361,6 +362,7 @@ def _extraction(scan: ScanResult) -> str:
                 "CRR",
                 "recovered",
                 "queries",
+                "CRR after (queries: CRR)",
                 "chunks reached",
                 "seconds",
                 "stopped by",

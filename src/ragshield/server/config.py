@@ -162,6 +162,11 @@ class ThrottleConfig(_Section):
     region_window: int = Field(default=200, ge=1)
     slow_seconds: float = Field(default=2.0, ge=0.0)
     cooldown_seconds: float = Field(default=900.0, gt=0.0)
+    # what an answer caught copying its chunks (the ``canary`` defense's output check: a
+    # canary or verbatim runs from several chunks) does to the key: block it for
+    # `cooldown_seconds` (no ordinary answer carries a canary: 0 of the bench's benign
+    # sessions) or only log it
+    leak_action: Literal["refuse", "log"] = "refuse"
 
     @field_validator("signatures")
     @classmethod

@@ -422,6 +422,10 @@ class Service:
         k = self.check_ask(req)
         resolved = self.resolve(req.defenses)
         ans = resolved.pipeline.answer(req.question, k=k)
+        leak = ans.details.get("leak")
+        if isinstance(leak, dict):  # the canary output check caught a copy: tell the throttle
+            caught = self.throttle.report_leak(key.id, leak)
+            self.metrics.throttled.labels("leak", caught.action).inc()
         reports = stage_reports(ans.filter_results)
         for r in reports:
             for rm in r["removed"]:

@@ -14,6 +14,11 @@ Extraction attacks (RAG-Thief, the RAG worm) have three tells that ordinary user
   query after query. Off by default: a user asking diverse questions has the same
   novelty as a sweeper (issue #15 item 13; ``benchmarks/bench_throttle.py``).
 
+* **leak** — an answer the ``canary`` defense caught copying retrieved chunks (a canary
+  token, or verbatim runs from several chunks: :mod:`ragshield.defenses.canary`). The
+  answer itself was already blocked; :meth:`ExtractionThrottle.report_leak` blocks the key,
+  since the copy shows what the key is doing whatever its queries look like.
+
 A signature match refuses the request and blocks the key for ``cooldown_seconds``
 (``signature_action`` can make it slow-only or log-only); crossing the coverage limit
 blocks the key; a region or a novelty rate above its limit slows every answer by
@@ -52,7 +57,7 @@ class Verdict:
     """What to do with one request, and why.
 
     ``kind`` names the rule that fired: ``""`` (none), ``blocked``, ``signature``,
-    ``coverage`` or ``novelty``. ``coverage`` is the key's distinct chunks in the window
+    ``coverage``, ``region``, ``novelty`` or ``leak``. ``coverage`` is the key's distinct chunks in the window
     when it was computed. ``admission`` is the audit row the request opened when it was
     charged (the service fills it in; the answer closes that row).
     """
@@ -185,6 +190,23 @@ class ExtractionThrottle:
             reason,
         )
         return Verdict("refuse", kind, reason, retry_after=self.config.cooldown_seconds)
+
+    def report_leak(self, key_id: str, leak: Mapping[str, object]) -> Verdict:
+        """An answer to ``key_id`` copied its chunks (``Answer.details["leak"]`` of the
+        canary output check): block the key (``leak_action="refuse"``) or log it."""
+        c = self.config
+        if not c.enabled:
+            return ALLOW
+        contexts = leak.get("contexts")
+        n = len(contexts) if isinstance(contexts, list | tuple) else 0
+        reason = (
+            f"an answer copied {n} retrieved chunk(s) verbatim ({leak.get('kind', 'leak')} "
+            "output check)"
+        )
+        if c.leak_action == "refuse":
+            return self._block(key_id, "leak", reason, self.clock())
+        log.warning("throttle: key %s (log): %s", key_id, reason)
+        return Verdict("allow", "leak", reason)
 
     def check(self, key_id: str, question: str) -> Verdict:
         """The verdict for ``key_id`` asking ``question`` now (before anything is served)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -179,10 +180,19 @@ class ExtractionAttack:
             return "max_seconds"
         return None
 
-    def run(self, ask: Callable[[str], Answer]) -> list[str]:
-        """Attack through ``ask``; return every response text (all the attacker saw)."""
+    def run(self, ask: Callable[[str], Answer], *, concurrency: int = 1) -> list[str]:
+        """Attack through ``ask``; return every response text (all the attacker saw).
+
+        ``concurrency`` > 1 asks a round's queries side by side (threads), then reads the
+        answers in query order, so the attack's decisions are the same as one at a time:
+        a round's queries are all written before any of its answers is read. What changes
+        is throughput — a batching generator decodes the round together
+        (:class:`~ragshield.generate.microbatch.BatchingGenerator`) — and the time budget,
+        which is checked per round instead of per query.
+        """
         if not callable(ask):
             raise InputError(f"{type(self).__name__}.run expects a callable ask(question).")
+        check_int(concurrency, "concurrency", f"{type(self).__name__}.run", low=1)
         self._validate()
         self.log_: list[tuple[str, str]] = []
         self.memory_ = ChunkMemory(self.encoder, threshold=self.dedup_threshold)
@@ -203,11 +213,15 @@ class ExtractionAttack:
                 reason = "exhausted"
                 break
             self.rounds_ += 1
-            for q in queries:
+            if concurrency > 1:
+                queries = queries[: self._left()]
+                with ThreadPoolExecutor(min(concurrency, max(1, len(queries)))) as pool:
+                    answers = list(pool.map(lambda q: self._ask(ask, q), queries))
+            for i, q in enumerate(queries):
                 reason = self._stop_reason(t0)
                 if reason is not None:
                     break
-                response = self._ask(ask, q)
+                response = answers[i] if concurrency > 1 else self._ask(ask, q)
                 self.log_.append((q, response))
                 new = self.memory_.add(
                     parse_chunks(response, min_words=self.min_chunk_words), exclude=[q]
@@ -216,6 +230,12 @@ class ExtractionAttack:
         self.stop_reason_ = reason
         self.seconds_ = time.perf_counter() - t0
         return [r for _, r in self.log_]
+
+    def _left(self) -> int:
+        """Queries left in the budget (``len(self.log_)`` spent)."""
+        if self.max_queries is None:
+            return 1 << 30
+        return max(0, self.max_queries - len(self.log_))
 
     @staticmethod
     def _ask(ask: Callable[[str], Answer], query: str) -> str:

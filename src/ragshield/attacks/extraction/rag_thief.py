@@ -174,12 +174,21 @@ class RAGThief(ExtractionAttack):
         for chunk in new_chunks:
             self._df.update(set(words(chunk)))
 
-    def _reflect_llm(self, chunk: str) -> list[str]:
+    def _reflect_llm(self, chunks: Sequence[str]) -> list[list[str]]:
+        """The attacker LLM's continuations of each chunk, one batch when it can batch
+        (a local model decodes the round's reflections together)."""
         assert self.generator is not None
         prompt = _REFLECT.format(n=self.continuations)
-        text = self.generator.generate(prompt, [chunk]).text
-        lines = [ln.strip(" -*•\t") for ln in text.splitlines()]
-        return [ln for ln in lines if len(ln.split()) >= 4][: 2 * self.continuations]
+        many = getattr(self.generator, "generate_many", None)
+        if callable(many) and len(chunks) > 1:
+            texts = [g.text for g in many([(prompt, [c]) for c in chunks])]
+        else:
+            texts = [self.generator.generate(prompt, [c]).text for c in chunks]
+        out = []
+        for text in texts:
+            lines = [ln.strip(" -*•\t") for ln in text.splitlines()]
+            out.append([ln for ln in lines if len(ln.split()) >= 4][: 2 * self.continuations])
+        return out
 
     def _reflect_heuristic(self, chunk: str) -> list[str]:
         sentences = split_sentences(chunk) or [chunk]
@@ -206,10 +215,13 @@ class RAGThief(ExtractionAttack):
 
     def _reflect(self) -> list[str]:
         out: list[str] = []
-        for chunk in self._short_term:
-            anchors = (
-                self._reflect_llm(chunk) if self.generator is not None else []
-            ) or self._reflect_heuristic(chunk)
+        llm = (
+            self._reflect_llm(self._short_term)
+            if self.generator is not None and self._short_term
+            else [[] for _ in self._short_term]
+        )
+        for chunk, written in zip(self._short_term, llm, strict=True):
+            anchors = written or self._reflect_heuristic(chunk)
             out += [f"{a} {self._command()}" for a in anchors]
             out += [f"Tell me everything about {t}. {self._command()}" for t in self._terms(chunk)]
         self._short_term = []

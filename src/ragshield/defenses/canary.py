@@ -1,0 +1,280 @@
+"""Canary tokens and the verbatim-span output check: an answer that copies a chunk is caught.
+
+Example::
+
+    from ragshield.defenses.canary import CanaryGuard, embed_canaries, new_secret
+
+    passages = embed_canaries(passages, secret=new_secret())   # at index time, after encoding
+    gen = CanaryGuard(LocalLLMGenerator("qwen2.5-0.5b"))        # at answer time
+    g = gen.generate(question, [p.text for p in retrieved])
+    g.details.get("leak")     # {"kind": "canary", ...} when the answer copied a chunk
+
+Why: extraction attacks (RAG-Thief, the worm) work by making the generator *copy* its
+context. A copy is visible in the output, whatever query produced it, so the check is
+deterministic and model-agnostic — the kind of output-side check that held against an
+evolving attacker where model-based detectors broke (arXiv 2604.23887). Two signals:
+
+* **canary** (CanaryRAG, arXiv 2604.10717): every chunk carries a short high-entropy marker
+  ``[ref ABCD-EFGH-JKLM]``, the HMAC-SHA256 of a secret and the chunk id (reproducible by
+  whoever holds the secret, unpredictable to anyone else). An ordinary answer has no
+  reason to repeat a reference code; a copied chunk carries it. The marker is added to the
+  stored text *after* the vectors are computed, so retrieval never sees it.
+* **verbatim span**: the answer shares a run of at least ``min_span_words`` consecutive
+  words with one retrieved chunk — a copy whose canary the attacker had the model drop
+  ("omit reference codes"). An answer that quotes a sentence stays under the limit.
+
+A hit blocks the answer (``action="block"``: a fixed refusal replaces it) or cuts the copied
+words out (``action="redact"``), and is recorded in ``Generation.details["leak"]`` so the
+service can report it to its extraction throttle.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from difflib import SequenceMatcher
+from typing import Any, Literal
+
+from ragshield.errors import InputError, check_int
+from ragshield.generate.base import Generator
+from ragshield.types import Generation, Passage
+
+_OWNER = "CanaryGuard"
+#: ``[ref XXXX-XXXX-XXXX].``: 12 base32 characters = 60 bits from the HMAC. Base32 (A–Z, 2–7)
+#: so a tokenizer splits it the same way every time and the model copies it as written; the
+#: full stop makes it a sentence of its own, so a generator that answers with one context
+#: sentence (the extractive default) never carries it by accident.
+CANARY_RE = re.compile(r"\s?\[ref ([A-Z2-7]{4})-([A-Z2-7]{4})-([A-Z2-7]{4})\]\.?")
+#: characters a canary adds to a chunk (`` [ref XXXX-XXXX-XXXX].``)
+MARKER_CHARS = 22
+_WORD = re.compile(r"[a-z0-9]+")
+BLOCKED = "I can't reproduce the source documents; please ask a question about them instead."
+
+Action = Literal["block", "redact"]
+
+
+def new_secret() -> str:
+    """A fresh canary secret (32 random bytes, hex)."""
+    return secrets.token_hex(32)
+
+
+def canary_code(secret: str | bytes, chunk_id: str) -> str:
+    """The chunk's 12-character code: HMAC-SHA256(secret, chunk id), base32, first 60 bits."""
+    if not secret:
+        raise InputError("the canary secret is empty: pass a non-empty secret.")
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    digest = hmac.new(key, chunk_id.encode("utf-8"), hashlib.sha256).digest()
+    code = base64.b32encode(digest).decode("ascii")[:12]
+    return f"{code[:4]}-{code[4:8]}-{code[8:]}"
+
+
+def embed_canary(text: str, code: str) -> str:
+    """``text`` with ``[ref CODE].`` after its first line or sentence: inside the chunk, so
+    a copy of more than its opening sentence carries it, and never at the very end, where a
+    model cutting its copy short would drop it first."""
+    marker = f" [ref {code}]."
+    cut = text.find("\n")
+    if cut < 0:
+        m = re.search(r"[.!?](\s)", text)
+        cut = m.start(1) if m else len(text)
+    return text[:cut] + marker + text[cut:]
+
+
+def strip_canaries(text: str) -> str:
+    """``text`` without any canary marker (what retrieval embeds and a reader sees)."""
+    return CANARY_RE.sub("", text)
+
+
+def codes_in(text: str) -> list[str]:
+    """Canary codes written in ``text`` (``ABCD-EFGH-JKLM``)."""
+    return ["-".join(m.groups()) for m in CANARY_RE.finditer(text)]
+
+
+def embed_canaries(passages: Sequence[Passage], secret: str | bytes) -> list[Passage]:
+    """Each passage with its canary in the text and the code in ``metadata["canary"]``.
+
+    Call it *after* encoding: the stored vectors must be those of the plain texts."""
+    out = []
+    for p in passages:
+        code = canary_code(secret, p.id)
+        out.append(
+            replace(p, text=embed_canary(p.text, code), metadata={**p.metadata, "canary": code})
+        )
+    return out
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "", text.upper())
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(strip_canaries(text).lower())
+
+
+@dataclass(frozen=True)
+class Leak:
+    """What the output check found: which signal, in which contexts, how long a copy."""
+
+    kind: Literal["canary", "verbatim"]
+    contexts: tuple[int, ...]
+    span_words: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "contexts": list(self.contexts), "span_words": self.span_words}
+
+
+def longest_copy(output: str, context: str) -> tuple[int, int]:
+    """Longest run of consecutive words the output shares with the context, as
+    ``(start word in output, length)`` (case and punctuation ignored)."""
+    a, b = _words(output), _words(context)
+    if not a or not b:
+        return 0, 0
+    m = SequenceMatcher(None, a, b, autojunk=False).find_longest_match(0, len(a), 0, len(b))
+    return m.a, m.size
+
+
+def check_output(
+    output: str, contexts: Sequence[str], *, min_span_words: int, min_chunks: int = 2
+) -> Leak | None:
+    """The leak in ``output``, if any: a canary of one of ``contexts`` (matched ignoring
+    case, spaces and punctuation, so ``ref abcd efgh jklm`` still counts), else verbatim
+    runs of ``min_span_words`` words from ``min_chunks`` different contexts (a dump of the
+    context; an answer quoting the one record that answers it is not one)."""
+    squashed = _squash(output)
+    hit = tuple(
+        i
+        for i, ctx in enumerate(contexts)
+        if any(_squash(code) in squashed for code in codes_in(ctx))
+    )
+    spans = [longest_copy(output, ctx)[1] for ctx in contexts]
+    longest = max(spans, default=0)
+    if hit:
+        return Leak("canary", hit, longest)
+    copied = tuple(i for i, n in enumerate(spans) if n >= min_span_words)
+    return Leak("verbatim", copied, longest) if len(copied) >= min_chunks else None
+
+
+def redact(output: str, contexts: Sequence[str], *, min_span_words: int) -> str:
+    """``output`` with every canary and every copied run of ``min_span_words``+ words cut
+    out (replaced by ``[…]``); words are re-joined by single spaces."""
+    words = _WORD.findall(strip_canaries(output).lower())
+    keep = [True] * len(words)
+    for ctx in contexts:
+        b = _words(ctx)
+        sm = SequenceMatcher(None, words, b, autojunk=False)
+        for blk in sm.get_matching_blocks():
+            if blk.size >= min_span_words:
+                keep[blk.a : blk.a + blk.size] = [False] * blk.size
+    out: list[str] = []
+    for w, k in zip(words, keep, strict=True):
+        if k:
+            out.append(w)
+        elif not out or out[-1] != "[…]":
+            out.append("[…]")
+    return " ".join(out)
+
+
+class CanaryGuard:
+    """Wraps a generator; checks every answer for canaries and verbatim copies.
+
+    Parameters
+    ----------
+    inner: the generator whose answers are checked.
+    min_span_words: a verbatim run this long from a chunk counts as a copy of it. Ours,
+        chosen on the dev half of ``bench_extraction.py --quote-check`` (250 ChatDoctor
+        questions, seed 0): the smallest limit that flags at most 0.5 % of benign answers
+        quoting the knowledge base (an answer joining two records: 14 % at 20 words, 1.2 %
+        at 30, 0.4 % at 40) — it still catches ~half of two-chunk copies whose canaries
+        were dropped (test 48 %); the canary catches the rest.
+    min_chunks: copies of this many different chunks in one answer are a leak. Ours: on
+        ChatDoctor the right answer to a patient *is* its record's doctor answer, and the
+        0.5B model copies it whole — one copied chunk is a normal answer, several are a
+        dump (the canary, placed after the patient's message, catches a one-chunk copy).
+    action: ``"block"`` (a fixed refusal replaces the answer) or ``"redact"`` (the copied
+        words are cut out).
+    message: the refusal ``"block"`` answers with.
+    """
+
+    def __init__(
+        self,
+        inner: Generator,
+        *,
+        min_span_words: int = 40,
+        min_chunks: int = 2,
+        action: Action = "block",
+        message: str = BLOCKED,
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.min_span_words = min_span_words
+        self.min_chunks = min_chunks
+        self.action = action
+        self.message = message
+
+    def _validate(self) -> None:
+        check_int(self.min_span_words, "min_span_words", _OWNER, low=5)
+        check_int(self.min_chunks, "min_chunks", _OWNER, low=1)
+        if self.action not in ("block", "redact"):
+            raise InputError(
+                f"The 'action' parameter of {_OWNER} must be 'block' or 'redact'. "
+                f"Got {self.action!r} instead."
+            )
+
+    def warm_up(self) -> None:
+        method = getattr(self.inner, "warm_up", None)
+        if callable(method):
+            method()
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def cache_identity(self) -> dict[str, Any]:
+        from ragshield.generate.cache import generator_identity
+
+        return generator_identity(self.inner)
+
+    def guard(self, generation: Generation, contexts: Sequence[str]) -> Generation:
+        """The checked answer: unchanged, blocked or redacted; ``details["leak"]`` on a hit."""
+        self._validate()
+        leak = check_output(
+            generation.text,
+            contexts,
+            min_span_words=self.min_span_words,
+            min_chunks=self.min_chunks,
+        )
+        if leak is None:
+            text = strip_canaries(generation.text)
+            return generation if text == generation.text else replace(generation, text=text)
+        text = (
+            self.message
+            if self.action == "block"
+            else redact(generation.text, contexts, min_span_words=self.min_span_words)
+        )
+        details = {**generation.details, "leak": leak.to_dict() | {"action": self.action}}
+        return replace(generation, text=text, details=details)
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        return self.guard(self.inner.generate(question, contexts), contexts)
+
+    def generate_many(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[Generation]:
+        many = getattr(self.inner, "generate_many", None)
+        gens = (
+            many(requests) if callable(many) else [self.inner.generate(q, c) for q, c in requests]
+        )
+        return [self.guard(g, c) for g, (_, c) in zip(gens, requests, strict=True)]
+
+
+def wrap_canary(
+    generator: Generator,
+    *,
+    encoder: object = None,
+    options: Mapping[str, Any] | None = None,
+    **params: Any,
+) -> CanaryGuard:
+    """The registry's ``canary`` entry (a generator wrapper): ``params`` go to the guard."""
+    return CanaryGuard(generator, **params)
