@@ -183,18 +183,24 @@ class Bench:
 
     def run(self, defense: Any, setting: str) -> dict[str, float]:
         from ragshield.eval.real_retrieval import _mean, _score_question
+        from ragshield.pipeline import select_context
+        from ragshield.types import Answer
 
         hits, planted, _, _ = self.hits(setting)
         rows = []
         for case, retrieved in zip(self.cases, hits, strict=True):
             t0 = time.perf_counter()
-            kept = (
-                list(retrieved)
-                if defense is None
-                else list(defense.filter(case.question, retrieved).kept)
-            )
+            res = None if defense is None else defense.filter(case.question, retrieved)
+            kept = list(retrieved) if res is None else list(res.kept)
             ms = (time.perf_counter() - t0) * 1000.0
-            s = _score_question(case, retrieved, kept, planted, 5)
+            ans = Answer(
+                case.question,
+                "",
+                tuple(select_context(kept, 5)),  # the pipeline's one context rule
+                tuple(retrieved),
+                () if res is None else (res,),
+            )
+            s = _score_question(case, ans, planted)
             s["filter_ms"] = ms
             rows.append(s)
         return _mean(rows)
@@ -233,10 +239,13 @@ class MemoEncoder:
 
 
 def defenses(bench: Bench, spec: str) -> dict[str, Any]:
-    from ragshield.eval.retrieval_cli import build_defenses
+    from ragshield.defenses.registry import build_chains
+    from ragshield.eval.retrieval_cli import ragdefender_params
 
     names = [c for c in spec.split(";") if c.strip()]
-    out = build_defenses(";".join(c for c in names if c != "authors"), bench.encoder, bench.mode)
+    out: dict[str, Any] = build_chains(
+        ";".join(c for c in names if c != "authors"), bench.encoder, ragdefender_params(bench.mode)
+    )
     if "authors" in names:
         from bench_real_retrieval import _with_authors
 
