@@ -124,14 +124,17 @@ def bar_chart(values: dict[str, dict[str, float]], title: str) -> str:
     """Grouped bars, one group per setting and one bar per defense, values in [0, 1]."""
     settings = list(values)
     defenses = list(dict.fromkeys(d for s in settings for d in values[s]))
-    bw, gap, h, top, left = 22, 30, 240, 30, 46
+    narrow = len(settings) * len(defenses) > 40  # many settings: thinner bars, still legible
+    bw, gap, h, top, left = (10, 14, 240, 30, 90) if narrow else (22, 30, 240, 30, 46)
     group_w = bw * len(defenses) + gap
     width = left + group_w * max(len(settings), 1) + 10
     legend_h = 20 * len(defenses)
-    height = top + h + 60 + legend_h
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+    label_h = 8 + 6 * max((len(s) for s in settings), default=0)  # labels slanted at 45°
+    height = top + h + label_h + 30 + legend_h
+    out = [  # scales down to the page's width (27 settings do not fit a screen at 1:1)
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="100%" '
+        f'style="max-width:{width}px" viewBox="0 0 {width} {height}" '
+        f'font-family="sans-serif" font-size="11">',
         f"<title>{escape(title)}</title>",
         f'<text x="{left}" y="16" font-size="13" font-weight="bold">{escape(title)}</text>',
     ]
@@ -154,12 +157,16 @@ def bar_chart(values: dict[str, dict[str, float]], title: str) -> str:
                 f"<title>{escape(s)} / {escape(d)}: {v:.3f}</title></rect>"
             )
         cx = x0 + len(defenses) * bw / 2
-        out.append(f'<text x="{cx:.1f}" y="{top + h + 16}" text-anchor="middle">{escape(s)}</text>')
+        ly = top + h + 14
+        out.append(
+            f'<text x="{cx:.1f}" y="{ly}" text-anchor="end" '
+            f'transform="rotate(-45 {cx:.1f} {ly})">{escape(s)}</text>'
+        )
     out.append(
         f'<line x1="{left}" x2="{width - 10}" y1="{top + h}" y2="{top + h}" stroke="#1d2330"/>'
     )
     for di, d in enumerate(defenses):
-        y = top + h + 40 + 20 * di
+        y = top + h + label_h + 20 + 20 * di
         out.append(
             f'<rect x="{left}" y="{y - 10}" width="12" height="12" '
             f'fill="{_COLOURS[di % len(_COLOURS)]}"/>'
