@@ -26,6 +26,8 @@ def test_index_and_ask(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> N
     payload = json.loads(capsys.readouterr().out)
     assert "Leonardo" in payload["answer"]
     assert payload["passages"][0]["id"] == "mona-lisa"
+    # the index embeds canaries by default; a person reading the passages does not see them
+    assert payload["passages"] and not any("[ref " in p["text"] for p in payload["passages"])
 
 
 def test_filter_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

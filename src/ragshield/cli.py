@@ -159,12 +159,20 @@ def index(
     )
 
 
+def _shown(text: str) -> str:
+    """A passage as a person reads it: the index's canary markers (an output-check device,
+    :mod:`ragshield.defenses.canary`) are not part of the text."""
+    from ragshield.defenses.canary import strip_canaries
+
+    return strip_canaries(text)
+
+
 def _answer_payload(ans: Any) -> dict[str, Any]:
     return {
         "question": ans.question,
         "answer": ans.text,
         "passages": [
-            {"id": r.id, "score": round(r.score, 4), "text": r.text} for r in ans.passages
+            {"id": r.id, "score": round(r.score, 4), "text": _shown(r.text)} for r in ans.passages
         ],
         "removed": [
             {"defense": fr.name, "id": d.passage_id, "unit": d.unit, "reason": d.reason}
@@ -258,7 +266,7 @@ def ask(
         return
     out.print(f"[bold]Answer:[/bold] {escape(ans.text)}")
     for r in ans.passages:
-        out.print(f"  \\[{r.score:.3f}] {escape(r.id)}: {escape(r.text[:100])}")
+        out.print(f"  \\[{r.score:.3f}] {escape(r.id)}: {escape(_shown(r.text)[:100])}")
     for d in payload["removed"]:
         out.print(
             f"  [red]removed[/red] by {escape(d['defense'])}: {escape(d['id'])} "
