@@ -29,25 +29,11 @@ from ragshield.errors import (
     text_problem,
 )
 from ragshield.text import split_long
-from ragshield.textfile import HOSTILE, hostile_reason
+from ragshield.textfile import HOSTILE, hostile_reason, read_utf8
 from ragshield.types import Passage
 
 _TEXT_KEYS = ("text", "contents", "content")
 _TEXT_SUFFIXES = (".txt", ".md")
-
-
-def _decode(path: Path) -> str:
-    """UTF-8 (BOM tolerated) or a DataFormatError naming the first bad line."""
-    raw = path.read_bytes()
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataFormatError(
-            path,
-            line,
-            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}); re-encode the file as UTF-8",
-        ) from None
 
 
 def _field(rec: dict[str, Any], key: str, path: Path, line: int | None, *, nullable: bool) -> str:
@@ -114,7 +100,7 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     UTF-8 handling and the same located error. Lines end where a text file's do (``\n``,
     ``\r\n``, ``\r``), not at the other characters ``str.splitlines`` breaks on: a raw
     U+2028 inside a JSON string stays part of its line."""
-    for n, line in enumerate(io.StringIO(_decode(path), newline=None), 1):
+    for n, line in enumerate(io.StringIO(read_utf8(path), newline=None), 1):
         if not line.strip():
             continue
         try:
@@ -135,7 +121,7 @@ def _iter_jsonl(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passa
 
 def _iter_json(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passage]:
     try:
-        data = json.loads(_decode(path))
+        data = json.loads(read_utf8(path))
     except json.JSONDecodeError as exc:
         raise DataFormatError(path, exc.lineno, f"malformed JSON ({exc.msg})") from None
     except HOSTILE as exc:
@@ -162,7 +148,7 @@ def _iter_json(path: Path, text_fields: Sequence[str] | None) -> Iterator[Passag
 
 def _iter_text(path: Path, root: Path) -> Iterator[Passage]:
     rel = path.relative_to(root).as_posix() if path != root else path.name
-    paras = [p.strip() for p in _decode(path).replace("\r\n", "\n").split("\n\n")]
+    paras = [p.strip() for p in read_utf8(path).replace("\r\n", "\n").split("\n\n")]
     for i, para in enumerate(p for p in paras if p):
         yield Passage(f"{rel}#{i}", " ".join(para.split()), path.stem)
 

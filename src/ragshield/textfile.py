@@ -52,7 +52,7 @@ def read_utf8(path: str | Path, what: str = "file") -> str:
         raise DataFormatError(
             path,
             line,
-            f"the {what} is not valid UTF-8 (byte 0x{raw[exc.start]:02x}); re-encode it as UTF-8",
+            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}); re-encode the {what} as UTF-8",
         ) from None
 
 
