@@ -266,7 +266,18 @@ def statement_form(question: str) -> str:
 def typos(question: str, rng: random.Random, rate: float = 0.25) -> str:
     """One character edit (swap, drop, double, substitute) in ``rate`` of the words of 4+
     letters (at least one) — GARAG-style noise (Cho et al. 2024) on the prefix only."""
-    words = stem(question).split(" ")
+    return " ".join(edit_words(stem(question).split(" "), rng, rate, "aeiourstnl", fold=True))
+
+
+def edit_words(
+    words: list[str], rng: random.Random, rate: float, alphabet: str, *, fold: bool = False
+) -> list[str]:
+    """``words`` with one character edit (swap, drop, double, substitute from ``alphabet``)
+    in ``rate`` of those of >= 4 letters (at least one): the shape of a GARAG perturbation.
+    ``fold`` compares the substitute with the letter's lower case (never a no-op edit of a
+    capital). Shared by the prefix typos here and the scan's typo copies
+    (:func:`ragshield.eval.plant.typo_copy`)."""
+    words = list(words)
     long = [i for i, w in enumerate(words) if len(w) >= 4]
     for i in rng.sample(long, max(1, round(rate * len(long)))) if long else []:
         w = words[i]
@@ -279,9 +290,10 @@ def typos(question: str, rng: random.Random, rate: float = 0.25) -> str:
         elif op == 2:
             w = w[:j] + w[j] + w[j:]
         else:
-            w = w[:j] + rng.choice([c for c in "aeiourstnl" if c != w[j].lower()]) + w[j + 1 :]
+            letter = w[j].lower() if fold else w[j]
+            w = w[:j] + rng.choice([c for c in alphabet if c != letter]) + w[j + 1 :]
         words[i] = w
-    return " ".join(words)
+    return words
 
 
 #: Rewrite name -> ``(question, rng) -> prefix``; the attacks name them.
