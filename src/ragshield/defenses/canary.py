@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from ragshield.errors import InputError, check_int
 from ragshield.generate.base import Generator
+from ragshield.generate.cache import Wrapping
 from ragshield.types import Generation, Passage
 
 _OWNER = "CanaryGuard"
@@ -179,7 +180,7 @@ def redact(output: str, contexts: Sequence[str], *, min_span_words: int) -> str:
     return " ".join(out)
 
 
-class CanaryGuard:
+class CanaryGuard(Wrapping):
     """Wraps a generator; checks every answer for canaries and verbatim copies.
 
     Parameters
@@ -224,19 +225,6 @@ class CanaryGuard:
                 f"The 'action' parameter of {_OWNER} must be 'block' or 'redact'. "
                 f"Got {self.action!r} instead."
             )
-
-    def warm_up(self) -> None:
-        method = getattr(self.inner, "warm_up", None)
-        if callable(method):
-            method()
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def cache_identity(self) -> dict[str, Any]:
-        from ragshield.generate.cache import generator_identity
-
-        return generator_identity(self.inner)
 
     def guard(self, generation: Generation, contexts: Sequence[str]) -> Generation:
         """The checked answer: unchanged, blocked or redacted; ``details["leak"]`` on a hit."""

@@ -55,7 +55,27 @@ def generator_identity(generator: Generator) -> dict[str, Any]:
     }
 
 
-class CachedGenerator:
+class Wrapping:
+    """What a generator that wraps another (``self.inner``) hands straight through: the
+    model load, token counting and the answer cache's identity (a wrapper that does not
+    change the answers must not change the cache key). Mixed into the answer cache, the
+    micro-batcher and the canary output check, which each wrote these three methods."""
+
+    inner: Generator
+
+    def warm_up(self) -> None:
+        method = getattr(self.inner, "warm_up", None)
+        if callable(method):
+            method()
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def cache_identity(self) -> dict[str, Any]:
+        return generator_identity(self.inner)
+
+
+class CachedGenerator(Wrapping):
     """Wraps any :class:`Generator`; answers are read from ``cache_dir`` when present
     (``cache_dir=None``: from this instance's memory).
 
@@ -71,17 +91,6 @@ class CachedGenerator:
         self.name = inner.name
         self.hits = 0
         self.misses = 0
-
-    def warm_up(self) -> None:
-        method = getattr(self.inner, "warm_up", None)
-        if callable(method):
-            method()
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def cache_identity(self) -> dict[str, Any]:
-        return generator_identity(self.inner)
 
     def key(self, question: str, contexts: Sequence[str]) -> str:
         """The cache key of one call (hex sha256)."""

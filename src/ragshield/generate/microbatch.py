@@ -28,9 +28,9 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ragshield.generate.base import Generator
+from ragshield.generate.cache import Wrapping
 from ragshield.types import Generation
 
 
@@ -42,7 +42,7 @@ class _Pending:
     done: bool = field(default=False)
 
 
-class BatchingGenerator:
+class BatchingGenerator(Wrapping):
     """Wraps a generator; concurrent :meth:`generate` calls share ``generate_many`` calls.
 
     Parameters
@@ -62,19 +62,6 @@ class BatchingGenerator:
         self._cv = threading.Condition()
         self._queue: list[_Pending] = []
         self._leading = False
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def cache_identity(self) -> dict[str, Any]:
-        from ragshield.generate.cache import generator_identity
-
-        return generator_identity(self.inner)
-
-    def warm_up(self) -> None:
-        method = getattr(self.inner, "warm_up", None)
-        if callable(method):
-            method()
 
     def generate_many(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[Generation]:
         many = getattr(self.inner, "generate_many", None)
