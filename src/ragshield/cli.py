@@ -293,6 +293,8 @@ def filter_cmd(
     from ragshield.types import RetrievedPassage
 
     check_query(query, what="query")
+    if passages_file.is_dir():  # a folder (even /) was read as a corpus (#27 hostile pass)
+        raise InputError(f"{passages_file} is a folder; pass a JSON or JSONL file of passages")
     passages = read_corpus(passages_file)
     if not passages:
         raise InputError(f"{passages_file} holds no passage")

@@ -159,6 +159,8 @@ def read_corpus(path: str | Path, *, text_fields: Sequence[str] | None = None) -
     if not path.exists():
         raise InputError(f"corpus not found: {path}")
     if path.is_dir():
+        if path.resolve() == Path(path.resolve().anchor):  # every file of the machine
+            raise InputError(f"corpus {path} is the file system's root; name a corpus folder")
         if (path / "corpus.jsonl").is_file():
             passages = list(_iter_jsonl(path / "corpus.jsonl", text_fields))
         else:

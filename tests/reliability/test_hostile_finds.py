@@ -73,3 +73,60 @@ def test_throttled_client_is_shed_but_valid_key_works(
     assert all("Retry-After" in r.headers for r in shed)
     assert reached == []  # answered before FastAPI and the key manager
     assert burst(app, [("POST", "/v1/ask", ask, bearer(token))])[0].status_code == 200
+
+
+# ---- found by the third pass (1,500+ cases; docs/results-reliability.md) -----------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["filter", "Who?", "/"], "is a folder"),  # read every file of the machine: a hang
+        (["filter", "Who?", "."], "is a folder"),
+        (["index", "/", "--out", "idx"], "root"),
+    ],
+)
+def test_folder_where_a_file_is_meant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    argv: list[str], needle: str,
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    fail_line(capsys, argv, needle)
+    assert not (tmp_path / "idx").exists()
+
+
+@pytest.mark.parametrize("cache", ["user/new/" + "y" * 300, "user"])
+def test_eval_retrieval_refuses_before_touching_the_cache_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    cache: str,
+) -> None:  # fmt: skip
+    """An over-long cache name left ``user/new`` behind; data with no questions wrote a
+    vectors file into the cache folder before being refused."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "notes.md").write_text("mine")
+    (tmp_path / "d.json").write_text('{"passages": [], "questions": []}')
+    before = snapshot(tmp_path / "user")
+    fail_line(capsys, ["eval", "retrieval", "d.json", "--cache-dir", cache, "--out", "e"])
+    assert snapshot(tmp_path / "user") == before
+
+
+@pytest.mark.parametrize("text", ["caf\ud800e", None, 5])
+def test_passage_text_that_is_not_text(text: object) -> None:
+    """A lone surrogate in a passage reached the tokenizer (UnicodeEncodeError) through
+    RAGDefender.filter, FilterChain and RAGPipeline.answer_many."""
+    import numpy as np
+
+    from ragshield.defenses.compose import FilterChain
+    from ragshield.defenses.ragdefender import RAGDefender
+    from ragshield.errors import InputError
+    from ragshield.types import Passage, RetrievedPassage
+
+    v = np.ones(4, dtype=np.float32) / 2
+    items = [
+        RetrievedPassage(Passage("a", text), 0.9, 0, v),  # type: ignore[arg-type]
+        RetrievedPassage(Passage("b", "Paris is the capital."), 0.8, 1, v),
+    ]
+    for f in (RAGDefender(None), FilterChain([RAGDefender(None)])):
+        with pytest.raises(InputError, match=r"passage 0 \('a'\)"):
+            f.filter("What is the capital?", items)

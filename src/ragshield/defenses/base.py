@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ragshield.embed.base import Encoder
-from ragshield.errors import InputError
+from ragshield.errors import InputError, text_problem
 from ragshield.limits import check_passages_size
 from ragshield.types import FilterResult, RetrievedPassage
 
@@ -65,7 +65,8 @@ def check_retrieved(
     not 1-D, NaN/Inf, of different lengths, or — when ``encoder`` is given — of a length
     other than the encoder's. Checked here, once, so a filter that does not read the
     vectors still refuses to pass corrupt ones on to the next stage. Inputs beyond
-    :class:`ragshield.limits.InputLimits` are refused here too, before any work.
+    :class:`ragshield.limits.InputLimits` are refused here too, before any work, and so
+    are texts that are not strings or hold a lone surrogate (no tokenizer accepts them).
     """
     if isinstance(retrieved, (str, bytes)):
         raise InputError(f"{owner}.filter expects a list of RetrievedPassage, got a bare string.")
@@ -79,7 +80,13 @@ def check_retrieved(
             raise InputError(
                 f"{owner}.filter expects RetrievedPassage items; item {i} is {type(r).__name__}."
             )
-    check_passages_size([r.text for r in items], f"{owner}.filter")
+    check_passages_size(
+        [r.text if isinstance(r.text, str) else "" for r in items], f"{owner}.filter"
+    )
+    for i, r in enumerate(items):  # a lone surrogate reached a tokenizer (#27 hostile pass)
+        problem = text_problem(r.text, allow_blank=True)
+        if problem is not None:
+            raise InputError(f"{owner}.filter: the text of passage {i} ({r.id!r}) {problem}.")
     dims = {
         _embedding_dim(r.embedding, i, owner)
         for i, r in enumerate(items)

@@ -67,7 +67,10 @@ def check_results_dir(out_dir: str | os.PathLike[str], own_names: Collection[str
 def _probe_writable(out: Path) -> None:
     """Refuse an --out that cannot be created or written (``/proc/x``, ``FILE/sub``, a
     read-only folder) before the run, by making and removing a temporary folder in the
-    nearest existing ancestor."""
+    nearest existing ancestor. A name longer than the file system allows is refused here
+    too: it would fail only after its parent folders were made (issue #27 hostile pass)."""
+    if any(len(os.fsencode(c)) > 255 for c in out.parts):
+        raise InputError(f"--out {str(out)[:120]}...: a name is too long (nothing was written).")
     ancestor = out
     while not ancestor.exists():
         ancestor = ancestor.parent

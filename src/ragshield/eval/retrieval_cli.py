@@ -78,6 +78,8 @@ def retrieval(
         raise InputError(f"--k must be >= 1 and --context-k in [1, --k]. Got {k}, {context_k}.")
     ds = load_ontopic(data, poisoning_dir=poisoning_dir, per_topic=per_topic, seed=seed)
     cases = ds.split(split)  # type: ignore[arg-type]
+    if not cases:  # before the encoder loads or --cache-dir gains a file (#27 hostile pass)
+        raise InputError(f"no questions to evaluate in {data} (split {split!r})")
     enc = SentenceTransformerEncoder()
     mode = "multi_hop" if ds.name == "hotpotqa" else "single_hop"
     chains = build_chains(defenses, enc, ragdefender_params(mode))

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from ragshield.server.auth import ApiKey
+from ragshield.server.schemas import UnicodeBody
 from ragshield.types import Passage
 
 
@@ -31,14 +32,14 @@ class DocumentIn(BaseModel):
     title: str = ""
 
 
-class AddRequest(BaseModel):
+class AddRequest(UnicodeBody):
     model_config = ConfigDict(extra="forbid")
     documents: list[DocumentIn] = Field(min_length=1)
     source: str | None = Field(default=None, max_length=500)
     screen: str | None = Field(default=None, description="Defense chain [ragdefender,ecosaferag]")
 
 
-class IdsRequest(BaseModel):
+class IdsRequest(UnicodeBody):
     model_config = ConfigDict(extra="forbid")
     ids: list[str] = Field(min_length=1)
 

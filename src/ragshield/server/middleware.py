@@ -59,8 +59,15 @@ def endpoint_of(path: str) -> str:
     return ENDPOINTS.get(path, "admin" if path.startswith("/v1/admin") else "other")
 
 
+def printable(text: str) -> str:
+    """``text`` with lone surrogates escaped (``\\ud800``): an error message or audit reason
+    may quote a hostile id, and no UTF-8 writer (the response, the database) accepts one
+    (a quarantine id with one was a 500 and killed the audit thread; #27 hostile pass)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def json_error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+    return JSONResponse({"detail": printable(detail)}, status_code=status, headers=headers)
 
 
 class AuditQueue:
@@ -133,8 +140,9 @@ class AuditQueue:
             recs = [r for r in rows if r is not None]
             try:
                 self.service.db.record_many(recs)
-            except StorageError as exc:
-                log.error("audit: %d rejected-request rows lost: %s", len(recs), exc)
+            except Exception as exc:
+                level = log.error if isinstance(exc, StorageError) else log.exception
+                level("audit: %d rejected-request rows lost: %s", len(recs), printable(str(exc)))
                 self.service.metrics.audit_dropped.inc(len(recs))
             with self._idle:
                 self._pending -= len(recs)
@@ -212,7 +220,7 @@ class ObserveMiddleware:
                         decisions=[],
                         novelty=None,
                         coverage=None,
-                        reason=str(state.get("reason", ""))[:500] or None,
+                        reason=printable(str(state.get("reason", "")))[:500] or None,
                         latency_ms=seconds * 1000,
                     )
                 )

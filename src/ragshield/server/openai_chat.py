@@ -34,12 +34,12 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ragshield.errors import InputError
 from ragshield.server.auth import ApiKey
-from ragshield.server.schemas import AskRequest
+from ragshield.server.schemas import AskRequest, UnicodeBody
 
 MODEL = "ragshield"
 
@@ -52,7 +52,7 @@ class ChatMessage(BaseModel):
     content: str | list[dict[str, Any]] | None = None
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(UnicodeBody):
     """The fields ragshield reads; the client's other sampling fields are accepted and
     ignored (the server's generator settings hold)."""
 
@@ -138,7 +138,10 @@ def mount(
     ) -> Any:
         """OpenAI-compatible chat completion through the defended pipeline."""
         t0 = time.perf_counter()
-        ask = AskRequest(question=last_user_message(body.messages))
+        try:
+            ask = AskRequest(question=last_user_message(body.messages))
+        except ValidationError as exc:  # was a 500 (#27 hostile pass)
+            raise InputError("messages: " + "; ".join(e["msg"] for e in exc.errors())) from None
         verdict = await run_in_threadpool(service.admit_ask, key, ask)
         assert verdict.admission is not None
         request.state.admission = verdict.admission

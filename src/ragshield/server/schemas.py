@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ragshield.errors import lone_surrogate
 
@@ -17,9 +27,43 @@ def _text(value: str, what: str) -> str:
     return value
 
 
-class _Body(BaseModel):
+def first_bad_string(data: object) -> str | None:
+    """Where in ``data`` (a parsed JSON body) the first string with a lone surrogate is,
+    as a dotted path, or None. Walks nested lists and objects (keys too) without recursion,
+    so every endpoint refuses one wherever it sits (a chat message part, a quarantine id)."""
+    stack: list[tuple[str, object]] = [("body", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if lone_surrogate(value) is not None:
+                return where
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(k, str) and lone_surrogate(k) is not None:
+                    return f"{where} (a key)"
+                stack.append((f"{where}.{k}", v))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+    return None
+
+
+class UnicodeBody(BaseModel):
+    """A request body whose strings, however deeply nested, are valid Unicode (422 before
+    the key is charged; issue #27, root cause 8 and the hostile pass)."""
+
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, data: Any) -> Any:
+        where = first_bad_string(data)
+        if where is not None:
+            where = where.encode("utf-8", "backslashreplace").decode()
+            raise ValueError(f"{where} is not valid Unicode (it holds a lone surrogate)")
+        return data
+
+
+class _Body(UnicodeBody):
     @field_validator("*")
     @classmethod
     def _unicode(cls, v: object, info: ValidationInfo) -> object:
