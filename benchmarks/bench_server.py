@@ -11,9 +11,14 @@ confirm).
 
 Each level runs twice: alone, and with ``--bad-clients`` (64) clients sending requests
 with unknown key ids alongside, from a separate process (so their client-side work does
-not slow the measuring client). The target (issue #15 item 4): the legitimate client
-keeps at least half of its unloaded throughput. Everything stays on 127.0.0.1 and every
-loop is bounded in requests and seconds.
+not slow the measuring client). The target (issue #27): the legitimate client keeps at
+least 80 % of its unloaded throughput (the run fails below 50 %). On a shared machine the
+load drifts between the two runs, so ``--repeat N`` alternates them N times and prints
+the median ratio, and every row says the load average and the server's CPU time per
+legitimate request (CPU time does not depend on how busy the machine is: the difference
+with and without the flood is what the flood costs the server itself) and the flood
+client's own CPU time. Everything stays on 127.0.0.1 and every loop is bounded in
+requests and seconds.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_server.py --requests 200 --concurrency 1,8,32
 """
@@ -113,6 +118,19 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path, timeout: flo
     raise SystemExit(f"server not ready after {timeout} s:\n{log.read_text()}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux /proc; 0.0 elsewhere).
+
+    CPU time, unlike throughput, does not depend on how busy the shared machine is: the
+    server's CPU per legitimate request, alone and beside the flood, says what the flood
+    costs the server itself."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stop_server(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     try:
@@ -184,6 +202,56 @@ def _bad_load(base: str, clients: int, stop: Any, seconds: float, counts: Any) -
     asyncio.run(run())
 
 
+def _measure(
+    args: argparse.Namespace,
+    base: str,
+    token: str,
+    db: Any,
+    key_id: str,
+    server_pid: int,
+    c: int,
+    bad: int,
+    run: int,
+) -> dict[str, Any]:
+    """One run of ``args.requests`` good requests at concurrency ``c`` beside ``bad``
+    bad-key clients (0: alone)."""
+    stop, counts, loader = mp.Event(), mp.Array("l", 3), None
+    if bad:
+        loader = mp.Process(target=_bad_load, args=(base, bad, stop, args.bad_seconds, counts))
+        loader.start()
+        time.sleep(2.0)  # the flood is under way before the measurement
+    before = db.count_audit(key_id)
+    cpu0 = cpu_seconds(server_pid)
+    flood0 = cpu_seconds(loader.pid) if loader is not None and loader.pid else 0.0
+    load0 = os.getloadavg()[0]
+    try:
+        lat, errors, wall = asyncio.run(
+            drive(base, token, args.requests, c, offset=run * args.requests)
+        )
+        cpu = cpu_seconds(server_pid) - cpu0
+        flood = cpu_seconds(loader.pid) - flood0 if loader is not None and loader.pid else 0.0
+    finally:
+        stop.set()
+        if loader is not None:
+            loader.join(timeout=60)
+    load1 = os.getloadavg()[0]
+    added = db.count_audit(key_id) - before
+    ms = np.percentile(np.array(lat) * 1000, [50, 95, 99])
+    return {
+        "rps": args.requests / wall,
+        "errors": errors,
+        "p50": ms[0],
+        "p95": ms[1],
+        "p99": ms[2],
+        "ok": added == args.requests and errors == 0,
+        "audit": "yes" if added == args.requests else "NO",
+        "bad": f"{counts[0]} / {counts[1]} / {counts[2]}" if bad else "-",
+        "cpu_ms": cpu * 1000 / args.requests,
+        "flood_cpu": f"{flood:.1f} in {wall:.1f} s" if bad else "-",
+        "load": f"{load0:.1f} → {load1:.1f}",
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=200, help="requests per concurrency level")
@@ -194,6 +262,13 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--bad-clients", type=int, default=64, help="0: skip the loaded runs")
     ap.add_argument("--bad-seconds", type=float, default=120.0, help="cap per loaded run")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="alternate alone / with bad-key clients this many times (the shared machine's "
+        "load drifts between runs; the median of the pairs is printed)",
+    )
     args = ap.parse_args()
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
 
@@ -237,48 +312,42 @@ def main() -> None:
             print(
                 "| concurrency | bad-key clients | requests | errors | throughput (req/s) "
                 "| vs alone | p50 ms | p95 ms | p99 ms | bad requests (401 / 429 / other) "
+                "| server CPU ms / good request | flood client CPU s | load average (1 min) "
                 "| audit == requests |"
             )
-            print("|---|---|---|---|---|---|---|---|---|---|---|")
+            print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
             all_ok = True
             bad_runs = [0, args.bad_clients] if args.bad_clients else [0]
             run = 0
+            kept: dict[int, list[float]] = {}
             for c in levels:
-                alone = 0.0
-                for bad in bad_runs:
-                    stop, counts, loader = mp.Event(), mp.Array("l", 3), None
-                    if bad:
-                        loader = mp.Process(
-                            target=_bad_load, args=(base, bad, stop, args.bad_seconds, counts)
+                for _ in range(max(1, args.repeat)):
+                    alone = 0.0
+                    for bad in bad_runs:
+                        row = _measure(args, base, token, db, key_id, proc.pid, c, bad, run)
+                        run += 1
+                        rps = row["rps"]
+                        alone = alone or rps
+                        if bad:
+                            kept.setdefault(c, []).append(rps / alone)
+                        all_ok &= row["ok"] and (not bad or rps >= 0.5 * alone)
+                        print(
+                            f"| {c} | {bad} | {args.requests} | {row['errors']} | {rps:.1f} | "
+                            f"{rps / alone:.0%} | {row['p50']:.1f} | {row['p95']:.1f} | "
+                            f"{row['p99']:.1f} | {row['bad']} | {row['cpu_ms']:.1f} | "
+                            f"{row['flood_cpu']} | {row['load']} | {row['audit']} |",
+                            flush=True,
                         )
-                        loader.start()
-                        time.sleep(2.0)  # the flood is under way before the measurement
-                    before = db.count_audit(key_id)
-                    try:
-                        lat, errors, wall = asyncio.run(
-                            drive(base, token, args.requests, c, offset=run * args.requests)
-                        )
-                    finally:
-                        stop.set()
-                        if loader is not None:
-                            loader.join(timeout=60)
-                    run += 1
-                    added = db.count_audit(key_id) - before
-                    ms = np.percentile(np.array(lat) * 1000, [50, 95, 99])
-                    rps = args.requests / wall
-                    alone = alone or rps
-                    ok = added == args.requests and errors == 0
-                    all_ok &= ok and (not bad or rps >= 0.5 * alone)
-                    bad_txt = f"{counts[0]} / {counts[1]} / {counts[2]}" if bad else "-"
-                    print(
-                        f"| {c} | {bad} | {args.requests} | {errors} | {rps:.1f} | "
-                        f"{rps / alone:.0%} | {ms[0]:.1f} | {ms[1]:.1f} | {ms[2]:.1f} | "
-                        f"{bad_txt} | {'yes' if added == args.requests else 'NO'} |",
-                        flush=True,
-                    )
+            for c, ratios in kept.items():
+                print(
+                    f"\nconcurrency {c}: kept {', '.join(f'{r:.0%}' for r in ratios)} "
+                    f"of the unloaded throughput; median {float(np.median(ratios)):.0%} "
+                    f"over {len(ratios)} pair(s)"
+                )
             outcomes = {r["outcome"] for r in db.audit_rows(key_id)}
             print()
             print(f"audit outcomes seen: {sorted(outcomes)}")
+            print(f"load average after the run {os.getloadavg()[0]:.1f}")
         finally:
             stop_server(proc)
             db.close()

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-Case = tuple[str, Callable[[], str | None]]  # name, run -> None (clean) or a reason (bad)
+Case_ = Callable[[], str | None]  # run -> None (clean) or a reason (bad)
+Case = tuple[str, Case_]
 
 DEEP = "[" * 50_000
 HUGE = "1" * 100_000
@@ -108,6 +109,24 @@ def cli_case(argv: list[Any], watch: Path) -> Callable[[], str | None]:
     return run_it
 
 
+def with_env(env: dict[str, str], run_it: Callable[[], str | None]) -> Callable[[], str | None]:
+    """``run_it`` with environment variables set for its duration (restored after)."""
+
+    def wrapped() -> str | None:
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return run_it()
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    return wrapped
+
+
 def cli_cases(work: Path) -> list[Case]:
     user = work / "user"  # a user's folder: must never change
     user.mkdir()
@@ -173,9 +192,110 @@ def cli_cases(work: Path) -> list[Case]:
                                     "--out", work / f"sd{i}"])  # fmt: skip
         add(f"ask --filter {i}", ["ask", idx, "Who?", "--filter", s])
         add(f"ask --encoder {i}", ["ask", idx, "Who?", "--encoder", s])
+    # newer surfaces: add / quarantine, filter, --trusted-ids, report formats, canaries
+    pfile = work / "passages.json"
+    pfile.write_text(json.dumps(["Paris is the capital.", {"text": "Lyon is a city."}]))
+    trusted = work / "trusted.txt"
+    trusted.write_text("a\n")
+    for i, p in enumerate(bad_paths):
+        add(f"add index bad path {i}", ["add", p, corpus, "--screen", "none"])
+        add(f"add new bad path {i}", ["add", idx, p, "--screen", "none"])
+        add(f"add --report bad path {i}", ["add", idx, corpus, "--screen", "none", "--report", p])
+        add(f"quarantine list bad path {i}", ["quarantine", "list", p])
+        add(f"quarantine release bad path {i}", ["quarantine", "release", p, "a"])
+        add(f"quarantine delete bad path {i}", ["quarantine", "delete", p, "a"])
+        add(f"filter passages bad path {i}", ["filter", "Who?", p])
+        add(f"index --trusted-ids bad path {i}",
+            ["index", corpus, "--out", work / f"t{i}", "--trusted-ids", p])  # fmt: skip
+        add(f"reindex bad path {i}", ["reindex", p])
+    hostile_strings = [SURR, "", " ", "\u200b", "x" * 100_000, "\x00", "[red]x[/red]", ",,",
+                       "json,nosuch", "sarif;junit", "../../etc/passwd"]  # fmt: skip
+    for i, v in enumerate(hostile_strings):
+        add(f"add --format {i}", ["add", idx, corpus, "--screen", "none", "--format", v,
+                                  "--report", work / f"ar{i}"])  # fmt: skip
+        add(f"add --screen {i}", ["add", idx, corpus, "--screen", v])
+        add(f"add --source {i}", ["add", idx, corpus, "--screen", "none", "--source", v])
+        add(f"add --uri {i}", ["add", idx, corpus, "--screen", "none", "--uri", v])
+        add(f"scan --format {i}", ["scan", idx, "--questions", q, "--writer", "template",
+                                   "--out", work / f"sx{i}", "--format", v])  # fmt: skip
+        add(f"quarantine release id {i}", ["quarantine", "release", idx, v])
+        add(f"quarantine delete id {i}", ["quarantine", "delete", idx, v])
+        add(f"filter query {i}", ["filter", v, pfile, "--filter", "similarity-threshold"])
+        add(f"filter --filter {i}", ["filter", "Who?", pfile, "--filter", v])
+        add(f"index --text-field {i}", ["index", corpus, "--out", work / f"tf{i}",
+                                        "--text-field", v])  # fmt: skip
+        add(f"scan --generator {i}", ["scan", idx, "--questions", q, "--writer", "template",
+                                      "--out", work / f"sgen{i}", "--generator", v])  # fmt: skip
+    for i, v in enumerate(bad_ints):
+        add(f"add --k {v!r}", ["add", idx, corpus, "--screen", "none", "--k", v])
+        add(f"index --max-chars {v!r}", ["index", corpus, "--out", work / f"mc{i}",
+                                         "--max-chars", v])  # fmt: skip
+        add(f"scan --seed {v!r}", ["scan", idx, "--questions", q, "--writer", "template",
+                                   "--out", work / f"ss{i}", "--seed", v])  # fmt: skip
+        add(f"scan --extraction-queries {v!r}",
+            ["scan", idx, "--questions", q, "--writer", "template", "--attacks", "extraction",
+             "--out", work / f"se{i}", "--extraction-queries", v])  # fmt: skip
+    # environment: the llama.cpp backend switch and the canary key
+    env_values = ["nosuch", "LLAMA.CPP", " llama-cpp ", "transformers;rm -rf /", "x" * 10_000,
+                  "", "llama.cpp\n", "\u00e9"]  # fmt: skip
+    for i, v in enumerate(env_values):
+        cases.append(
+            (
+                f"RAGSHIELD_LLM_BACKEND={i} ask",
+                with_env(
+                    {"RAGSHIELD_LLM_BACKEND": v},
+                    cli_case(["ask", idx, "Who?", "--generator", work / "no-model"], user),
+                ),
+            )
+        )
+        cases.append(
+            (
+                f"RAGSHIELD_LLM_BACKEND={i} models list",
+                with_env({"RAGSHIELD_LLM_BACKEND": v}, cli_case(["models", "list"], user)),
+            )
+        )
+        cases.append(
+            (
+                f"RAGSHIELD_LLM_BACKEND={i} scan",
+                with_env(
+                    {"RAGSHIELD_LLM_BACKEND": v},
+                    cli_case(
+                        [
+                            "scan",
+                            idx,
+                            "--questions",
+                            q,
+                            "--writer",
+                            "template",
+                            "--generator",
+                            "qwen2.5-0.5b",
+                            "--out",
+                            work / f"sl{i}",
+                            "--attacks",
+                            "nosuch",
+                        ],
+                        user,
+                    ),
+                ),
+            )
+        )
+        cases.append(
+            (
+                f"RAGSHIELD_CANARY_SECRET={i} index",
+                with_env(
+                    {"RAGSHIELD_CANARY_SECRET": v},
+                    cli_case(
+                        ["index", corpus, "--out", work / f"cs{i}", "--encoder", work / "no"], user
+                    ),
+                ),
+            )
+        )
     for cmd in (["--help"], ["ask", "--help"], ["scan", "--help"], ["eval", "--help"],
                 ["keys", "--help"], ["db", "--help"], ["models", "--help"], ["nosuch"],
-                ["ask"], ["scan"], ["index"], ["keys", "create"]):  # fmt: skip
+                ["ask"], ["scan"], ["index"], ["keys", "create"], ["add"], ["add", "--help"],
+                ["quarantine"], ["quarantine", "list"], ["quarantine", "release", str(idx)],
+                ["filter"], ["filter", "--help"], ["reindex"], ["serve", "--help"],
+                ["keys", "revoke"], ["db"], ["models", "fetch"], ["eval"]):  # fmt: skip
         add(f"{' '.join(cmd)}", cmd)
     return cases
 
@@ -267,8 +387,44 @@ def file_cases(work: Path) -> list[Case]:
 
 # ---- service -----------------------------------------------------------------------------
 
+_P = {"id": "p1", "text": "The Eiffel Tower was designed by Gustave Eiffel."}
+BODIES: dict[str, bytes] = {
+    "not json": b"{not json", "deep": DEEP.encode(), "huge int": HUGE.encode(),
+    "bare string": b'"x"', "latin-1": '{"question": "é?"}'.encode("latin-1"),
+    "utf-16": '{"question": "x?"}'.encode("utf-16"), "empty": b"",
+    "escaped surrogate": b'{"question": "\\udc80"}',
+    "extra field": json.dumps({"question": "q", "x": 1}).encode(),
+    "oversized": json.dumps({"question": "q" * 200_000}).encode(),
+    "many passages": json.dumps({"query": "q", "passages": [_P] * 5000}).encode(),
+    "many documents": json.dumps({"documents": [{"id": f"d{i}", "text": "t"}
+                                                for i in range(5000)]}).encode(),
+    "many messages": json.dumps({"messages": [{"role": "user", "content": "hi"}] * 5000}).encode(),
+    "array": b"[]", "null": b"null", "number": b"12",
+}  # fmt: skip
 
-def service_cases(work: Path) -> list[Case]:
+
+def pg_storage(work: Path) -> dict[str, str]:
+    """A local PostgreSQL (pgserver, stopped at exit) and a fresh schema on it."""
+    import atexit
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    from ragshield.server.db import sqlalchemy_url
+    from ragshield.store import pgserver_local
+
+    data = work / "pgdata"
+    uri = pgserver_local.start(data, persistent=False)
+    atexit.register(pgserver_local.stop, data)
+    admin = create_engine(sqlalchemy_url(uri))
+    with admin.begin() as conn:
+        conn.exec_driver_sql("CREATE SCHEMA hostile")
+    admin.dispose()
+    url = make_url(sqlalchemy_url(uri)).update_query_dict({"options": "-csearch_path=hostile"})
+    return {"url": url.render_as_string(hide_password=False)}
+
+
+def service_cases(work: Path, storage: dict[str, str] | None = None) -> list[Case]:
     import httpx
 
     from ragshield.corpus import read_corpus
@@ -280,7 +436,7 @@ def service_cases(work: Path) -> list[Case]:
     enc = SentenceTransformerEncoder()
     build_index(read_corpus(demo_files()[0]), work / "sidx", encoder=enc)
     cfg = load_config(
-        None, index=str(work / "sidx"), storage={"sqlite_path": str(work / "s.db")},
+        None, index=str(work / "sidx"), storage=storage or {"sqlite_path": str(work / "s.db")},
         auth={"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1,
               "failure_limit": 10_000},
         defenses={"chain": ["similarity-threshold"]}, limits={"requests_per_minute": 0},
@@ -308,14 +464,7 @@ def service_cases(work: Path) -> list[Case]:
                 yield f"filter passage.{field_}={i}", "/v1/filter", raw(body), auth
             yield f"filter query={i}", "/v1/filter", raw({"query": v, "passages": [passage]}), auth
             yield f"filter passages={i}", "/v1/filter", raw({"query": "q", "passages": v}), auth
-        for name, body in {
-            "not json": b"{not json", "deep": DEEP.encode(), "huge int": HUGE.encode(),
-            "bare string": b'"x"', "latin-1": '{"question": "é?"}'.encode("latin-1"),
-            "utf-16": '{"question": "x?"}'.encode("utf-16"), "empty": b"",
-            "escaped surrogate": b'{"question": "\\udc80"}', "extra field": raw({"question": "q",
-            "x": 1}), "oversized": raw({"question": "q" * 200_000}),
-            "many passages": raw({"query": "q", "passages": [passage] * 5000}),
-        }.items():  # fmt: skip
+        for name, body in BODIES.items():
             yield f"ask body {name}", "/v1/ask", body, auth
             yield f"filter body {name}", "/v1/filter", body, auth
         for name, hdr in {
@@ -335,6 +484,47 @@ def service_cases(work: Path) -> list[Case]:
                 hdr,
             )
             yield f"ask auth {name}", "/v1/ask", raw({"question": "Who?"}), hdr
+            yield f"chat auth {name}", "/v1/chat/completions", raw(chat()), hdr
+            yield f"admin add auth {name}", "/v1/admin/index/add", raw(add()), hdr
+        # the OpenAI-compatible chat endpoint: every field, and a content part's fields
+        for i, v in enumerate(values):
+            for where in ("model", "messages", "stream", "temperature", "role", "content",
+                          "part.type", "part.text", "second.content"):  # fmt: skip
+                yield f"chat {where}={i}", "/v1/chat/completions", raw(chat(where, v)), auth
+        # screened ingestion and the quarantine on the live index (admin key)
+        for i, v in enumerate(values):
+            for where in ("documents", "doc.id", "doc.text", "doc.title", "source", "screen"):
+                yield f"admin add {where}={i}", "/v1/admin/index/add", raw(add(where, v)), auth
+            for path in ("/v1/admin/quarantine/release", "/v1/admin/quarantine/delete"):
+                yield f"{path} ids={i}", path, raw({"ids": v}), auth
+                yield f"{path} ids=[{i}]", path, raw({"ids": [v]}), auth
+        for name, body in BODIES.items():
+            yield f"chat body {name}", "/v1/chat/completions", body, auth
+            yield f"admin add body {name}", "/v1/admin/index/add", body, auth
+
+    def chat(where: str = "", v: Any = None) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "user", "content": "Who designed the Eiffel Tower?"}
+        body: dict[str, Any] = {"model": "ragshield", "messages": [msg]}
+        if where in ("model", "messages", "stream", "temperature"):
+            body[where] = v
+        elif where in ("role", "content"):
+            msg[where] = v
+        elif where.startswith("part."):
+            part: dict[str, Any] = {"type": "text", "text": "Who designed it?"}
+            part[where[5:]] = v
+            msg["content"] = [part]
+        elif where == "second.content":
+            body["messages"] = [{"role": "system", "content": v}, msg]
+        return body
+
+    def add(where: str = "", v: Any = None) -> dict[str, Any]:
+        doc: dict[str, Any] = {"id": "h1", "text": "Canberra is the capital of Australia."}
+        body: dict[str, Any] = {"documents": [doc], "screen": "similarity-threshold"}
+        if where.startswith("doc."):
+            doc[where[4:]] = v
+        elif where:
+            body[where] = v
+        return body
 
     async def send(path: str, body: bytes, headers: dict[str, str]) -> int:
         transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
@@ -396,10 +586,82 @@ def library_cases(work: Path) -> list[Case]:
         for flag in ("defenses", "generator_options", "k", "context_k", "index", "encoder"):
             cases.append((f"with_overrides({flag}={i})",
                           expect(lambda v=v, f=flag: PipelineConfig().with_overrides(**{f: v}))))  # fmt: skip
+    cases += filter_input_cases(expect)
     for name in registry.available("filter"):
         for i, params in enumerate([{"encoder": "x"}, 5, {"nosuch": 1}, {"k": SURR}]):
             cases.append((f"{name} params {i}",
                           expect(lambda n=name, p=params: registry.build_chain(n, None, {n: p}))))  # fmt: skip
+    return cases
+
+
+def filter_input_cases(expect: Callable[[Callable[[], Any]], Case_]) -> list[Case]:
+    """RAGDefender.filter, FilterChain.run and RAGPipeline with hostile queries and
+    retrieval sets: oversized (issue #27: 10,000 passages ran 154 s), wrong types,
+    corrupt vectors. Each must return or raise a RagshieldError within the deadline."""
+    import numpy as np
+
+    from ragshield.defenses.compose import FilterChain
+    from ragshield.defenses.ragdefender import RAGDefender
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.pipeline import RAGPipeline
+    from ragshield.types import Passage, RetrievedPassage
+
+    enc = SentenceTransformerEncoder()
+    store = _store()
+    v = np.zeros(384, dtype=np.float32)
+    v[0] = 1.0
+
+    def rp(text: Any = "Paris is the capital of France.", emb: Any = v, i: int = 0) -> Any:
+        return RetrievedPassage(Passage(f"p{i}", text), 0.5, i, emb)
+
+    sets: dict[str, Any] = {
+        "10,000 passages": [rp(i=i) for i in range(10_000)],
+        "1,001 passages": [rp(i=i) for i in range(1_001)],
+        "a 10 MB passage": [rp("word " * 2_000_000), rp(i=1)],
+        "6 MB in all": [rp("w" * 900_000, i=i) for i in range(7)],
+        "a bare string": "Paris",
+        "None": None,
+        "dicts": [{"text": "x"}],
+        "nested lists": [[rp()]],
+        "NaN vector": [rp(emb=np.full(384, np.nan, dtype=np.float32)), rp(i=1)],
+        "wrong dimension": [rp(emb=np.ones(3, dtype=np.float32)), rp(i=1)],
+        "mixed dimensions": [rp(emb=np.ones(384)), rp(emb=np.ones(385), i=1)],
+        "string vector": [rp(emb=np.array(["a"] * 384)), rp(i=1)],
+        "2-d vector": [rp(emb=np.ones((2, 384))), rp(i=1)],
+        "1e39 vector": [rp(emb=np.full(384, 1e39)), rp(i=1)],
+        "empty": [],
+        "one": [rp()],
+        "no vectors": [rp(emb=None), rp(emb=None, i=1)],
+        "duplicates": [rp()] * 50,
+        "surrogate text": [rp(SURR), rp(i=1)],
+        "empty text": [rp(""), rp(i=1)],
+        "generator": (rp(i=i) for i in range(3)),
+    }
+    queries: dict[str, Any] = {"ok": "What is the capital of France?", "empty": "",
+                               "10 MB": "why " * 2_500_000, "surrogate": SURR, "None": None,
+                               "bytes": b"q", "zero-width": "\u200b\u200b"}  # fmt: skip
+    rd = RAGDefender(enc)
+    cases: list[Case] = []
+    for name, items in sets.items():
+        cases.append((f"RAGDefender.filter {name}",
+                      expect(lambda it=items: rd.filter(queries["ok"], it))))  # fmt: skip
+        cases.append((f"FilterChain([RAGDefender]).run {name}",
+                      expect(lambda it=items: FilterChain([rd]).run(queries["ok"], it))))  # fmt: skip
+        rag = RAGPipeline(enc, store, [rd])
+        cases.append((f"RAGPipeline.answer_many retrieved={name}",
+                      expect(lambda it=items, r=rag: r.answer_many([queries["ok"]],
+                                                                   retrieved=[it]))))  # fmt: skip
+    for name, q in queries.items():
+        rag = RAGPipeline(enc, store, [rd])
+        cases.append((f"RAGDefender.filter query {name}",
+                      expect(lambda q=q: rd.filter(q, [rp(), rp(i=1)]))))  # fmt: skip
+        cases.append((f"FilterChain.run query {name}",
+                      expect(lambda q=q: FilterChain([rd]).run(q, [rp(), rp(i=1)]))))  # fmt: skip
+        cases.append((f"RAGPipeline.answer query {name}", expect(lambda q=q, r=rag: r.answer(q))))
+    for k in (0, -1, 10**6, 2.5, True, "5", None):
+        rag = RAGPipeline(enc, store, [rd])
+        cases.append((f"RAGPipeline.answer k={k!r}",
+                      expect(lambda k=k, r=rag: r.answer("Who?", k=k))))  # fmt: skip
     return cases
 
 
@@ -475,6 +737,7 @@ SECTIONS: dict[str, Callable[[Path], list[Case]]] = {
     "CLI arguments": cli_cases,
     "input files": file_cases,
     "service (ASGI, SQLite)": service_cases,
+    "service (ASGI, PostgreSQL)": lambda work: service_cases(work, pg_storage(work)),
     "library": library_cases,
     "OpenAI-compatible endpoint": generator_cases,
 }
@@ -484,8 +747,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--deadline", type=float, default=60.0, help="seconds per case")
     ap.add_argument("--only", default=None, help="run the cases whose name contains this")
-    ap.add_argument("--section", default=None, help="run one section (name prefix)")
+    ap.add_argument(
+        "--section", default=None, help="run these sections (comma-separated name prefixes)"
+    )
+    ap.add_argument(
+        "--shard", default="0/1", help="K/N: run every N-th case from the K-th (parallel runs)"
+    )
     args = ap.parse_args()
+    shard, shards = (int(x) for x in args.shard.split("/"))
     os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
     os.environ.pop("RAGSHIELD_PG_URI", None)
     results: list[Section] = []
@@ -495,13 +764,13 @@ def main() -> None:
         os.chdir(tmp)
         try:
             for sname, build in SECTIONS.items():
-                if args.section and not sname.startswith(args.section):
+                if args.section and not sname.startswith(tuple(args.section.split(","))):
                     continue
-                work = Path(tmp) / sname.split()[0]
+                work = Path(tmp) / "".join(ch if ch.isalnum() else "_" for ch in sname)
                 work.mkdir()
                 sec = Section(sname)
-                for name, run_it in build(work):
-                    if args.only and args.only not in name:
+                for i, (name, run_it) in enumerate(build(work)):
+                    if (args.only and args.only not in name) or i % shards != shard:
                         continue
                     sec.tried += 1
                     try:
@@ -515,6 +784,8 @@ def main() -> None:
                         sec.clean += 1
                     else:
                         sec.bad.append((name, reason))
+                        shown = name.encode("unicode_escape").decode()[:80]
+                        print(f"BAD {sname} | {shown} | {reason[:200]}", file=sys.stderr)
                 results.append(sec)
                 print(f"{sname}: {sec.tried} tried, {sec.clean} clean", file=sys.stderr, flush=True)
         finally:
