@@ -53,12 +53,18 @@ def add(
     uri: UriOpt = None,
 ) -> None:
     """Append documents to an index; screened ones go to its quarantine, never searchable."""
+    from ragshield.eval.outdir import check_results_dir, claim_out_dir
     from ragshield.ingest import add_documents
-    from ragshield.ingest_report import parse_formats, write_report
+    from ragshield.ingest_report import FORMATS, parse_formats, write_report
 
     formats = parse_formats(format)
     if report is not None and report.exists() and not report.is_dir():
         raise InputError(f"--report {report} is a file; choose a folder")
+    if report is not None:  # a folder of the user's was written into (#27 hostile pass)
+        try:
+            check_results_dir(report, FORMATS.values())
+        except InputError as exc:
+            raise InputError(str(exc).replace("--out", "--report")) from None
     if not new.exists():
         raise InputError(f"documents not found: {new}")
     res = add_documents(index, new, source=source, screen=screen, k=k, uri=uri)
@@ -71,7 +77,7 @@ def add(
     for q in res.quarantined:
         out.print(f"  quarantined {escape(q.id)}: {escape('; '.join(q.reasons))}")
     if report is not None:
-        paths = write_report(res, report, formats)
+        paths = write_report(res, claim_out_dir(report, "add", FORMATS.values()), formats)
         out.print(f"report: {', '.join(str(p) for p in paths)}", markup=False, soft_wrap=True)
 
 

@@ -130,3 +130,21 @@ def test_passage_text_that_is_not_text(text: object) -> None:
     for f in (RAGDefender(None), FilterChain([RAGDefender(None)])):
         with pytest.raises(InputError, match=r"passage 0 \('a'\)"):
             f.filter("What is the capital?", items)
+
+
+def test_add_report_never_writes_into_a_users_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``add --report FOLDER`` wrote screen.json into any folder (over a user's own
+    screen.json too); now only a new, empty or ragshield-marked folder, checked before
+    the documents are screened."""
+    monkeypatch.chdir(tmp_path)
+    make_store().save(tmp_path / "idx")
+    (tmp_path / "new.jsonl").write_text('{"id": "n1", "text": "Lyon is a city."}\n')
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "screen.json").write_text("my own screening notes")
+    before = snapshot(tmp_path)
+    fail_line(capsys, ["add", "idx", "new.jsonl", "--screen", "none", "--report", "user"],
+              "--report user holds files ragshield did not write")  # fmt: skip
+    assert snapshot(tmp_path) == before  # nothing added to the index either
