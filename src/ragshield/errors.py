@@ -7,6 +7,16 @@ everything else is a bug and keeps its traceback (``RAGSHIELD_DEBUG=1`` shows it
 from __future__ import annotations
 
 import unicodedata
+from contextvars import ContextVar
+
+#: The longest question :func:`check_query` accepts (characters): 50x the service's
+#: ``max_question_chars`` (2,000). Kept here, not in :mod:`ragshield.limits` (which
+#: imports this module), so every defense's own query check bounds it; ``limits.use_limits``
+#: sets it with the rest of :class:`~ragshield.limits.InputLimits`.
+DEFAULT_MAX_QUERY_CHARS = 100_000
+MAX_QUERY_CHARS: ContextVar[int] = ContextVar(
+    "ragshield_max_query_chars", default=DEFAULT_MAX_QUERY_CHARS
+)
 
 
 class RagshieldError(Exception):
@@ -94,6 +104,13 @@ def check_query(query: object, *, what: str = "question") -> str:
         raise InputError(f"The {what} must be a string. Got {type(query).__name__} instead.")
     if is_blank(query):
         raise InputError(f"The {what} is empty: pass a non-blank {what}.")
+    limit = MAX_QUERY_CHARS.get()
+    if len(query) > limit:  # a 10 MB question kept RAGDefender busy past a minute (#27)
+        raise InputTooLargeError(
+            f"The {what}: its length ({len(query):,}) exceeds InputLimits.max_query_chars = "
+            f"{limit:,}; pass less, or raise the limit with "
+            "ragshield.limits.use_limits(InputLimits(...))."
+        )
     return check_text(query, f"The {what}")
 
 

@@ -13,9 +13,8 @@ generous enough for every retrieval the papers run (k ≤ 100) and refused with 
 
 The checks sit where every caller passes: :func:`ragshield.defenses.base.check_retrieved`
 (each defense's ``filter`` and :class:`~ragshield.defenses.compose.FilterChain`),
-:class:`~ragshield.pipeline.RAGPipeline` (``k`` and the question, before the index is
-searched). A defense called directly reads a long question in linear time (RAGDefender:
-0.8 s for 10 MB), so only the chain and the pipeline bound it.
+:class:`~ragshield.pipeline.RAGPipeline` (``k``, before the index is searched) and
+:func:`ragshield.errors.check_query` (the question, in every defense's own check).
 """
 
 from __future__ import annotations
@@ -25,7 +24,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from ragshield.errors import InputTooLargeError, check_int
+from ragshield.errors import (
+    DEFAULT_MAX_QUERY_CHARS,
+    MAX_QUERY_CHARS,
+    InputTooLargeError,
+    check_int,
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class InputLimits:
     max_passages: int = 1_000  # see above: 10x the papers' largest k
     max_passage_chars: int = 1_000_000  # 50x ragshield index --max-chars (20,000)
     max_total_chars: int = 5_000_000  # ~1.2 M tokens: no context window reads more
-    max_query_chars: int = 100_000  # 50x the service's max_question_chars (2,000)
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS  # 50x the service's max_question_chars
 
     def __post_init__(self) -> None:
         for name in ("max_passages", "max_passage_chars", "max_total_chars", "max_query_chars"):
@@ -71,9 +75,11 @@ def use_limits(limits: InputLimits | None) -> Iterator[InputLimits]:
         yield current()
         return
     token = _ACTIVE.set(limits)
+    query_token = MAX_QUERY_CHARS.set(limits.max_query_chars)
     try:
         yield limits
     finally:
+        MAX_QUERY_CHARS.reset(query_token)
         _ACTIVE.reset(token)
 
 

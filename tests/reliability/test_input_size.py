@@ -103,11 +103,25 @@ def test_errors_are_value_errors() -> None:
     assert issubclass(InputTooLargeError, InputError)
 
 
+LONG_Q = "why " * (DEFAULT_LIMITS.max_query_chars // 4 + 1)
+
+
 def test_long_question_refused_by_the_chain() -> None:
-    q = "why " * (DEFAULT_LIMITS.max_query_chars // 4 + 1)
     with pytest.raises(InputTooLargeError, match=r"FilterChain: .*max_query_chars") as info:
-        FilterChain([]).run(q, passages(2))
+        FilterChain([]).run(LONG_Q, passages(2))
     one_line(info.value)
+
+
+def test_long_question_refused_by_a_defense_itself() -> None:
+    """Through RAGDefender's own query check: a 10 MB question with two near-identical
+    passages ran past the hostile pass's 60 s deadline."""
+    enc = TinyEncoder()
+    with pytest.raises(InputTooLargeError, match="max_query_chars") as info:
+        RAGDefender(enc).filter(LONG_Q, passages(2))
+    one_line(info.value)
+    assert enc.calls == 0
+    with use_limits(InputLimits(max_query_chars=len(LONG_Q))):
+        assert check_query(LONG_Q) == LONG_Q  # raised for one block
 
 
 def test_limits_can_be_raised_for_one_block() -> None:
