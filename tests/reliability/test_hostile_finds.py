@@ -75,6 +75,36 @@ def test_throttled_client_is_shed_but_valid_key_works(
     assert burst(app, [("POST", "/v1/ask", ask, bearer(token))])[0].status_code == 200
 
 
+def test_shed_answer_is_a_tarpit(
+    make: Callable[..., Service], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A throttled address's shed 429 is held SHED_DELAY_FACTOR x the failure delay (a
+    flooding client that waits for answers sends fewer requests), never past its block."""
+    import asyncio
+
+    from ragshield.server import middleware
+
+    service = make(
+        auth={"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1,
+              "failure_limit": 2, "failure_delay_seconds": 0.01},
+        limits={"requests_per_minute": 0},
+    )  # fmt: skip
+    app = create_app(service)
+    bad = [("POST", "/v1/ask", {"question": "Who?"}, bearer("rsk_000000000000_" + "a" * 43))]
+    for _ in range(2):
+        assert burst(app, bad)[0].status_code == 401
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def record(seconds: float) -> None:
+        slept.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(middleware.asyncio, "sleep", record)
+    assert burst(app, bad)[0].status_code == 429
+    assert slept == [pytest.approx(0.01 * middleware.SHED_DELAY_FACTOR)]
+
+
 # ---- found by the third pass (1,500+ cases; docs/results-reliability.md) -----------------
 
 

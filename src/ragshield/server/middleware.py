@@ -53,6 +53,12 @@ ENDPOINTS = {
 # statuses that are a refusal worth an audit row when the service wrote none
 AUDITED_REJECTIONS = frozenset({400, 401, 403, 413, 422, 429, 500, 503})
 PRUNE_EVERY_SECONDS = 3600.0
+#: A throttled address's shed 429 is held this many times ``auth.failure_delay_seconds``
+#: (0.5 s -> 2 s), never past the end of its block: a tarpit. A flooding client that waits
+#: for its answers (a connection pool, a script) then sends a quarter as many requests, each
+#: of which costs the server ~0.45 ms of CPU (benchmarks/bench_server.py; issue #27 load
+#: target). Holding a response costs a sleeping coroutine, no thread and no CPU.
+SHED_DELAY_FACTOR = 4.0
 
 
 def endpoint_of(path: str) -> str:
@@ -305,10 +311,10 @@ class AuthShedMiddleware:
     FastAPI. Here that answer costs a dictionary lookup, so 64 clients flooding bad keys
     take less of the CPU a legitimate client needs (issue #27 load target;
     ``benchmarks/bench_server.py``). A token verified recently is never shed: a valid key
-    behind the same address as the flood keeps working. Same status, headers and delay as
-    the in-app answer; a shed request is counted (``ragshield_auth_failures{reason=
-    "throttled"}``, the access log) but writes no audit row — the failures that tripped the
-    limit did.
+    behind the same address as the flood keeps working. Same status and headers as the
+    in-app answer, held longer (:data:`SHED_DELAY_FACTOR`); a shed request is counted
+    (``ragshield_auth_failures{reason="throttled"}``, the access log) but writes no audit
+    row — the failures that tripped the limit did.
     """
 
     def __init__(
@@ -336,7 +342,7 @@ class AuthShedMiddleware:
                 if wait > 0:
                     if self.on_shed is not None:
                         self.on_shed()
-                    await asyncio.sleep(self.delay)
+                    await asyncio.sleep(min(self.delay * SHED_DELAY_FACTOR, max(wait, self.delay)))
                     f = self.keys.failures
                     detail = str(AuthThrottled(client, wait, f.limit, f.window))
                     # counted in the metrics and the access log, not one audit row each: a
