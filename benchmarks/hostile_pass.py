@@ -753,6 +753,7 @@ def main() -> None:
     ap.add_argument(
         "--shard", default="0/1", help="K/N: run every N-th case from the K-th (parallel runs)"
     )
+    ap.add_argument("--start", type=int, default=0, help="skip the cases before this index")
     args = ap.parse_args()
     shard, shards = (int(x) for x in args.shard.split("/"))
     os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
@@ -771,6 +772,8 @@ def main() -> None:
                 sec = Section(sname)
                 for i, (name, run_it) in enumerate(build(work)):
                     if (args.only and args.only not in name) or i % shards != shard:
+                        continue
+                    if i < args.start:
                         continue
                     sec.tried += 1
                     try:
