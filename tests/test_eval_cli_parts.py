@@ -1,5 +1,5 @@
 """``ragshield eval retrieval``'s own parts and the scan's extraction setting
-(:mod:`ragshield.eval.retrieval_cli`, :mod:`ragshield.eval.scan_extraction`)."""
+(:mod:`ragshield.eval.retrieval_cli`, :mod:`ragshield.scan.extraction`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from ragshield.corpus import read_corpus
 from ragshield.defenses.registry import build_chains
 from ragshield.demo import demo_files
 from ragshield.eval.retrieval_cli import ragdefender_params
-from ragshield.eval.scan_extraction import extraction_attacks, run_scan_extraction
 from ragshield.indexing import build_index
+from ragshield.scan.extraction import extraction_attacks, run_scan_extraction
 from ragshield.store.faiss_store import FaissStore
 from ragshield.types import Generation
 

@@ -415,7 +415,7 @@ def test_scan_cells_say_not_measured(
     can_copy: bool, recovered: dict[str, int], expect: dict[str, str]
 ) -> None:
     """Issue #26 item 5: a CRR that measures nothing is printed as "not measured: why"."""
-    from ragshield.eval.scan_extraction import ExtractionCell, mark_unmeasured
+    from ragshield.scan.extraction import ExtractionCell, mark_unmeasured
 
     cells = [
         ExtractionCell(

@@ -10,8 +10,8 @@ import pytest
 
 from ragshield.attacks.writer import TextWriter
 from ragshield.errors import DataFormatError, InputError
-from ragshield.eval.questions import QuestionWriter, parse_reply, self_check
-from ragshield.eval.scan_questions import ScanQuestion, read_questions
+from ragshield.scan.question_writer import QuestionWriter, parse_reply, self_check
+from ragshield.scan.questions import ScanQuestion, read_questions
 from ragshield.types import Generation, Passage
 
 

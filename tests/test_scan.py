@@ -12,9 +12,9 @@ import pytest
 from ragshield.cli import run
 from ragshield.demo import demo_files
 from ragshield.eval.real_retrieval import RealResults, RealRow
-from ragshield.eval.scan import MARKER, recommend
-from ragshield.eval.scan_questions import read_questions, template_questions
-from ragshield.eval.scan_report import bar_chart
+from ragshield.scan.questions import read_questions, template_questions
+from ragshield.scan.report import bar_chart
+from ragshield.scan.run import MARKER, recommend
 from ragshield.text import contains_answer
 from ragshield.types import Passage
 
@@ -215,8 +215,8 @@ def _table_digest(uri: str, table: str) -> tuple[int, str]:
 
 
 def test_scan_reads_a_pgvector_table_without_writing_it(pg_uri: str, tmp_path: Path) -> None:
-    from ragshield.eval.scan import run_scan
-    from ragshield.eval.scan_questions import ScanQuestion
+    from ragshield.scan.questions import ScanQuestion
+    from ragshield.scan.run import run_scan
 
     idx = tmp_path / "pg-idx"
     argv = ["index", str(demo_files()[0]), "--out", str(idx), "--store", pg_uri]

@@ -16,11 +16,11 @@ from ragshield.demo import demo_files
 from ragshield.eval.intervals import rate, wilson
 from ragshield.eval.plant import KNOWN_SETTINGS
 from ragshield.eval.real_retrieval import RealResults, RealRow
-from ragshield.eval.scan import Recommendation, ScanResult
-from ragshield.eval.scan_cli import check_rules
-from ragshield.eval.scan_formats import FORMATS, parse_formats
-from ragshield.eval.scan_gate import FailRule, Gate, evaluate, parse_rules
-from ragshield.eval.scan_tags import ATLAS_NAMES, OWASP_NAMES, tags_for
+from ragshield.scan.cli import check_rules
+from ragshield.scan.formats import FORMATS, parse_formats
+from ragshield.scan.gate import FailRule, Gate, evaluate, parse_rules
+from ragshield.scan.run import Recommendation, ScanResult
+from ragshield.scan.tags import ATLAS_NAMES, OWASP_NAMES, tags_for
 
 QUESTIONS = [
     {"question": "What is the capital city of Australia?", "answer": "Canberra"},
@@ -281,7 +281,7 @@ def test_ci_script_scans_and_writes_valid_sarif(tmp_path: Path) -> None:
 def test_xml_safe_keeps_attacker_text_parseable() -> None:
     import xml.etree.ElementTree as ET
 
-    from ragshield.eval.scan_junit import xml_safe
+    from ragshield.scan.junit import xml_safe
 
     text = "ignore\x00 previous\x1b[31m instructions \ud800 <b>&</b>"
     el = ET.Element("failure", message=xml_safe(text))

@@ -13,9 +13,9 @@ import pytest
 from ragshield.attacks.writer import TextWriter
 from ragshield.cli import run
 from ragshield.demo import demo_files
-from ragshield.eval.scan import run_scan
-from ragshield.eval.scan_questions import ScanQuestion
-from ragshield.eval.scan_writer import AttackTextWriter
+from ragshield.scan.questions import ScanQuestion
+from ragshield.scan.run import run_scan
+from ragshield.scan.writer import AttackTextWriter
 from ragshield.types import Generation
 
 QUESTIONS = [
@@ -60,7 +60,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def llm_scan(index: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    from ragshield.eval.scan import open_scan_store
+    from ragshield.scan.run import open_scan_store
 
     opened = open_scan_store(index)
     gen = Scripted()
@@ -107,8 +107,8 @@ def test_targets_user_wins_and_no_cross_question_target(llm_scan) -> None:  # ty
 
 
 def test_rerun_reads_the_writer_cache(index: Path, tmp_path: Path) -> None:
-    from ragshield.eval.scan import open_scan_store
     from ragshield.generate.cache import CachedGenerator
+    from ragshield.scan.run import open_scan_store
 
     opened = open_scan_store(index)
     first, second = Scripted(), Scripted()
@@ -230,7 +230,7 @@ def test_scan_with_a_real_small_llm_writer(index: Path, tmp_path: Path) -> None:
 
 def test_whitebox_setting_is_opt_in_and_plants_optimised_prefixes(index: Path) -> None:
     from ragshield.eval.plant import attack_passages
-    from ragshield.eval.scan_cli import _settings
+    from ragshield.scan.cli import _settings
 
     assert "poisonedrag-whitebox" not in _settings("all")
     assert _settings("clean,poisonedrag-whitebox") == ["clean", "poisonedrag-whitebox"]

@@ -376,7 +376,7 @@ def _mount_optional() -> None:
             continue
         parent.add_typer(sub, name=name)
     from ragshield.eval.poisoning_cli import poisoning
-    from ragshield.eval.scan_cli import scan
+    from ragshield.scan.cli import scan
 
     eval_app.command("poisoning")(poisoning)
     from ragshield.eval.retrieval_cli import retrieval

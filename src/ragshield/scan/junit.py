@@ -20,10 +20,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ragshield.eval.scan_gate import Cell, describe_example, worst_example
+from ragshield.scan.gate import Cell, describe_example, worst_example
 
 if TYPE_CHECKING:
-    from ragshield.eval.scan import ScanResult
+    from ragshield.scan.run import ScanResult
 
 
 #: Characters XML 1.0 forbids even escaped (an attacker's passage may hold them).

@@ -2,7 +2,7 @@
 
 Example::
 
-    from ragshield.eval.scan_report import render_report
+    from ragshield.scan.report import render_report
     Path("report.html").write_text(render_report(scan))
 
 Why hand-written SVG: the report must open anywhere, offline, forever — one file with
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ragshield.eval.real_retrieval import QuestionTrace
-    from ragshield.eval.scan import ScanResult
-    from ragshield.eval.scan_gate import Cell
+    from ragshield.scan.gate import Cell
+    from ragshield.scan.run import ScanResult
 
 _TEXT_CHARS = 600
 

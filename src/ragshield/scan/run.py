@@ -2,8 +2,8 @@
 
 Example::
 
-    from ragshield.eval.scan import run_scan
-    from ragshield.eval.scan_questions import read_questions
+    from ragshield.scan.run import run_scan
+    from ragshield.scan.questions import read_questions
 
     scan = run_scan("my-index", read_questions("questions.jsonl"), out_dir="scan-my-index")
     print(scan.recommendation.chain, scan.out_dir / "report.html")
@@ -15,9 +15,9 @@ first), every question is retrieved for real, and each defense chain filters the
 The user's index is only read.
 
 Attack texts come from :func:`ragshield.eval.plant.attack_passages`: written for each
-question by the LLM when ``attack_writer`` is given (:mod:`ragshield.eval.scan_writer`,
+question by the LLM when ``attack_writer`` is given (:mod:`ragshield.scan.writer`,
 labelled ``llm``), else labelled templates. The ``extraction`` setting runs RAG-Thief and
-the worm through a pipeline per chain and scores CRR (:mod:`ragshield.eval.scan_extraction`).
+the worm through a pipeline per chain and scores CRR (:mod:`ragshield.scan.extraction`).
 
 The recommended chain is the one with the lowest risk averaged over the attack settings,
 among the chains whose clean quality is within :data:`ACCURACY_TOLERANCE` of no defense.
@@ -49,13 +49,13 @@ from ragshield.eval.adaptive_eval import run_settings
 from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import WHITEBOX
 from ragshield.eval.real_retrieval import QuestionTrace, RealResults
-from ragshield.eval.scan_extraction import SETTING as EXTRACTION
-from ragshield.eval.scan_extraction import ExtractionCell, run_scan_extraction
-from ragshield.eval.scan_gate import Gate
-from ragshield.eval.scan_questions import ScanQuestion, decoy_targets
-from ragshield.eval.scan_report import example_of
-from ragshield.eval.scan_writer import AttackTextWriter
 from ragshield.generate.base import Generator
+from ragshield.scan.extraction import SETTING as EXTRACTION
+from ragshield.scan.extraction import ExtractionCell, run_scan_extraction
+from ragshield.scan.gate import Gate
+from ragshield.scan.questions import ScanQuestion, decoy_targets
+from ragshield.scan.report import example_of
+from ragshield.scan.writer import AttackTextWriter
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
 
@@ -328,8 +328,8 @@ def run_scan(
     already opened :func:`open_scan_store` (e.g. after generating questions from it), and
     ``timings`` the seconds its caller already spent per stage. ``attack_writer`` writes
     the attack texts; ``attacker`` is RAG-Thief's LLM for the ``extraction`` setting.
-    ``formats`` names the files written (:mod:`ragshield.eval.scan_formats`) and ``gate``
-    the ``--fail-on`` rules they report (:mod:`ragshield.eval.scan_gate`)."""
+    ``formats`` names the files written (:mod:`ragshield.scan.formats`) and ``gate``
+    the ``--fail-on`` rules they report (:mod:`ragshield.scan.gate`)."""
     timings = dict(timings or {})
     if out_dir is not None:
         check_scan_out(out_dir)  # created at the end: a failed scan leaves no empty folder
@@ -362,7 +362,7 @@ def run_scan(
         notes["attack_writer"] = attack_writer.writer.generated_by
         notes["attack_texts"] = dict(attack_writer.stats)
     if WHITEBOX in settings:  # opt-in: HotFlip steps against the index's own encoder
-        from ragshield.eval.scan_writer import whitebox_texts
+        from ragshield.scan.writer import whitebox_texts
 
         with (
             _timed(timings, "write_whitebox"),
@@ -458,7 +458,7 @@ def _extraction(
     show_progress: bool,
 ) -> tuple[list[ExtractionCell], list[str]]:
     """:func:`run_scan_extraction` with a progress bar over every query it may ask."""
-    from ragshield.eval.scan_extraction import extraction_attacks
+    from ragshield.scan.extraction import extraction_attacks
 
     n_attacks = len(extraction_attacks(attacker)[0])
     with _bar(show_progress, "extraction", "query", len(chains) * n_attacks * queries) as bar:
@@ -485,8 +485,8 @@ def write_outputs(
     scan: ScanResult, out: Path, formats: Sequence[str] = ("html", "json", "jsonl"),
     gate: Gate | None = None,
 ) -> None:  # fmt: skip
-    """The named formats (:func:`ragshield.eval.scan_formats.write_formats`): ``report.html``
+    """The named formats (:func:`ragshield.scan.formats.write_formats`): ``report.html``
     first (its time is part of ``results.json``), then the results."""
-    from ragshield.eval.scan_formats import write_formats
+    from ragshield.scan.formats import write_formats
 
     write_formats(scan, out, formats, gate)

@@ -1,4 +1,4 @@
-"""``ragshield scan``: a thin typer layer over :func:`ragshield.eval.scan.run_scan`.
+"""``ragshield scan``: a thin typer layer over :func:`ragshield.scan.run.run_scan`.
 
 Example::
 
@@ -7,10 +7,10 @@ Example::
     ragshield scan my-index --generate 20 --attacks all --generator qwen2.5-0.5b
     ragshield scan my-index --questions q.jsonl --format html,sarif,junit --fail-on "asr>0.1"
 
-``--format`` picks the files written (:mod:`ragshield.eval.scan_formats`: html, json, jsonl,
+``--format`` picks the files written (:mod:`ragshield.scan.formats`: html, json, jsonl,
 sarif, junit); every rate carries a 95 % Wilson interval and every setting its OWASP LLM
 Top-10 2025 / MITRE ATLAS ids. ``--fail-on`` rules are checked against the interval's
-bound (:mod:`ragshield.eval.scan_gate`); ``--fail-on-point`` compares point estimates.
+bound (:mod:`ragshield.scan.gate`); ``--fail-on-point`` compares point estimates.
 
 ``--writer`` (who writes questions and attack texts): ``llm`` = the packaged Qwen2.5-0.5B
 (the default for an index), ``template`` = fixed wordings, no model (the default for
@@ -39,8 +39,7 @@ from ragshield.errors import InputError
 
 if TYPE_CHECKING:
     from ragshield.attacks.writer import TextWriter
-from ragshield.eval.scan import DEFAULT_ATTACKS, DEFAULT_DEFENSES, ScanResult
-from ragshield.eval.scan_gate import (
+from ragshield.scan.gate import (
     FailRule,
     Gate,
     check_metrics,
@@ -48,6 +47,7 @@ from ragshield.eval.scan_gate import (
     gate_failures,
     parse_rules,
 )
+from ragshield.scan.run import DEFAULT_ATTACKS, DEFAULT_DEFENSES, ScanResult
 
 DEMO_QUESTIONS = 8
 ALL = "all"  # every planting setting and the extraction setting
@@ -211,10 +211,10 @@ def scan(
 ) -> None:
     """Red-team your own index offline (attacks planted in a copy) and write an HTML report."""
     from ragshield.defenses.base import warm_up
-    from ragshield.eval.scan import check_scan_out, open_scan_store, prepare_out_dir, run_scan
-    from ragshield.eval.scan_formats import parse_formats
-    from ragshield.eval.scan_questions import TEMPLATE_SOURCE, read_questions, template_questions
-    from ragshield.eval.scan_writer import AttackTextWriter, llm_questions
+    from ragshield.scan.formats import parse_formats
+    from ragshield.scan.questions import TEMPLATE_SOURCE, read_questions, template_questions
+    from ragshield.scan.run import check_scan_out, open_scan_store, prepare_out_dir, run_scan
+    from ragshield.scan.writer import AttackTextWriter, llm_questions
 
     console, err = Console(), Console(stderr=True)
     rules = parse_rules(fail_on)

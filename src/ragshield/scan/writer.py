@@ -3,7 +3,7 @@
 Example::
 
     from ragshield.attacks.writer import TextWriter, write_in_batches
-    from ragshield.eval.scan_writer import AttackTextWriter, llm_questions
+    from ragshield.scan.writer import AttackTextWriter, llm_questions
 
     writer = TextWriter()                             # packaged Qwen2.5-0.5B, disk-cached
     qs = llm_questions(store.passages, 20, writer, seed=0)
@@ -41,7 +41,7 @@ from ragshield.attacks.writer import TextWriter, write_in_batches
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import QACase
-from ragshield.eval.scan_questions import ScanQuestion
+from ragshield.scan.questions import ScanQuestion
 from ragshield.types import Passage
 
 #: ``--writer`` values: ``llm`` = the generators below, ``template`` = plant.py's wordings.
@@ -53,9 +53,9 @@ def llm_questions(
     passages: Sequence[Passage], n: int, writer: TextWriter, seed: int = 0
 ) -> list[ScanQuestion]:
     """``n`` self-checked questions written by the LLM from sampled passages
-    (:class:`ragshield.eval.questions.QuestionWriter`: the answer must occur in the
+    (:class:`ragshield.scan.question_writer.QuestionWriter`: the answer must occur in the
     passage); an error when none passes the check."""
-    from ragshield.eval.questions import QuestionWriter
+    from ragshield.scan.question_writer import QuestionWriter
 
     if n < 1:
         raise InputError(f"--generate must be >= 1. Got {n} instead.")
@@ -126,7 +126,7 @@ class AttackTextWriter:
 
         A target the LLM proposes that is some *other* question's right answer is replaced
         by the case's decoy target (``cases[i].target_answer``): all targets are planted
-        into one index, see :func:`ragshield.eval.scan_questions.decoy_targets`."""
+        into one index, see :func:`ragshield.scan.questions.decoy_targets`."""
         targets = TargetAnswerWriter(self.writer)
         pr = PoisonedRAGAttack(self.writer, tries=self.tries)
         misleading = MisleadingPassageAttack(self.writer, tries=self.tries)

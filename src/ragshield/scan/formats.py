@@ -2,17 +2,17 @@
 
 Example::
 
-    from ragshield.eval.scan_formats import write_formats
-    from ragshield.eval.scan_gate import Gate, parse_rules
+    from ragshield.scan.formats import write_formats
+    from ragshield.scan.gate import Gate, parse_rules
 
     paths = write_formats(scan, out_dir, ["json", "sarif"], Gate(parse_rules(["asr>0.1"])))
 
 Why a registry: each CI system reads its own format (GitHub code scanning SARIF, Jenkins
 and GitLab JUnit, garak-style JSONL for notebooks, HTML for people); a format is one
-function from the scan and its evaluated cells (:mod:`ragshield.eval.scan_gate`) to
+function from the scan and its evaluated cells (:mod:`ragshield.scan.gate`) to
 bytes, and a new one is one entry in :data:`FORMATS`. Every format carries the same
 rates, 95 % intervals (:mod:`ragshield.eval.intervals`) and OWASP/ATLAS tags
-(:mod:`ragshield.eval.scan_tags`).
+(:mod:`ragshield.scan.tags`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from ragshield.errors import InputError
 from ragshield.eval.intervals import METHOD
-from ragshield.eval.scan_gate import Cell, Gate, evaluate
-from ragshield.eval.scan_tags import tags_for
+from ragshield.scan.gate import Cell, Gate, evaluate
+from ragshield.scan.tags import tags_for
 
 if TYPE_CHECKING:
-    from ragshield.eval.scan import ScanResult
+    from ragshield.scan.run import ScanResult
 
 DEFAULT_FORMATS: tuple[str, ...] = ("html", "json", "jsonl")
 
@@ -65,7 +65,7 @@ def _json_data(scan: ScanResult, cells: Sequence[Cell]) -> dict[str, Any]:
 
 
 def _html(scan: ScanResult, cells: Sequence[Cell]) -> bytes:
-    from ragshield.eval.scan_report import render_report
+    from ragshield.scan.report import render_report
 
     return render_report(scan, cells).encode("utf-8")
 
@@ -80,14 +80,14 @@ def _jsonl(scan: ScanResult, cells: Sequence[Cell]) -> bytes:
 
 
 def _sarif(scan: ScanResult, cells: Sequence[Cell]) -> bytes:
-    from ragshield.eval.scan_sarif import to_sarif
+    from ragshield.scan.sarif import to_sarif
 
     log = _no_nan(to_sarif(scan, cells, _version()))
     return json.dumps(log, indent=2, allow_nan=False).encode("utf-8")
 
 
 def _junit(scan: ScanResult, cells: Sequence[Cell]) -> bytes:
-    from ragshield.eval.scan_junit import to_junit
+    from ragshield.scan.junit import to_junit
 
     return to_junit(scan, cells)
 

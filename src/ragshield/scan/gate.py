@@ -2,7 +2,7 @@
 
 Example::
 
-    from ragshield.eval.scan_gate import Gate, evaluate, parse_rules
+    from ragshield.scan.gate import Gate, evaluate, parse_rules
 
     cells = evaluate(scan, Gate(parse_rules(["attack_reaches>0.2"])))
     [c.failures for c in cells if c.recommended]
@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from ragshield.errors import InputError
 from ragshield.eval.intervals import BINARY_RATES, Rate, rate, wilson
-from ragshield.eval.scan_tags import Tags, tags_for
+from ragshield.scan.tags import Tags, tags_for
 
 if TYPE_CHECKING:
-    from ragshield.eval.scan import ScanResult
+    from ragshield.scan.run import ScanResult
 
 _RULE = re.compile(r"^\s*([a-z_]+)\s*([<>])\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
 #: A cell is a finding when one of these (point estimates) exceeds its value: 0 = the attack

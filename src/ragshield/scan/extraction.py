@@ -2,7 +2,7 @@
 
 Example::
 
-    from ragshield.eval.scan_extraction import run_scan_extraction
+    from ragshield.scan.extraction import run_scan_extraction
 
     cells, notes = run_scan_extraction(store, encoder, chains, max_queries=10)
     print([(c.chain, c.attack, c.crr) for c in cells])

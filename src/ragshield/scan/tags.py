@@ -2,7 +2,7 @@
 
 Example::
 
-    from ragshield.eval.scan_tags import tags_for
+    from ragshield.scan.tags import tags_for
 
     tags_for("mixed-4x").owasp   # ('LLM04:2025', 'LLM08:2025', 'LLM09:2025')
 

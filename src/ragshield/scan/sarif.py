@@ -8,9 +8,9 @@ Example::
 Why SARIF: GitHub code scanning, GitLab and Azure DevOps read it, so a scan's findings
 show beside code review like any static analyser's (promptfoo and InjectBench emit it).
 One *rule* per attack setting, tagged with its OWASP LLM Top-10 2025 and MITRE ATLAS ids
-(:mod:`ragshield.eval.scan_tags`); one *result* per setting × chain that fails a
+(:mod:`ragshield.scan.tags`); one *result* per setting × chain that fails a
 ``--fail-on`` rule (level ``error``) or exceeds a finding threshold of
-:mod:`ragshield.eval.scan_gate` (level ``warning``), the worst audited question as its
+:mod:`ragshield.scan.gate` (level ``warning``), the worst audited question as its
 message. A scanned index is not source code: each result points at the index's
 ``meta.json`` (line 1) so viewers that require a location have one.
 """
@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragshield.eval.intervals import METHOD
-from ragshield.eval.scan_gate import Cell, describe_example, worst_example
-from ragshield.eval.scan_tags import ATLAS_NAMES, OWASP_NAMES, tags_for
+from ragshield.scan.gate import Cell, describe_example, worst_example
+from ragshield.scan.tags import ATLAS_NAMES, OWASP_NAMES, tags_for
 
 if TYPE_CHECKING:
-    from ragshield.eval.scan import ScanResult
+    from ragshield.scan.run import ScanResult
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 #: GitHub's severity scale (0-10) for a rule: ours, by the worst OWASP item it maps to.

@@ -2,13 +2,13 @@
 
 Example::
 
-    from ragshield.eval.questions import QuestionWriter
+    from ragshield.scan.question_writer import QuestionWriter
 
     qs = QuestionWriter().generate(passages, n=20, seed=0)   # from the indexed passages
     print(qs[0].question, qs[0].answers, qs[0].gold_passage_ids)
 
 The question type and the questions-file reader are
-:mod:`ragshield.eval.scan_questions`'s (one type, one reader for every scan question).
+:mod:`ragshield.scan.questions`'s (one type, one reader for every scan question).
 
 Why here (``eval``) and not in ``attacks``: questions are the *test set* of a scan, like
 the datasets of :mod:`ragshield.eval.datasets`; every attack then uses them. Generated
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from ragshield.attacks.writer import TextWriter, truncate_words
 from ragshield.errors import InputError, check_int
-from ragshield.eval.scan_questions import ScanQuestion
+from ragshield.scan.questions import ScanQuestion
 from ragshield.text import contains_answer, normalize_answer
 from ragshield.types import Passage
 

@@ -2,13 +2,13 @@
 
 Example::
 
-    from ragshield.eval.scan_questions import read_questions, template_questions
+    from ragshield.scan.questions import read_questions, template_questions
 
     qs = read_questions("questions.jsonl")   # {"question", "answer"?, "target"?, "id"?, ...}
     qs = template_questions(store.passages, 20, seed=0)
 
 Why template questions: a scan must run on an index that came with no questions. Without
-an LLM (``--writer llm`` writes them: :mod:`ragshield.eval.questions`), :func:`template_questions`
+an LLM (``--writer llm`` writes them: :mod:`ragshield.scan.question_writer`), :func:`template_questions`
 makes cloze questions offline — a few words around one number or named entity of an early
 sentence of a sampled passage, that word blanked out (it is the answer). They are easy to retrieve (the
 sentence is in the index) and every report labels them ``template questions``.
