@@ -1,5 +1,5 @@
 """``ragshield eval retrieval``'s own parts and the scan's extraction setting
-(:mod:`ragshield.eval.retrieval_cli`, :mod:`ragshield.scan.extraction`)."""
+(:mod:`ragshield.eval.cli.retrieval`, :mod:`ragshield.scan.extraction`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ragshield.cli import run
 from ragshield.corpus import read_corpus
 from ragshield.defenses.registry import build_chains
 from ragshield.demo import demo_files
-from ragshield.eval.retrieval_cli import ragdefender_params
+from ragshield.eval.cli.retrieval import ragdefender_params
 from ragshield.indexing import build_index
 from ragshield.scan.extraction import extraction_attacks, run_scan_extraction
 from ragshield.store.faiss_store import FaissStore
@@ -100,7 +100,7 @@ def test_eval_commands_share_the_ray_options(
 ) -> None:
     from typing import get_args
 
-    from ragshield.eval.cli_options import RayOpt
+    from ragshield.eval.cli.options import RayOpt
 
     help_text = get_args(RayOpt)[1].help
     assert run(["eval", command, "--help"]) == 0

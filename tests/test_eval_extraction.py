@@ -14,7 +14,7 @@ from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.extraction_baselines import DistanceThresholdFilter, SummarizingGenerator
 from ragshield.errors import DataFormatError, InputError
 from ragshield.eval import extraction as ex
-from ragshield.eval.extraction_cli import app
+from ragshield.eval.cli.extraction import app
 from ragshield.types import Generation, Passage, RetrievedPassage
 
 RECORDS = [
@@ -386,7 +386,7 @@ class TestOutFolder:
     def test_cli_refuses_before_running(
         self, kb_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from ragshield.eval import extraction_cli
+        from ragshield.eval.cli import extraction as extraction_cli
 
         def must_not_run(*args: object, **kwargs: object) -> None:
             raise AssertionError("the eval ran although --out was refused")

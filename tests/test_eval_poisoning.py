@@ -357,7 +357,7 @@ class TestOutFolder:
         self, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     ) -> None:  # type: ignore[no-untyped-def]
         from ragshield.cli import run
-        from ragshield.eval import poisoning_cli
+        from ragshield.eval.cli import poisoning as poisoning_cli
 
         def must_not_run(*args: object, **kwargs: object) -> None:
             raise AssertionError("the eval ran although --out was refused")
@@ -381,7 +381,7 @@ class TestOutFolder:
         self, dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, results
     ) -> None:  # type: ignore[no-untyped-def]
         from ragshield.cli import run
-        from ragshield.eval import poisoning_cli
+        from ragshield.eval.cli import poisoning as poisoning_cli
         from ragshield.eval.outdir import MARKER
 
         monkeypatch.setattr(poisoning_cli, "_run_in_process", lambda *a, **k: results)

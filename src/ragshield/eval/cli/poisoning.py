@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragshield.errors import InputError
-from ragshield.eval.cli_options import RayOpt, RayWorkersOpt
+from ragshield.eval.cli.options import RayOpt, RayWorkersOpt
 
 if TYPE_CHECKING:
     from ragshield.eval.poisoning import PoisoningResults

@@ -25,7 +25,7 @@ from rich.console import Console
 
 from ragshield.defenses.registry import chain_labels
 from ragshield.errors import InputError
-from ragshield.eval.cli_options import RayOpt, RayWorkersOpt
+from ragshield.eval.cli.options import RayOpt, RayWorkersOpt
 from ragshield.eval.extraction_plan import (
     ATTACKS,
     SPECIAL_ROWS,
