@@ -15,6 +15,12 @@ from ragshield.defenses.extraction_baselines import DistanceThresholdFilter, Sum
 from ragshield.errors import DataFormatError, InputError
 from ragshield.eval import extraction as ex
 from ragshield.eval.cli.extraction import app
+from ragshield.eval.extraction_data import (
+    KnowledgeBase,
+    UtilityQuestion,
+    load_chatdoctor,
+    load_knowledge_base,
+)
 from ragshield.types import Generation, Passage, RetrievedPassage
 
 RECORDS = [
@@ -77,8 +83,8 @@ def kb_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def kb(kb_file: Path) -> ex.KnowledgeBase:
-    return ex.load_chatdoctor(kb_file)
+def kb(kb_file: Path) -> KnowledgeBase:
+    return load_chatdoctor(kb_file)
 
 
 def _retrieved(encoder, texts: list[str]) -> list[RetrievedPassage]:  # type: ignore[no-untyped-def]
@@ -146,7 +152,7 @@ class TestSummarizingGenerator:
 
 
 class TestKnowledgeBase:
-    def test_load_chatdoctor(self, kb: ex.KnowledgeBase) -> None:
+    def test_load_chatdoctor(self, kb: KnowledgeBase) -> None:
         assert len(kb.passages) == len(kb.questions) == 6
         p = kb.passages[0]
         assert (
@@ -155,35 +161,35 @@ class TestKnowledgeBase:
         assert kb.questions[0].gold_ids == (p.id,)
 
     def test_subset_is_seeded(self, kb_file: Path) -> None:
-        a = ex.load_chatdoctor(kb_file, limit=3, seed=1)
-        b = ex.load_chatdoctor(kb_file, limit=3, seed=1)
+        a = load_chatdoctor(kb_file, limit=3, seed=1)
+        b = load_chatdoctor(kb_file, limit=3, seed=1)
         assert [p.id for p in a.passages] == [p.id for p in b.passages] and len(a.passages) == 3
 
     def test_bad_files(self, tmp_path: Path) -> None:
         bad = tmp_path / "bad.json"
         bad.write_text('[{"input": 1}]', encoding="utf-8")
         with pytest.raises(DataFormatError, match="record 0"):
-            ex.load_chatdoctor(bad)
+            load_chatdoctor(bad)
         with pytest.raises(InputError, match="does not exist"):
-            ex.load_chatdoctor(tmp_path / "missing.json")
+            load_chatdoctor(tmp_path / "missing.json")
         with pytest.raises(InputError, match="shared data folder"):
-            ex.load_knowledge_base("chatdoctor", data_dir=tmp_path / "nope")
+            load_knowledge_base("chatdoctor", data_dir=tmp_path / "nope")
 
 
 def test_load_wikipedia(shared_data: Path) -> None:
-    kb = ex.load_knowledge_base("wikipedia", data_dir=shared_data)
+    kb = load_knowledge_base("wikipedia", data_dir=shared_data)
     assert len(kb.questions) == 200  # 100 NQ + 100 HotpotQA targets
     assert len({p.text for p in kb.passages}) == len(kb.passages)  # golden passages deduped
     ids = {p.id for p in kb.passages}
     assert all(q.answer and set(q.gold_ids) <= ids for q in kb.questions)
-    sub = ex.load_knowledge_base("wikipedia", data_dir=shared_data, limit=50, seed=3)
+    sub = load_knowledge_base("wikipedia", data_dir=shared_data, limit=50, seed=3)
     assert len(sub.passages) == 50
     kept = {p.id for p in sub.passages}
     assert all(any(g in kept for g in q.gold_ids) for q in sub.questions)
 
 
 class TestUtilityJudge:
-    def test_rule(self, encoder, kb: ex.KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
+    def test_rule(self, encoder, kb: KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
         judge = ex.UtilityJudge(encoder, neighbours=2).fit(kb, encoder.encode(kb.texts))
         q = kb.questions[1]
         assert judge.correct(
@@ -192,13 +198,13 @@ class TestUtilityJudge:
         assert not judge.correct(q, RECORDS[1]["input"])  # echoing the question
         assert not judge.correct(q, RECORDS[2]["output"])  # the wrong record
         assert not judge.correct(q, "I don't know.")
-        wiki = ex.UtilityQuestion("when?", ("x",), answer="1889")
+        wiki = UtilityQuestion("when?", ("x",), answer="1889")
         assert judge.correct(wiki, "It opened in 1889.")
         assert not judge.correct(wiki, "It opened in 18890.")
 
 
 class TestHarness:
-    def test_run_and_report(self, encoder, kb: ex.KnowledgeBase, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    def test_run_and_report(self, encoder, kb: KnowledgeBase, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
         vecs = encoder.encode(kb.texts)
         defenses = ex.standard_defenses(kb, encoder, CopyGenerator(), vectors=vecs)
         for d in defenses:
@@ -250,7 +256,7 @@ class TestHarness:
         log = (tmp_path / "logs" / "none__rag-thief.jsonl").read_text(encoding="utf-8")
         assert len(log.splitlines()) == rows["none", "rag-thief"].queries
 
-    def test_canary_row_side_by_side(self, encoder, kb: ex.KnowledgeBase, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    def test_canary_row_side_by_side(self, encoder, kb: KnowledgeBase, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
         """Issue #26: the canary row stops a copying generator (CRR 0, every copy caught),
         the undefended row leaks, and sessions run side by side give the same rows."""
         vecs = encoder.encode(kb.texts)
@@ -283,13 +289,13 @@ class TestHarness:
         logged = (tmp_path / "canary__rag-thief.jsonl").read_text(encoding="utf-8")
         assert all(json.loads(line)["leak"] for line in logged.splitlines())
 
-    def test_errors(self, encoder, kb: ex.KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
+    def test_errors(self, encoder, kb: KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
         with pytest.raises(InputError, match="at least one defense"):
             ex.run_extraction_eval(kb, [], ["worm"], encoder)
         with pytest.raises(InputError, match="unknown extraction attack"):
             ex.attack_factory("thief", encoder=encoder, max_queries=1)
 
-    def test_ragfort_rows_from_parts(self, encoder, kb: ex.KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
+    def test_ragfort_rows_from_parts(self, encoder, kb: KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
         (base,) = ex.standard_defenses(kb, encoder, CopyGenerator())[:1]
         assert ex.ragfort_defenses(base) == []
         rows = ex.ragfort_defenses(base, reindexed_store=base.store, cascade=CopyGenerator())
@@ -299,7 +305,7 @@ class TestHarness:
 @pytest.mark.slow
 def test_smoke_on_shared_chatdoctor(encoder, shared_data: Path) -> None:  # type: ignore[no-untyped-def]
     """CI smoke: the real knowledge base (40-chunk seeded subset), extractive generator."""
-    kb = ex.load_knowledge_base("chatdoctor", data_dir=shared_data, limit=40, seed=0)
+    kb = load_knowledge_base("chatdoctor", data_dir=shared_data, limit=40, seed=0)
     vecs = encoder.encode(kb.texts)
     defenses = ex.standard_defenses(kb, encoder, vectors=vecs)
     factories = {

@@ -20,12 +20,12 @@ from ragshield.defenses.ragdefender import PaperRAGDefender, RAGDefender
 from ragshield.errors import InputError
 from ragshield.eval import metrics as M
 from ragshield.eval.datasets import load_poisoning
-from ragshield.eval.poisoning import (
+from ragshield.eval.poisoning import run_poisoning_eval
+from ragshield.eval.poisoning_sets import (
     VectorBank,
     build_retrieval_sets,
     register_attack,
     resolve_attack,
-    run_poisoning_eval,
 )
 from ragshield.eval.report import markdown_table, plot_asr, write_json
 from ragshield.types import FilterResult, Generation, Passage, RetrievedPassage
