@@ -16,14 +16,6 @@ from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.prompts import PromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
-
-from ragshield.errors import InputError
-from ragshield.integrations.langchain import (
-    EVENT_NAME,
-    RagshieldCompressor,
-    RagshieldEmbeddings,
-    RagshieldRunnable,
-)
 from test_integrations_core import (
     POISON_DEFENSE,
     HashEncoder,
@@ -32,6 +24,14 @@ from test_integrations_core import (
     direct_kept,
     load_poisoned_case,
     network_guard,
+)
+
+from ragshield.errors import InputError
+from ragshield.integrations.langchain import (
+    EVENT_NAME,
+    RagshieldCompressor,
+    RagshieldEmbeddings,
+    RagshieldRunnable,
 )
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from test_eval_poisoning import HashingEncoder, write_dataset
+
 from ragshield.eval.injection import run_injection_eval
 from ragshield.types import Generation
-from test_eval_poisoning import HashingEncoder, write_dataset
 
 
 class EchoFirst:

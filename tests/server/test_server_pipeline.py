@@ -21,7 +21,7 @@ from ragshield.server import Service, create_app, load_config
 from ragshield.types import Passage
 
 FAST_AUTH = {"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1}
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "server.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "server.toml"
 ATTACK = json.loads(demo_files()[1].read_text(encoding="utf-8"))
 
 
@@ -117,7 +117,7 @@ TEXTS = [
     "The dentist fills a cavity after removing the decay.",
     "Fluoride toothpaste protects teeth against decay.",
 ]
-TRAIN_KW = {  # a few optimiser steps: mechanics, not quality (as tests/test_reindex.py)
+TRAIN_KW = {  # a few optimiser steps: mechanics, not quality (as tests/reindex/test_reindex.py)
     "batch_size": 12,
     "lr": 1e-4,
     "max_steps": 2,

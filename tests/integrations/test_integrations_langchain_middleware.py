@@ -22,12 +22,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from test_integrations_core import KeywordFilter
 
 from ragshield.demo import demo_files
 from ragshield.integrations.langchain import EMPTY_TOOL_RESULT, RagshieldToolMiddleware
-from test_integrations_core import KeywordFilter
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ATTACK = json.loads(demo_files()[1].read_text(encoding="utf-8"))
 CLEAN = [
     "Canberra is the capital city of Australia. Parliament first sat in Canberra in 1927.",

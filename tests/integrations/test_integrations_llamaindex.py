@@ -15,13 +15,6 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
-
-from ragshield.errors import InputError
-from ragshield.integrations.llamaindex import (
-    RagshieldEmbedding,
-    RagshieldFilterEvent,
-    RagshieldNodePostprocessor,
-)
 from test_integrations_core import (
     POISON_DEFENSE,
     HashEncoder,
@@ -30,6 +23,13 @@ from test_integrations_core import (
     direct_kept,
     load_poisoned_case,
     network_guard,
+)
+
+from ragshield.errors import InputError
+from ragshield.integrations.llamaindex import (
+    RagshieldEmbedding,
+    RagshieldFilterEvent,
+    RagshieldNodePostprocessor,
 )
 
 

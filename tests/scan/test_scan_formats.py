@@ -245,7 +245,7 @@ def test_bad_format_or_metric_exits_2_before_work(
 
 # ---- the CI example -----------------------------------------------------------------------
 
-CI = Path(__file__).resolve().parents[1] / "examples" / "ci"
+CI = Path(__file__).resolve().parents[2] / "examples" / "ci"
 
 
 def test_ci_workflow_runs_the_script_and_uploads_its_sarif() -> None:

@@ -16,7 +16,7 @@ from ragshield.eval.real_retrieval import run_real_eval
 from ragshield.store.faiss_store import FaissStore
 from ragshield.types import Passage
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ontopic"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "ontopic"
 
 
 class HashEncoder:

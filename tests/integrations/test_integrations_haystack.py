@@ -19,13 +19,6 @@ from haystack.components.generators.chat import MockChatGenerator
 from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
 from haystack.dataclasses import ChatMessage
 from haystack.document_stores.in_memory import InMemoryDocumentStore
-
-from ragshield.errors import InputError
-from ragshield.integrations.haystack import (
-    RagshieldDocumentEmbedder,
-    RagshieldDocumentFilter,
-    RagshieldTextEmbedder,
-)
 from test_integrations_core import (
     POISON_DEFENSE,
     HashEncoder,
@@ -34,6 +27,13 @@ from test_integrations_core import (
     direct_kept,
     load_poisoned_case,
     network_guard,
+)
+
+from ragshield.errors import InputError
+from ragshield.integrations.haystack import (
+    RagshieldDocumentEmbedder,
+    RagshieldDocumentFilter,
+    RagshieldTextEmbedder,
 )
 
 

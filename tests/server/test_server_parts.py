@@ -21,7 +21,7 @@ from ragshield.server.throttle import (
     novelty_rate,
 )
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "server.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "server.toml"
 FAST = AuthConfig(argon2_time_cost=1, argon2_memory_kib=8, argon2_parallelism=1)
 
 
