@@ -35,6 +35,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ from ragshield.eval.poisoning_sets import (
     VectorBank,
     attack_name,
     benign_passages,
-    build_retrieval_set,
+    build_retrieval_sets,
     resolve_attack,
 )
 from ragshield.generate.base import Generator
@@ -430,25 +431,21 @@ def score_questions(
     say = log or (lambda _msg: None)
     gen = answer_once(generator)
     out = QuestionScores()
+    # the same sets whether ``questions`` is the whole split or a worker's share of it
+    sets_for = partial(
+        build_retrieval_sets,
+        [c for _, c in questions],
+        benign=benign,
+        positions=[i for i, _ in questions],
+        base_size=base_size,
+        n_golden=n_golden,
+    )
     for g, (attack, ratio) in enumerate(grid):
         name = CLEAN if attack is None else attack_name(attack)
         t_setting = time.perf_counter()
         out.m_requested[g] = 0
         for si, seed in enumerate(seeds):
-            sets = [
-                build_retrieval_set(
-                    c,
-                    benign[c.id],
-                    attack,
-                    ratio,
-                    seed,
-                    bank,
-                    case_index=i,
-                    base_size=base_size,
-                    n_golden=n_golden,
-                )
-                for i, c in questions
-            ]
+            sets = sets_for(attack, ratio, seed, bank)
             out.m_used[(g, si)] = [rs.m_used for rs in sets]
             out.m_requested[g] = sets[0].m_requested if sets else 0
             for dname, flt in defenses.items():
