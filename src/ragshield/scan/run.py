@@ -32,7 +32,6 @@ has an answer).
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -241,19 +240,14 @@ def check_scan_out(out_dir: str | os.PathLike[str]) -> Path:
                     f"refusing to write into {out}: it is not a ragshield scan output "
                     f"(no {MARKER}); choose another --out"
                 )
-        from ragshield.store.persist import is_index_dir
+        from ragshield.store.persist import is_index_dir, writable_ancestor
 
         inside = next((a for a in out.resolve().parents if is_index_dir(a)), None)
         if inside is not None:
             raise InputError(
                 f"--out {out} is inside the index folder {inside}; choose another --out"
             )
-        ancestor = out
-        while not ancestor.exists():
-            ancestor = ancestor.parent
-        if not ancestor.is_dir():
-            raise InputError(f"cannot create --out {out}: {ancestor} is a file, not a folder")
-        os.rmdir(tempfile.mkdtemp(prefix=".ragshield-probe-", dir=ancestor))
+        writable_ancestor(out, f"--out {out}")
     except OSError as exc:
         raise InputError(f"cannot write --out {out}: {exc.strerror or exc}") from None
     return out
