@@ -18,7 +18,7 @@ rates, 95 % intervals (:mod:`ragshield.eval.intervals`) and OWASP/ATLAS tags
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,17 +103,22 @@ FORMATS: dict[str, tuple[str, Writer]] = {
 }
 
 
-def parse_formats(spec: str | Sequence[str] | None) -> tuple[str, ...]:
-    """``html,sarif`` -> ('html', 'sarif'); unknown names are refused with the list."""
+def parse_formats(
+    spec: str | Sequence[str] | None, available: Collection[str] = FORMATS
+) -> tuple[str, ...]:
+    """``html,sarif`` -> ('html', 'sarif'); unknown names are refused with the list.
+
+    ``available`` is another command's formats (``ragshield add --format``, whose report
+    is written by :mod:`ragshield.ingest_report`): one ``--format`` rule for both."""
     if spec is None:
         return DEFAULT_FORMATS
     parts = spec.split(",") if isinstance(spec, str) else list(spec)
     names = tuple(dict.fromkeys(p.strip().lower() for p in parts if p.strip()))
-    unknown = [n for n in names if n not in FORMATS]
+    unknown = [n for n in names if n not in available]
     if unknown or not names:
         raise InputError(
             f"--format: unknown format(s) {', '.join(unknown) or repr(spec)}; "
-            f"available: {', '.join(FORMATS)}"
+            f"available: {', '.join(available)}"
         )
     return names
 
