@@ -12,3 +12,10 @@ RayOpt = Annotated[
     typer.Option(help="Run on Ray: 'local', 'auto' (joined cluster) or ray://HOST:PORT."),
 ]
 RayWorkersOpt = Annotated[int, typer.Option(help="Ray workers when --ray is set.")]
+DefensesOpt = Annotated[
+    str,
+    typer.Option(
+        help="Chains to compare: ';' between chains, ',' within one, 'none' alone is no "
+        "defense, e.g. 'none;ragdefender,ecosaferag'."
+    ),
+]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ragshield.errors import InputError
-from ragshield.eval.cli.options import RayOpt, RayWorkersOpt
+from ragshield.eval.cli.options import DefensesOpt, RayOpt, RayWorkersOpt
 
 if TYPE_CHECKING:
     from ragshield.eval.poisoning import PoisoningResults
@@ -33,13 +33,7 @@ def poisoning(
     dataset: Annotated[
         Path, typer.Argument(help="Folder like ../shared/data/poisoning/nq (see its README).")
     ],
-    defenses: Annotated[
-        str,
-        typer.Option(
-            help="Chains to compare: ';' between chains, ',' within one, e.g. "
-            "'none;ragdefender,ecosaferag'."
-        ),
-    ] = "none;ragdefender-paper;ragdefender;similarity-threshold",
+    defenses: DefensesOpt = "none;ragdefender-paper;ragdefender;similarity-threshold",
     attacks: Annotated[
         str, typer.Option(help="poisonedrag, blind, garag, mixed, injection, suffix…")
     ] = "poisonedrag,blind,garag,mixed",

@@ -21,6 +21,7 @@ from typing import Annotated
 import typer
 
 from ragshield.errors import InputError
+from ragshield.eval.cli.options import DefensesOpt
 from ragshield.eval.outdir import check_cache_dir, check_results_dir, claim_out_dir
 
 DEFAULT_DEFENSES = "none;ragdefender-paper;ragdefender;ecosaferag;ragdefender,ecosaferag"
@@ -48,9 +49,7 @@ def retrieval(
     settings: Annotated[
         str, typer.Option(help="Comma-separated settings or groups (adaptive, ...), or all.")
     ] = "clean,poisonedrag-1,poisonedrag,mixed-2x,mixed-4x",
-    defenses: Annotated[
-        str, typer.Option(help="Chains to compare: ';' between chains, ',' within one.")
-    ] = DEFAULT_DEFENSES,
+    defenses: DefensesOpt = DEFAULT_DEFENSES,
     k: Annotated[int, typer.Option(help="Passages retrieved per question.")] = 10,
     context_k: Annotated[int, typer.Option(help="Survivors that reach the generator.")] = 5,
     seed: Annotated[int, typer.Option()] = 0,
