@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fakes import WordHashEncoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import OnTopicData, QACase, load_ontopic
 from ragshield.eval.plant import REAL_SETTINGS, attack_passages, planted_copy, typo_copy
@@ -17,21 +17,6 @@ from ragshield.store.faiss_store import FaissStore
 from ragshield.types import Passage
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "ontopic"
-
-
-class HashEncoder:
-    """Test-only bag-of-words hashing encoder (no model): similar words, similar vectors."""
-
-    name = "hash-test"
-    dim = 64
-
-    def encode(self, texts, show_progress: bool = False):
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().split():
-                out[i, zlib.crc32(w.strip(".,?").encode()) % self.dim] += 1.0
-        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
-        return out
 
 
 def tiny() -> OnTopicData:
@@ -50,7 +35,7 @@ def tiny() -> OnTopicData:
 
 
 def test_planted_copy_leaves_the_store_untouched() -> None:
-    data, enc = tiny(), HashEncoder()
+    data, enc = tiny(), WordHashEncoder()
     store = FaissStore(enc.dim)
     store.add(list(data.passages), enc.encode([p.text for p in data.passages]))
     before = (len(store), store.vectors.copy())
@@ -79,13 +64,13 @@ def test_unknown_setting_and_empty_cases() -> None:
     with pytest.raises(InputError, match="unknown setting"):
         attack_passages(tiny().questions, "nope")
     with pytest.raises(InputError, match="no questions"):
-        run_real_eval(tiny(), [], {"none": None}, ["clean"], encoder=HashEncoder())
+        run_real_eval(tiny(), [], {"none": None}, ["clean"], encoder=WordHashEncoder())
 
 
 def test_run_scores_clean_and_attacked() -> None:
     from ragshield.defenses.ragdefender import RAGDefender
 
-    data, enc = tiny(), HashEncoder()
+    data, enc = tiny(), WordHashEncoder()
     res = run_real_eval(
         data, list(data.questions), {"none": None, "ragdefender": RAGDefender(enc)},
         ["clean", "poisonedrag"], encoder=enc, k=4, context_k=3,

@@ -19,16 +19,9 @@ from haystack.components.generators.chat import MockChatGenerator
 from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
 from haystack.dataclasses import ChatMessage
 from haystack.document_stores.in_memory import InMemoryDocumentStore
-from test_integrations_core import (
-    POISON_DEFENSE,
-    HashEncoder,
-    KeywordFilter,
-    SentenceTrimFilter,
-    direct_kept,
-    load_poisoned_case,
-    network_guard,
-)
+from test_integrations_core import POISON_DEFENSE, direct_kept, load_poisoned_case, network_guard
 
+from fakes import HashEncoder, KeywordFilter, SentenceTrimFilter
 from ragshield.errors import InputError
 from ragshield.integrations.haystack import (
     RagshieldDocumentEmbedder,

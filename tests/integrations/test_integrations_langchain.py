@@ -16,16 +16,9 @@ from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.prompts import PromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
-from test_integrations_core import (
-    POISON_DEFENSE,
-    HashEncoder,
-    KeywordFilter,
-    SentenceTrimFilter,
-    direct_kept,
-    load_poisoned_case,
-    network_guard,
-)
+from test_integrations_core import POISON_DEFENSE, direct_kept, load_poisoned_case, network_guard
 
+from fakes import HashEncoder, KeywordFilter, SentenceTrimFilter
 from ragshield.errors import InputError
 from ragshield.integrations.langchain import (
     EVENT_NAME,

@@ -15,16 +15,9 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
-from test_integrations_core import (
-    POISON_DEFENSE,
-    HashEncoder,
-    KeywordFilter,
-    SentenceTrimFilter,
-    direct_kept,
-    load_poisoned_case,
-    network_guard,
-)
+from test_integrations_core import POISON_DEFENSE, direct_kept, load_poisoned_case, network_guard
 
+from fakes import HashEncoder, KeywordFilter, SentenceTrimFilter
 from ragshield.errors import InputError
 from ragshield.integrations.llamaindex import (
     RagshieldEmbedding,
