@@ -151,7 +151,9 @@ def test_keys_create_verify_revoke(db: Database) -> None:
     assert row is not None and row.secret_hash.startswith("$argon2id$")
     assert token.split("_", 2)[2] not in row.secret_hash
     assert row.scopes == ("ask", "admin") and row.rpm == 5 and row.rpd is None
-    assert keys.authenticate(token).id == key_id
+    key = keys.authenticate(token)
+    assert key.id == key_id and key.name == "alice"
+    assert keys.authenticate(token).id == key_id  # second check: cached digest path
     other_id, _ = keys.create("bob")
     assert [r.id for r in db.list_keys()] == [key_id, other_id]
 
