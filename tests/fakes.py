@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from ragshield.defenses.base import check_retrieved
 from ragshield.embed.base import l2_normalize
@@ -77,6 +78,18 @@ class KeywordFilter:
                 if bad[i]
             ),
         )
+
+
+#: The audit metadata an adapter attaches to a passage :class:`KeywordFilter` removed.
+KEYWORD_REMOVED = {
+    "kept": False,
+    "reason": "contains POISON",
+    "defense": "keyword",
+    "stage": "keyword",
+    "suspicion": pytest.approx(0.9),
+    "scores": {"suspicion": pytest.approx(0.9), "hits": 1.0},
+    "rewritten": False,
+}
 
 
 class SentenceTrimFilter:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fakes import HashEncoder, KeywordFilter, SentenceTrimFilter
+from fakes import KEYWORD_REMOVED, HashEncoder, KeywordFilter, SentenceTrimFilter
 from ragshield.defenses.base import check_retrieved, passage_vectors
 from ragshield.defenses.compose import FilterChain
 from ragshield.errors import InputError
@@ -76,15 +76,7 @@ class TestShield:
         assert len(f.seen[0]) == 3
         # metadata is JSON-safe (framework tracing serialises it)
         meta = json.loads(json.dumps(bad.to_metadata()))
-        assert meta == {
-            "kept": False,
-            "reason": "contains POISON",
-            "defense": "keyword",
-            "stage": "keyword",
-            "suspicion": pytest.approx(0.9),
-            "scores": {"suspicion": pytest.approx(0.9), "hits": 1.0},
-            "rewritten": False,
-        }
+        assert meta == KEYWORD_REMOVED
 
     def test_sentence_level_rewrite_keeps_original(self) -> None:
         chain = FilterChain([KeywordFilter(), SentenceTrimFilter()])
