@@ -12,7 +12,7 @@ What it measures (every figure printed is measured in this run; seed and split p
    is only ever scored by the head that never saw it.
 2. Calibration on the index's own text: the 1,888 SQuAD paragraphs of ``ontopic/`` are the
    index (MiniLM, FaissStore); each head's thresholds come from
-   :func:`ragshield.defenses.injection_calibration.calibrate_index` over all their sentences
+   :func:`ragshield.defenses.injection.calibration.calibrate_index` over all their sentences
    (the same call ``ragshield index`` makes).
 3. Benign false positives at those thresholds (the whole guard: rules + head): sentences of
    the *test* articles (odd title positions; the dev ones were training negatives),
@@ -72,10 +72,10 @@ from ragshield.attacks.injection_families import (
 )
 from ragshield.defenses.compose import FilterChain
 from ragshield.defenses.ecosaferag import PRESETS, EcoSafeRAG
-from ragshield.defenses.injection_calibration import calibrate_index
-from ragshield.defenses.injection_detector import InjectionGuard, segment
-from ragshield.defenses.injection_head import InjectionHead
-from ragshield.defenses.injection_output import followed
+from ragshield.defenses.injection.calibration import calibrate_index
+from ragshield.defenses.injection.detector import InjectionGuard, segment
+from ragshield.defenses.injection.head import InjectionHead
+from ragshield.defenses.injection.output import followed
 from ragshield.eval.injection import HARD_NEGATIVES, detection_rate
 from ragshield.text import contains_answer, normalize_answer
 from ragshield.types import Passage, RetrievedPassage

@@ -23,7 +23,7 @@ templates, ``defenses/baits.py`` baits      questions/answers                   
 (HotpotQA dev)                              (not poisoning targets)
 ==========================================  ==========================================  ===========
 
-Every text is normalised first (:func:`ragshield.defenses.injection_text.normalize`).
+Every text is normalised first (:func:`ragshield.defenses.injection.text.normalize`).
 Examples are sentences and two-sentence windows (the mean of two unit vectors), as the
 filter scores them: a positive is split in two at its middle to make a window positive;
 adjacent benign sentences make window negatives. Vectors come from the packaged MiniLM
@@ -59,11 +59,11 @@ from ragshield.attacks.injection_families import (
     fill,
     split_in_two,
 )
-from ragshield.defenses.baits import BAIT_TEMPLATES
-from ragshield.defenses.injection_calibration import thresholds_for
-from ragshield.defenses.injection_detector import segment, window_scores
-from ragshield.defenses.injection_head import InjectionHead
-from ragshield.defenses.injection_text import normalize
+from ragshield.defenses.ecosaferag.baits import BAIT_TEMPLATES
+from ragshield.defenses.injection.calibration import thresholds_for
+from ragshield.defenses.injection.detector import segment, window_scores
+from ragshield.defenses.injection.head import InjectionHead
+from ragshield.defenses.injection.text import normalize
 from ragshield.embed.base import l2_normalize
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 

@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 
-from ragshield.defenses.baits import ECOSAFERAG_BAIT_TYPES
 from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.compose import FilterChain
 from ragshield.defenses.ecosaferag import (
@@ -30,7 +29,8 @@ from ragshield.defenses.ecosaferag import (
     dual_threshold,
     judge_candidates,
 )
-from ragshield.defenses.ecosaferag_stages import (
+from ragshield.defenses.ecosaferag.baits import ECOSAFERAG_BAIT_TYPES
+from ragshield.defenses.ecosaferag.stages import (
     best_per_passage,
     restates,
     skeleton,

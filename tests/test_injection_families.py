@@ -17,7 +17,7 @@ from ragshield.attacks.injection_families import (
     plant,
     split_in_two,
 )
-from ragshield.defenses.injection_text import decoded_payloads, normalize
+from ragshield.defenses.injection.text import decoded_payloads, normalize
 from ragshield.errors import InputError
 from ragshield.eval.injection import HARD_NEGATIVES, tpr_at_fpr
 

@@ -12,8 +12,8 @@ import base64
 
 import pytest
 
-from ragshield.defenses.injection_rules import rule_hits
-from ragshield.defenses.injection_text import decoded_payloads, normalize
+from ragshield.defenses.injection.rules import rule_hits
+from ragshield.defenses.injection.text import decoded_payloads, normalize
 
 ZW = "\u200b"
 

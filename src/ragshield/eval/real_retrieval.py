@@ -267,7 +267,7 @@ def run_real_eval(
         profile = profile_vectors(store.vectors)
         for defense in defenses.values():
             calibrate(defense, profile)
-        from ragshield.defenses.injection_calibration import calibrate_defenses
+        from ragshield.defenses.injection.calibration import calibrate_defenses
 
         calibrate_defenses(defenses.values(), [p.text for p in store.passages], encoder)  # #23
     if not 1 <= k <= len(store):

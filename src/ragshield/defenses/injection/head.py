@@ -4,7 +4,7 @@ instruction to the model. Weights are plain JSON (no pickle); the trained head s
 
 Example::
 
-    from ragshield.defenses.injection_head import InjectionHead
+    from ragshield.defenses.injection.head import InjectionHead
 
     head = InjectionHead.packaged()                 # the shipped weights
     scores = head.score(sentence_vectors)           # (n,) in [0, 1], higher = injection
@@ -15,7 +15,7 @@ no second encoder pass, ~10 µs per sentence (a dot product). A logistic-regress
 one-hidden-layer MLP head is enough to separate "addresses the model and tells it what to
 do" from reference prose; what it cannot separate on its own (wording it was never shown,
 encodings) is left to the deterministic rules and to per-index calibration
-(:mod:`ragshield.defenses.injection_calibration`). Training data and licences:
+(:mod:`ragshield.defenses.injection.calibration`). Training data and licences:
 ``benchmarks/train_injection_head.py`` and the ``trained_on`` field of the JSON.
 """
 

@@ -3,7 +3,7 @@ of ragshield's RAGDefender that do not depend on an attack's wording.
 
 Example::
 
-    from ragshield.defenses.claims import near_copy_conflicts, paraphrase_partners
+    from ragshield.defenses.ragdefender.claims import near_copy_conflicts, paraphrase_partners
 
     lex = trigram_cosine_matrix(texts)                       # character 3-gram cosine
     partners = paraphrase_partners(sim, lex, 0.9, 0.6)       # generated-kind density
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragshield.defenses.ragdefender_evidence import content_words
+from ragshield.defenses.ragdefender.evidence import content_words
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 

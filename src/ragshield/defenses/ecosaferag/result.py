@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ragshield.defenses.ecosaferag_stages import (
+from ragshield.defenses.ecosaferag.stages import (
     BAIT,
     COLLATERAL,
     EMPTY,

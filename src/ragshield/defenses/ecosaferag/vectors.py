@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragshield.defenses.ecosaferag_stages import Segmentation, segment_passages, skeleton
+from ragshield.defenses.ecosaferag.stages import Segmentation, segment_passages, skeleton
 from ragshield.embed.base import Encoder, l2_normalize
 
 _FIXED_CACHE = 4096  # query-free bait sentences kept per filter

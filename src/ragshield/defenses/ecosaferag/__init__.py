@@ -31,7 +31,7 @@ hand-built vectors without a model):
    non-core sentences' unit vectors (non-core = below the absolute cutoff, i.e. not a
    restatement of the question). Machine-written poison is homogeneous: low variance.
 4. :func:`bait_dbscan` / :func:`judge_candidates` — synthetic bait passages built from
-   known attack structures (:mod:`ragshield.defenses.baits`) are clustered together with
+   known attack structures (:mod:`ragshield.defenses.ecosaferag.baits`) are clustered together with
    the candidates (DBSCAN, cosine). A candidate is malicious when it joins a bait
    cluster, when it sits in a bait-free dense cluster and its passage is low-diversity,
    or when it is above the absolute cutoff and its passage is low-diversity.
@@ -168,15 +168,15 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ragshield.defenses.baits import (
+from ragshield.defenses.base import check_retrieved
+from ragshield.defenses.ecosaferag.baits import (
     BAIT_TEMPLATES,
     DEFAULT_BAIT_TYPES,
     ECOSAFERAG_BAIT_TYPES,
     build_baits,
 )
-from ragshield.defenses.base import check_retrieved
-from ragshield.defenses.ecosaferag_result import TRUNCATED, assemble, checked_text
-from ragshield.defenses.ecosaferag_stages import (
+from ragshield.defenses.ecosaferag.result import TRUNCATED, assemble, checked_text
+from ragshield.defenses.ecosaferag.stages import (
     ABSOLUTE,
     BAIT,
     COLLATERAL,
@@ -200,7 +200,7 @@ from ragshield.defenses.ecosaferag_stages import (
     segment_passages,
     strip_question,
 )
-from ragshield.defenses.ecosaferag_vectors import SentenceVectors
+from ragshield.defenses.ecosaferag.vectors import SentenceVectors
 from ragshield.defenses.params import (
     Boolean,
     Constraint,
@@ -258,7 +258,7 @@ class EcoSafeRAG(ParamsMixin):
         only, 1 = context only).
     eps, min_samples: DBSCAN radius (cosine distance) and density.
     variance_threshold: contextual variance below which a passage counts as homogeneous.
-    bait_types: built-in bait families (:data:`ragshield.defenses.baits.BAIT_TEMPLATES`).
+    bait_types: built-in bait families (:data:`ragshield.defenses.ecosaferag.baits.BAIT_TEMPLATES`).
     baits: custom bait templates containing ``{query}``; replaces ``bait_types``. An empty
         list disables baits (ablation: no cold-start help).
     bait_query: instantiate the baits with the query (only with ``bait_skeleton=False``);

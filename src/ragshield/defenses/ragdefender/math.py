@@ -1,5 +1,5 @@
 """RAGDefender's pure math (Kim, Lee, Koo, ACSAC 2025, §4 Eq. 1-7), shared by the faithful
-and the improved classes (:mod:`ragshield.defenses.ragdefender`).
+and the improved classes (:mod:`ragshield.defenses.ragdefender.filter`).
 
 Pure functions on vectors and texts, so every equation is unit-testable on hand-built
 inputs without a model.

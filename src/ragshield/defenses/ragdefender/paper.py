@@ -12,7 +12,7 @@ import numpy as np
 
 from ragshield.defenses.base import check_retrieved, passage_vectors
 from ragshield.defenses.params import Interval, Options, ParamsMixin, ParamTable
-from ragshield.defenses.ragdefender_math import (
+from ragshield.defenses.ragdefender.math import (
     _labels_to_groups,
     clustering_estimate,
     concentration_estimate,

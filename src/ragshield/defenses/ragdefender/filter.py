@@ -11,9 +11,9 @@ Example::
     result = ours.filter(question, retrieved)                  # a FilterResult
     print(result.details["n_adv"], result.details["groups"])
 
-The paper's math lives in pure functions (:mod:`ragdefender_math`: ``cosine_matrix``,
+The paper's math lives in pure functions (:mod:`.math`: ``cosine_matrix``,
 ``tfidf_top_terms``, ``clustering_estimate``, ``frequency_scores``...), the attack evidence in
-:mod:`ragdefender_evidence`, the faithful class in :mod:`ragdefender_paper`; all are
+:mod:`.evidence`, the faithful class in :mod:`.paper`; all are
 re-exported here. Every step is unit-testable on hand-built vectors without a model.
 
 :class:`PaperRAGDefender` follows §4 of the paper. Its Stage 1 always yields two clusters, so
@@ -70,10 +70,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from ragshield.defenses.claims import near_copy_conflicts
 from ragshield.defenses.params import Boolean, Interval, Options, ParamTable, StrList
-from ragshield.defenses.question_echo import EchoVectors, echo_scores
-from ragshield.defenses.ragdefender_evidence import (
+from ragshield.defenses.ragdefender.claims import near_copy_conflicts
+from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
+from ragshield.defenses.ragdefender.evidence import (
     calibrate_guard,
     char_trigram_cosine,
     content_words,
@@ -85,7 +85,7 @@ from ragshield.defenses.ragdefender_evidence import (
     trigram_cosine_matrix,
     typo_copies,
 )
-from ragshield.defenses.ragdefender_math import (
+from ragshield.defenses.ragdefender.math import (
     ClusteringEstimate,
     ConcentrationEstimate,
     PairScores,
@@ -101,7 +101,7 @@ from ragshield.defenses.ragdefender_math import (
     tfidf_top_terms,
     top_n_by_score,
 )
-from ragshield.defenses.ragdefender_paper import Mode, PaperRAGDefender, _RAGDefenderBase
+from ragshield.defenses.ragdefender.paper import Mode, PaperRAGDefender, _RAGDefenderBase
 from ragshield.embed.base import Encoder
 from ragshield.types import FilterResult, RetrievedPassage
 
@@ -406,7 +406,7 @@ class RAGDefender(_RAGDefenderBase):
                        details: dict[str, Any]) -> None:  # fmt: skip
         """The inputs of the wording-free stages: character 3-gram cosine between passages
         and, with an encoder, each passage's question echo (its sentence closest to the
-        question, :mod:`~ragshield.defenses.question_echo`)."""
+        question, :mod:`~ragshield.defenses.ragdefender.echo`)."""
         if not (self.echo_pairs or self.copy_conflicts):
             return
         work.lex = trigram_cosine_matrix(texts)
@@ -420,7 +420,7 @@ class RAGDefender(_RAGDefenderBase):
         self, query: str, texts: Sequence[str], work: _Work, details: dict[str, Any]
     ) -> None:
         """Two lexical near-copies that differ in a few words disagree on a fact
-        (:func:`~ragshield.defenses.claims.near_copy_conflicts`). The copy is removed when
+        (:func:`~ragshield.defenses.ragdefender.claims.near_copy_conflicts`). The copy is removed when
         nothing else retrieved contains its differing words and either the original's words
         are supported elsewhere or the copy echoes the question more (an inserted claim
         sentence) by ``conflict_echo_margin``. Support counts only passages not already

@@ -3,7 +3,7 @@ embedding space.
 
 Example::
 
-    from ragshield.defenses.question_echo import EchoVectors, echo_scores
+    from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
 
     cache = EchoVectors()
     qv, sentence_vecs, owner = cache.embed(encoder, question, [r.text for r in retrieved])

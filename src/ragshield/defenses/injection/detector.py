@@ -3,7 +3,7 @@ a classifier head on MiniLM sentence vectors, thresholded per index).
 
 Example::
 
-    from ragshield.defenses.injection_detector import InjectionGuard
+    from ragshield.defenses.injection.detector import InjectionGuard
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 
     guard = InjectionGuard(encoder=SentenceTransformerEncoder())
@@ -14,7 +14,7 @@ Example::
 
 Or in a chain, ``--filter ecosaferag,injection-guard``: the pipeline hands the guard the
 threshold recorded when the index was built (``meta.json`` → ``profile.injection``, see
-:mod:`ragshield.defenses.injection_calibration`).
+:mod:`ragshield.defenses.injection.calibration`).
 
 Why sentences and short windows: a classifier that scores a whole passage dilutes an
 instruction buried in a genuine paragraph (PEERS.md: 8 of 10 caught alone, 8–10 % once
@@ -23,14 +23,14 @@ buried). Each passage is cut into sentences (``sentencex``, plus line breaks and
 it shares with its neighbours (the mean of the two unit vectors), so an instruction split
 over two sentences is still read whole. A sentence is removed when
 
-* a deterministic rule fires on it (:mod:`ragshield.defenses.injection_rules`: role/turn
+* a deterministic rule fires on it (:mod:`ragshield.defenses.injection.rules`: role/turn
   markers, tool-call syntax, encoded instructions, exfiltration URLs) — always; or
 * its score, ``max(own, window with the previous, window with the next)``, reaches the
   threshold: the index's own calibration at ``operating_point`` (``"fpr1"``: ≤ 1 % of the
   index's sentences would be flagged; ``"fpr0.1"``: ≤ 0.1 %), else the head's training
   operating point, unless ``threshold`` is given explicitly.
 
-Every score is computed on :func:`ragshield.defenses.injection_text.normalize`'s output
+Every score is computed on :func:`ragshield.defenses.injection.text.normalize`'s output
 (NFKC, format characters removed, homoglyphs, spaced letters and leetspeak folded), so the
 obfuscated spelling of an instruction scores as the plain one.
 
@@ -61,9 +61,9 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ragshield.defenses.base import check_retrieved
-from ragshield.defenses.injection_head import InjectionHead
-from ragshield.defenses.injection_rules import rule_hits
-from ragshield.defenses.injection_text import normalize
+from ragshield.defenses.injection.head import InjectionHead
+from ragshield.defenses.injection.rules import rule_hits
+from ragshield.defenses.injection.text import normalize
 from ragshield.defenses.params import Boolean, Interval, Options, ParamsMixin, ParamTable
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_query

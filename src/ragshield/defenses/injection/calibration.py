@@ -3,7 +3,7 @@ benign reference.
 
 Example::
 
-    from ragshield.defenses.injection_calibration import calibrate_index, calibrate_injection
+    from ragshield.defenses.injection.calibration import calibrate_index, calibrate_injection
 
     data = calibrate_index(passage_texts, encoder)       # once, when the index is built
     store.profile["injection"] = data                    # meta.json -> profile.injection
@@ -15,7 +15,7 @@ threshold was recalibrated on the target domain's benign traffic (PEERS.md, "Ada
 attackers"). The sentences a user indexes are, by the user's own account, reference text:
 the threshold is set so that at most 1 % (``fpr1``) and 0.1 % (``fpr0.1``) of them would be
 flagged by the classifier, measured with the same statistic the filter uses (the max of
-a sentence's own and window scores, :func:`ragshield.defenses.injection_detector.window_scores`).
+a sentence's own and window scores, :func:`ragshield.defenses.injection.detector.window_scores`).
 
 Bounded cost: a seeded sample of passages is read until ``sample`` sentences are scored
 (5,000 by default: ~30 s on one core; at 0.1 % that leaves 5 sentences above the
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ragshield.defenses.injection_detector import OPERATING_POINTS, InjectionGuard
-from ragshield.defenses.injection_head import InjectionHead
+from ragshield.defenses.injection.detector import OPERATING_POINTS, InjectionGuard
+from ragshield.defenses.injection.head import InjectionHead
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 

@@ -2,7 +2,7 @@
 
 Example::
 
-    from ragshield.defenses.baits import build_baits
+    from ragshield.defenses.ecosaferag.baits import build_baits
 
     baits = build_baits("who wrote the iliad")   # 16 texts: 4 attack types x 4 templates
     print(baits[0])
