@@ -27,6 +27,9 @@ After the filter, the ``context_k`` survivors nearest the question form the cont
 generator would read; metrics: see :mod:`ragshield.eval.metrics` and
 :data:`METRIC_LABELS`. Building the sets lives in :mod:`ragshield.eval.poisoning_sets`;
 this module runs the defenses over them and scores them.
+
+Over 500 lines because its result types (``SettingResult``, ``PoisoningResults``) live here
+until the one result type every harness shares (issue #22) replaces them.
 """
 
 from __future__ import annotations
