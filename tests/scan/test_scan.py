@@ -39,7 +39,6 @@ def _digest(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("scan")
-    assert run(["index", str(demo_files()[0]), "--out", str(root / "idx")]) == 0
     (root / "q.jsonl").write_text(
         "".join(json.dumps(q) + "\n" for q in QUESTIONS), encoding="utf-8"
     )
@@ -47,11 +46,11 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def scanned(work: Path) -> tuple[Path, int, dict[str, str], dict[str, str]]:
-    before = _digest(work / "idx")
-    argv = ["scan", str(work / "idx"), "--questions", str(work / "q.jsonl"), *SCAN]
+def scanned(work: Path, demo_index: Path) -> tuple[Path, int, dict[str, str], dict[str, str]]:
+    before = _digest(demo_index)
+    argv = ["scan", str(demo_index), "--questions", str(work / "q.jsonl"), *SCAN]
     rc = run([*argv, "--out", str(work / "out"), "--fail-on", "attack_reaches>1.0"])
-    return work / "out", rc, before, _digest(work / "idx")
+    return work / "out", rc, before, _digest(demo_index)
 
 
 def test_scan_leaves_the_index_unchanged(
@@ -96,10 +95,10 @@ def test_scan_writes_results_and_report(
 
 
 def test_fail_on_rule_exits_1(
-    work: Path, scanned: tuple[Path, int, dict[str, str], dict[str, str]]
+    work: Path, demo_index: Path, scanned: tuple[Path, int, dict[str, str], dict[str, str]]
 ) -> None:
     out = scanned[0]  # a previous scan's directory may be reused
-    argv = ["scan", str(work / "idx"), "--questions", str(work / "q.jsonl"), "--out", str(out)]
+    argv = ["scan", str(demo_index), "--questions", str(work / "q.jsonl"), "--out", str(out)]
     rc = run([*argv, "--attacks", "poisonedrag", "--defenses", "none", "--writer", "template",
               "--fail-on", "attack_reaches>0.0"])  # fmt: skip
     res = json.loads((out / "results.json").read_text(encoding="utf-8"))
@@ -125,13 +124,17 @@ def test_fail_on_rule_exits_1(
     ],
 )  # fmt: skip
 def test_bad_input_exit_2(
-    work: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+    demo_index: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
 ) -> None:
     (tmp_path / "bad.jsonl").write_text('{"question": "a?"}\n{oops\n', encoding="utf-8")
     (tmp_path / "noq.jsonl").write_text('{"answer": "x"}\n', encoding="utf-8")
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("my own file", encoding="utf-8")
-    argv = [a.format(idx=work / "idx", tmp=tmp_path) for a in args]
+    argv = [a.format(idx=demo_index, tmp=tmp_path) for a in args]
     capsys.readouterr()
     assert run(argv) == 2
     err = capsys.readouterr().err

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from ragshield.cli import run
-from ragshield.demo import demo_files
 from ragshield.eval.intervals import rate, wilson
 from ragshield.eval.plant import KNOWN_SETTINGS
 from ragshield.eval.real_retrieval import RealResults, RealRow
@@ -32,12 +31,11 @@ CHAINS = ("none", "ragdefender")
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def out(tmp_path_factory: pytest.TempPathFactory, demo_index: Path) -> Path:
     root = tmp_path_factory.mktemp("scanfmt")
-    assert run(["index", str(demo_files()[0]), "--out", str(root / "idx")]) == 0
     (root / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), "utf-8")
     rc = run([
-        "scan", str(root / "idx"), "--questions", str(root / "q.jsonl"), "--writer", "template",
+        "scan", str(demo_index), "--questions", str(root / "q.jsonl"), "--writer", "template",
         "--attacks", ",".join(SETTINGS), "--defenses", ";".join(CHAINS),
         "--format", ",".join(FORMATS), "--out", str(root / "out"),
         "--fail-on", "attack_reaches>0.0",  # the undefended chain always breaks it
@@ -173,13 +171,12 @@ def test_gate_on_interval_bound_vs_point(
         assert "95% upper bound" in failures[0] or "95% lower bound" in failures[0]
 
 
-def test_cli_gate_passes_on_point_but_fails_on_interval(tmp_path: Path) -> None:
+def test_cli_gate_passes_on_point_but_fails_on_interval(tmp_path: Path, demo_index: Path) -> None:
     """End to end: the chain that stopped every attack in 3 questions passes the point
     gate and fails the interval gate (3 trials prove nothing below 0.56)."""
     root = tmp_path
-    assert run(["index", str(demo_files()[0]), "--out", str(root / "idx")]) == 0
     (root / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS), "utf-8")
-    argv = ["scan", str(root / "idx"), "--questions", str(root / "q.jsonl"), "--writer",
+    argv = ["scan", str(demo_index), "--questions", str(root / "q.jsonl"), "--writer",
             "template", "--attacks", "injection-offtopic", "--defenses", "ragdefender",
             "--out", str(root / "o"), "--format", "json", "--fail-on", "attack_reaches>0.5"]  # fmt: skip
     assert run([*argv, "--fail-on-point"]) == 0

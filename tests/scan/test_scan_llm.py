@@ -12,7 +12,6 @@ import pytest
 
 from ragshield.attacks.writer import TextWriter
 from ragshield.cli import run
-from ragshield.demo import demo_files
 from ragshield.scan.questions import ScanQuestion
 from ragshield.scan.run import run_scan
 from ragshield.scan.writer import AttackTextWriter
@@ -52,10 +51,9 @@ class Scripted:
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("scan-llm")
-    assert run(["index", str(demo_files()[0]), "--out", str(root / "idx")]) == 0
-    return root / "idx"
+def index(demo_index: Path) -> Path:
+    """The scan tests' shared demo index (``tests/scan/conftest.py``)."""
+    return demo_index
 
 
 @pytest.fixture(scope="module")

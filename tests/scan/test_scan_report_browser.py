@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from ragshield.cli import run
-from ragshield.demo import demo_files
 
 CHROMIUM = next(
     (p for n in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(n))), None
@@ -33,10 +32,9 @@ def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def report(tmp_path_factory: pytest.TempPathFactory, demo_index: Path) -> Path:
     root = tmp_path_factory.mktemp("scanreport")
-    assert run(["index", str(demo_files()[0]), "--out", str(root / "idx")]) == 0
-    argv = ["scan", str(root / "idx"), "--generate", "3", "--writer", "template", "--attacks", "clean,poisonedrag",
+    argv = ["scan", str(demo_index), "--generate", "3", "--writer", "template", "--attacks", "clean,poisonedrag",
             "--defenses", "none;ragdefender", "--out", str(root / "out")]  # fmt: skip
     assert run(argv) == 0
     return root / "out" / "report.html"
