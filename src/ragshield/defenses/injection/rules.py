@@ -327,6 +327,25 @@ def unquoted(text: str) -> str:
     return rest if len(re.findall(r"[^\W\d_]{2,}", rest)) >= 3 else text
 
 
+_SECOND_PERSON = re.compile(
+    r"\b(?:you|your|yours|yourself|du|dein\w*|dich|dir|tu|ton|ta|tes|vous|votre|vos|"
+    r"usted|tus?|tuo|tua|tuoi|tue)\b",
+    re.IGNORECASE,
+)
+
+
+def classifier_view(text: str) -> str:
+    """What the classifier head reads: a sentence that *reports* a quoted instruction
+    (third-person frame around a quotation, nobody addressed as "you" outside the quotes)
+    is judged by its frame, ``"…"`` standing for the quotation; anything else is read
+    whole. A planted quotation standing alone (its own sentence: the segmenter cuts at
+    "colon + quote") is read whole, and the rules read the full text either way."""
+    rest = unquoted(text)
+    if rest == text or _SECOND_PERSON.search(rest):
+        return text
+    return rest
+
+
 def fold_accents(text: str) -> str:
     """Accents dropped (``précédentes`` -> ``precedentes``): the multilingual phrases are
     written without them."""
