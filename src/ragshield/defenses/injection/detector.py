@@ -45,10 +45,15 @@ Training corpora (the packaged head; details and licences in
 ``benchmarks/train_injection_head.py``): ``bastioncorpus`` 0.6.0 (MIT; 118 labelled
 injections in five languages + 63 benign look-alikes, the even-numbered benign rows only),
 ragshield's own instruction templates and EcoSafeRAG baits (Apache-2.0, this repository),
-instructions and hard negatives written for the training script, and benign sentences of
-the *dev* halves of ``ontopic/`` (SQuAD v1.1 dev articles at even title positions,
-CC BY-SA 4.0; HotpotQA dev questions that are not poisoning targets, CC BY-SA 4.0). No
-test-split text (SQuAD odd articles, HotpotQA targets) is used for training or tuning.
+instructions (English and, in the script's own wording, German/French/Spanish/Italian) and
+benign text *about* instructions written for the training script (security writing built
+from parts, reported speech, quoted injections in third-person frames, second-person
+notices, how-to steps; Apache-2.0), and benign sentences of the *dev* halves of
+``ontopic/`` (SQuAD v1.1 dev articles at even title positions, CC BY-SA 4.0; HotpotQA dev
+questions that are not poisoning targets, CC BY-SA 4.0). No test-split text (SQuAD odd
+articles, HotpotQA targets, the evaluation's hard negatives) is used for training or
+tuning. The head reads the sentence vector and the ``addressed`` feature
+(:mod:`ragshield.defenses.injection.features`: is the reader spoken to?).
 """
 
 from __future__ import annotations
