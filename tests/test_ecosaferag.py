@@ -295,7 +295,7 @@ def test_quality_floor_on_shared_data(encoder, shared_data):
     golden answer survives a clean retrieval."""
     from ragshield.eval.datasets import load_poisoning, split_cases
     from ragshield.eval.injection import build_attack_set, score_sets
-    from ragshield.eval.poisoning import VectorBank, benign_passages
+    from ragshield.eval.poisoning_sets import VectorBank, benign_passages
 
     cases = split_cases(load_poisoning(shared_data / "poisoning" / "nq"), "dev")[:12]
     bank = VectorBank(encoder)

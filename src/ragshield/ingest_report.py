@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ragshield.errors import InputError
-from ragshield.eval.scan_junit import xml_safe
-from ragshield.eval.scan_sarif import SCHEMA_URI
-from ragshield.eval.scan_tags import ATLAS_NAMES, OWASP_NAMES
 from ragshield.ingest import AddReport
+from ragshield.scan.junit import xml_safe
+from ragshield.scan.sarif import SCHEMA_URI
+from ragshield.scan.tags import ATLAS_NAMES, OWASP_NAMES
 
 RULE_ID = "ragshield/ingest-screen"
 OWASP = ("LLM04:2025", "LLM01:2025", "LLM08:2025")

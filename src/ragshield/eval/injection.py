@@ -85,7 +85,7 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int
 from ragshield.eval.datasets import PoisoningCase, load_poisoning, split_cases
 from ragshield.eval.metrics import mean_std
-from ragshield.eval.poisoning import VectorBank, as_retrieved, benign_passages
+from ragshield.eval.poisoning_sets import VectorBank, as_retrieved, benign_passages
 from ragshield.generate.base import Generator
 from ragshield.generate.cache import answer_once
 from ragshield.generate.prompt import build_prompt

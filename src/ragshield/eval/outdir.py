@@ -13,7 +13,7 @@ silently replace their files of the same name. A folder is ours when it is new, 
 carries :data:`MARKER` (written on the first claim). Only the marker counts: a user's folder
 that happens to hold only a ``results.md`` is theirs (issue #27, root cause 3). Anything
 else — and a folder that cannot be written — is refused with one line before a single byte
-is written, so an hours-long run is not started only to fail at the end. The scan command keeps its own marker (``.ragshield-scan``, :mod:`ragshield.eval.scan`).
+is written, so an hours-long run is not started only to fail at the end. The scan command keeps its own marker (``.ragshield-scan``, :mod:`ragshield.scan.run`).
 """
 
 from __future__ import annotations

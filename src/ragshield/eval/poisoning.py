@@ -25,8 +25,8 @@ reach high ratios. Passage ids and metadata carry no label, so a defense cannot 
 
 After the filter, the ``context_k`` survivors nearest the question form the context a
 generator would read; metrics: see :mod:`ragshield.eval.metrics` and
-:data:`METRIC_LABELS`. Building the sets lives in :mod:`ragshield.eval.poisoning_sets`
-(its names are re-exported here); this module runs the defenses over them and scores them.
+:data:`METRIC_LABELS`. Building the sets lives in :mod:`ragshield.eval.poisoning_sets`;
+this module runs the defenses over them and scores them.
 """
 
 from __future__ import annotations
@@ -46,19 +46,14 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int
 from ragshield.eval import metrics as M
 from ragshield.eval.datasets import ATTACK_SOURCES, PoisoningCase, load_poisoning, split_cases
-from ragshield.eval.poisoning_sets import (  # re-exported: the old import path keeps working
+from ragshield.eval.poisoning_sets import (
     CLEAN,
     MIXED,
     RetrievalSet,
     VectorBank,
-    adversarial_texts,
-    as_retrieved,
     attack_name,
-    available_attacks,
     benign_passages,
     build_retrieval_set,
-    build_retrieval_sets,
-    register_attack,
     resolve_attack,
 )
 from ragshield.generate.base import Generator
@@ -66,30 +61,17 @@ from ragshield.generate.cache import answer_once
 from ragshield.types import RetrievedPassage
 
 __all__ = [
-    "CLEAN",
     "METRIC_LABELS",
-    "MIXED",
     "Grid",
     "PoisoningResults",
     "QuestionScores",
-    "RetrievalSet",
     "SettingResult",
-    "VectorBank",
-    "adversarial_texts",
-    "as_retrieved",
-    "attack_name",
-    "available_attacks",
-    "benign_passages",
-    "build_retrieval_set",
-    "build_retrieval_sets",
     "check_run_arguments",
     "context_texts",
     "evaluation_grid",
     "poisoning_results",
     "prepare_questions",
     "question_texts",
-    "register_attack",
-    "resolve_attack",
     "run_poisoning_eval",
     "score_filter",
     "score_questions",

@@ -10,7 +10,7 @@ Example::
 A set is the golden passage, the ``n_benign`` golden passages of *other* questions nearest
 the question (benign but irrelevant), and ``M = round(base_size × ratio)`` adversarial
 passages, shuffled; the full description is in :mod:`ragshield.eval.poisoning`, which runs
-and scores the sets (and re-exports every name here).
+and scores the sets.
 """
 
 from __future__ import annotations

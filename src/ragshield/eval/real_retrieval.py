@@ -178,7 +178,7 @@ def _fmt(v: float, key: str) -> str:
 
 
 def _encode_cached(texts: Sequence[str], encoder: Encoder, cache_dir: str | None) -> np.ndarray:
-    from ragshield.eval.extraction import encode_cached
+    from ragshield.eval.extraction_data import encode_cached
 
     return encode_cached(texts, encoder, cache_dir)
 
