@@ -75,7 +75,7 @@ def calibrate_index(
     )
     if isinstance(head, InjectionHead):
         guard._head = head
-    if guard.head_().dim != encoder.dim:
+    if guard.head_().vector_dim != encoder.dim:
         return None  # another encoder: the head cannot score its vectors (rules still apply)
     order = np.random.default_rng(seed).permutation(len(texts))
     scores: list[np.ndarray] = []

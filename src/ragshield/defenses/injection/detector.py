@@ -32,7 +32,10 @@ over two sentences is still read whole. A sentence is removed when
 
 Every score is computed on :func:`ragshield.defenses.injection.text.normalize`'s output
 (NFKC, format characters removed, homoglyphs, spaced letters and leetspeak folded), so the
-obfuscated spelling of an instruction scores as the plain one.
+obfuscated spelling of an instruction scores as the plain one; a sentence that reports a
+quoted instruction in a third-person frame is scored on its frame
+(:func:`ragshield.defenses.injection.rules.classifier_view`: text *describing* an
+imperative is not one).
 
 Suspicion (``Decision.scores["suspicion"]``): the head's probability for a classifier flag
 (≥ the threshold), 1.0 for a rule flag; ``scope="passage"`` removes the flagged sentence's
@@ -42,10 +45,15 @@ Training corpora (the packaged head; details and licences in
 ``benchmarks/train_injection_head.py``): ``bastioncorpus`` 0.6.0 (MIT; 118 labelled
 injections in five languages + 63 benign look-alikes, the even-numbered benign rows only),
 ragshield's own instruction templates and EcoSafeRAG baits (Apache-2.0, this repository),
-instructions and hard negatives written for the training script, and benign sentences of
-the *dev* halves of ``ontopic/`` (SQuAD v1.1 dev articles at even title positions,
-CC BY-SA 4.0; HotpotQA dev questions that are not poisoning targets, CC BY-SA 4.0). No
-test-split text (SQuAD odd articles, HotpotQA targets) is used for training or tuning.
+instructions (English and, in the script's own wording, German/French/Spanish/Italian) and
+benign text *about* instructions written for the training script (security writing built
+from parts, reported speech, quoted injections in third-person frames, second-person
+notices, how-to steps; Apache-2.0), and benign sentences of the *dev* halves of
+``ontopic/`` (SQuAD v1.1 dev articles at even title positions, CC BY-SA 4.0; HotpotQA dev
+questions that are not poisoning targets, CC BY-SA 4.0). No test-split text (SQuAD odd
+articles, HotpotQA targets, the evaluation's hard negatives) is used for training or
+tuning. The head reads the sentence vector and the ``addressed`` feature
+(:mod:`ragshield.defenses.injection.features`: is the reader spoken to?).
 """
 
 from __future__ import annotations
@@ -61,8 +69,9 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ragshield.defenses.base import check_retrieved
+from ragshield.defenses.injection.features import feature_matrix
 from ragshield.defenses.injection.head import InjectionHead
-from ragshield.defenses.injection.rules import rule_hits
+from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.text import normalize
 from ragshield.defenses.params import Boolean, Interval, Options, ParamsMixin, ParamTable
 from ragshield.embed.base import Encoder, l2_normalize
@@ -72,7 +81,7 @@ from ragshield.types import Decision, FilterResult, RetrievedPassage
 
 __all__ = [
     "CLASSIFIER", "COLLATERAL", "OPERATING_POINTS", "RULE", "InjectionGuard", "Scored",
-    "pair_scores", "segment", "window_flags", "window_scores",
+    "head_rows", "pair_scores", "segment", "window_flags", "window_scores",
 ]  # fmt: skip
 
 #: Operating point name -> the share of the index's own sentences allowed to be flagged.
@@ -93,13 +102,26 @@ def segment(text: str, language: str = "en") -> list[str]:
     return out
 
 
-def pair_scores(head: InjectionHead, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def head_rows(head: InjectionHead, vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+    """What the head reads per sentence: the unit vector, then the head's hand-made
+    features of the normalised ``texts`` (none for a vector-only head)."""
+    if not head.features:
+        return vectors
+    return np.hstack([vectors, feature_matrix(head.features, texts)])
+
+
+def pair_scores(head: InjectionHead, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(own, pair)``: each sentence's score, and each neighbouring pair's (the mean of
-    the two unit vectors, re-normalised; ``n - 1`` of them)."""
-    own = head.score(vectors) if len(vectors) else np.zeros(0, dtype=np.float64)
-    if len(vectors) < 2:
+    the two unit vectors, re-normalised, with the larger of the two feature values;
+    ``n - 1`` of them). ``rows`` as :func:`head_rows` makes them."""
+    own = head.score(rows) if len(rows) else np.zeros(0, dtype=np.float64)
+    if len(rows) < 2:
         return own, np.zeros(0, dtype=np.float64)
-    return own, head.score(l2_normalize((vectors[:-1] + vectors[1:]) / 2.0))
+    d = head.vector_dim
+    pair = l2_normalize((rows[:-1, :d] + rows[1:, :d]) / 2.0)
+    if rows.shape[1] > d:
+        pair = np.hstack([pair, np.maximum(rows[:-1, d:], rows[1:, d:])])
+    return own, head.score(pair)
 
 
 def window_flags(own: np.ndarray, pair: np.ndarray, threshold: float) -> np.ndarray:
@@ -277,10 +299,14 @@ class InjectionGuard(ParamsMixin):
         fresh: dict[bytes, Scored] = {}
         if todo:
             segs = {k: segment(t, self.language) for k, t in todo.items()}
-            flat = [normalize(s) for ss in segs.values() for s in ss]
+            norm = [normalize(s) for ss in segs.values() for s in ss]
             vecs = (
-                l2_normalize(self.encoder.encode(flat))
-                if self.classifier and flat and self.encoder is not None
+                head_rows(
+                    self.head_(),
+                    l2_normalize(self.encoder.encode([classifier_view(t) for t in norm])),
+                    norm,
+                )
+                if self.classifier and norm and self.encoder is not None
                 else None
             )
             at = 0

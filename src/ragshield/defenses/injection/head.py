@@ -51,10 +51,19 @@ class InjectionHead:
     encoder: str = ""
     thresholds: Mapping[str, float] = field(default_factory=dict)
     meta: Mapping[str, Any] = field(default_factory=dict)
+    #: hand-made features appended to each sentence vector, in this order
+    #: (:data:`ragshield.defenses.injection.features.FEATURES`)
+    features: tuple[str, ...] = ()
 
     @property
     def dim(self) -> int:
+        """Input width: the sentence vector plus :attr:`features`."""
         return int(self.layers[0][0].shape[0])
+
+    @property
+    def vector_dim(self) -> int:
+        """Width of the sentence vector the head reads (the encoder's dimension)."""
+        return self.dim - len(self.features)
 
     def score(self, vectors: np.ndarray) -> np.ndarray:
         """Injection probability per row of ``vectors`` (unit sentence vectors)."""
@@ -81,6 +90,7 @@ class InjectionHead:
             "layers": [{"W": w.tolist(), "b": b.tolist()} for w, b in self.layers],
             "thresholds": dict(self.thresholds),
             "meta": dict(self.meta),
+            "features": list(self.features),
         }
 
     @classmethod
@@ -97,11 +107,19 @@ class InjectionHead:
                     raise ValueError("layer shapes do not chain")
             if layers[-1][0].shape[1] != 1:
                 raise ValueError("the last layer must have one output")
+            from ragshield.defenses.injection.features import FEATURES
+
+            features = tuple(str(f) for f in data.get("features", ()))
+            if unknown := [f for f in features if f not in FEATURES]:
+                raise ValueError(f"unknown features {unknown}")
+            if len(features) >= layers[0][0].shape[0]:
+                raise ValueError("more features than inputs")
             return cls(
                 layers=layers,
                 encoder=str(data.get("encoder", "")),
                 thresholds={str(k): float(v) for k, v in dict(data.get("thresholds", {})).items()},
                 meta=dict(data.get("meta", {})),
+                features=features,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"unreadable injection head ({exc}); retrain or reinstall it") from exc
@@ -132,6 +150,7 @@ class InjectionHead:
         encoder: str = "",
         thresholds: Mapping[str, float] | None = None,
         meta: Mapping[str, Any] | None = None,
+        features: Sequence[str] = (),
     ) -> InjectionHead:
         """From a fitted ``LogisticRegression`` (binary) or ``MLPClassifier`` (ReLU)."""
         if hasattr(model, "coefs_"):
@@ -148,7 +167,9 @@ class InjectionHead:
                     np.asarray(model.intercept_, np.float32).reshape(1),
                 )
             ]
-        return cls(tuple(layers), encoder, dict(thresholds or {}), dict(meta or {}))
+        return cls(
+            tuple(layers), encoder, dict(thresholds or {}), dict(meta or {}), tuple(features)
+        )
 
 
 _CACHE: dict[str, InjectionHead] = {}

@@ -35,6 +35,7 @@ from typing import Any
 from ragshield.defenses.injection.detector import segment
 from ragshield.defenses.injection.text import normalize
 from ragshield.generate.base import Generator
+from ragshield.generate.cache import Wrapping, generator_identity
 from ragshield.types import Generation
 
 __all__ = [
@@ -110,30 +111,35 @@ def followed(question: str, contexts: Sequence[str], response: str) -> list[str]
     return hits
 
 
-class OutputInstructionCheck:
+class OutputInstructionCheck(Wrapping):
     """A generator wrapper: the inner generator's answer, or :data:`REFUSAL` when it
-    follows an instruction found in the contexts."""
+    follows an instruction found in the contexts.
+
+    ``warm_up`` and ``count_tokens`` go straight to ``inner`` (:class:`Wrapping`); the
+    cache identity is the inner generator's *plus* this check, because the check changes
+    answers: an answer cache around the wrapped generator must never hand back an
+    unchecked answer stored by a run without it (or the refusal to a run without it).
+    """
 
     def __init__(self, generator: Generator, *, refusal: str = REFUSAL) -> None:
-        self.generator = generator
+        self.inner = generator
         self.refusal = refusal
         self.name = f"{getattr(generator, 'name', 'generator')}+output-check"
 
     def generate(self, question: str, contexts: Sequence[str]) -> Generation:
-        g = self.generator.generate(question, contexts)
+        g = self.inner.generate(question, contexts)
         hits = followed(question, contexts, g.text)
         if not hits:
             return g
         details = {**dict(g.details), "refused": True, "followed": hits, "original": g.text}
         return replace(g, text=self.refusal, details=details)
 
-    def count_tokens(self, text: str) -> int:
-        return self.generator.count_tokens(text)
-
-    def warm_up(self) -> None:
-        warm = getattr(self.generator, "warm_up", None)
-        if callable(warm):
-            warm()
+    def cache_identity(self) -> dict[str, Any]:
+        return {
+            "kind": "injection-output",
+            "inner": generator_identity(self.inner),
+            "refusal": self.refusal,
+        }
 
 
 def wrap_output_check(

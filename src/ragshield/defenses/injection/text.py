@@ -126,6 +126,65 @@ _BIN = re.compile(r"\b(?:[01]{8}\s?){6,}")
 _UESC = re.compile(r"(?:\\u[0-9a-fA-F]{4}){6,}")
 _PCT_WORD = re.compile(r"\S*(?:%[0-9A-Fa-f]{2}\S*){3,}")
 _B85 = re.compile(r"[0-9A-Za-z!#$%&()*+\-;<=>?@^_`{|}~]{24,}")
+_A85 = re.compile(r"<~([!-u\s]{10,}?)~>")
+_B32 = re.compile(r"\b[A-Z2-7]{16,}={0,6}")
+_MORSE_BLOCK = re.compile(r"(?:[.\-]{1,7}(?:\s+/\s+|\s+)){6,}[.\-]{1,7}")
+_TAGS = re.compile("[\U000e0020-\U000e007e]{6,}")
+_MORSE = dict(
+    zip(
+        [
+            ".-",
+            "-...",
+            "-.-.",
+            "-..",
+            ".",
+            "..-.",
+            "--.",
+            "....",
+            "..",
+            ".---",
+            "-.-",
+            ".-..",
+            "--",
+            "-.",
+            "---",
+            ".--.",
+            "--.-",
+            ".-.",
+            "...",
+            "-",
+            "..-",
+            "...-",
+            ".--",
+            "-..-",
+            "-.--",
+            "--..",
+            "-----",
+            ".----",
+            "..---",
+            "...--",
+            "....-",
+            ".....",
+            "-....",
+            "--...",
+            "---..",
+            "----.",
+            ".-.-.-",
+            "--..--",
+            "..--..",
+            "-.-.--",
+            "..--.-",
+            ".--.-.",
+        ],
+        "abcdefghijklmnopqrstuvwxyz0123456789.,?!_@",
+        strict=True,
+    )
+)
+
+
+def _morse(block: str) -> str:
+    words = re.split(r"\s+/\s+", block.strip())
+    return " ".join("".join(_MORSE.get(c, "?") for c in w.split()) for w in words)
 
 
 def _texty(raw: bytes) -> str | None:
@@ -143,8 +202,9 @@ def _texty(raw: bytes) -> str | None:
 
 
 def decoded_payloads(text: str) -> list[str]:
-    """Natural-language text hidden in ``text`` as base64 (standard or URL-safe), hex,
-    percent-encoding or base85 blocks. A block that does not decode to readable words
+    """Natural-language text hidden in ``text`` as base64 (standard or URL-safe), base32,
+    hex, percent-encoding, binary, ``\\u`` escapes, base85 / ascii85 (``<~ ~>``), Morse,
+    Unicode tag characters (invisible ASCII), ROT13 or reversed text. A block that does not decode to readable words
     (an id, a hash, a key) yields nothing, so only a *hidden message* is returned."""
     out: list[str] = []
     for m in _B64.finditer(text):
@@ -184,6 +244,27 @@ def decoded_payloads(text: str) -> list[str]:
             if got:
                 out.append(got)
                 break
+    for m in _A85.finditer(text):
+        try:
+            got = _texty(base64.a85decode(m.group(1), ignorechars=b" \t\n\r"))
+        except (ValueError, binascii.Error):
+            got = None
+        if got:
+            out.append(got)
+    for m in _B32.finditer(text):
+        pad = m.group(0).rstrip("=")
+        try:
+            got = _texty(base64.b32decode(pad + "=" * (-len(pad) % 8)))
+        except (ValueError, binascii.Error):
+            got = None
+        if got:
+            out.append(got)
+    for m in _MORSE_BLOCK.finditer(text):
+        if (got := _morse(m.group(0))).count("?") <= len(got) // 10 and _texty(got.encode()):
+            out.append(got)
+    for m in _TAGS.finditer(text):  # Unicode tag characters: invisible ASCII (U+E0020-E007E)
+        if got := _texty("".join(chr(ord(c) - 0xE0000) for c in m.group(0)).encode()):
+            out.append(got)
     out += _rotated(text)
     return list(dict.fromkeys(out))
 
