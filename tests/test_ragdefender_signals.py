@@ -1,6 +1,6 @@
 """The wording-free evidence of ragshield's RAGDefender (issue #28), each on hand-built cases:
-question echo per sentence (:mod:`ragshield.defenses.question_echo`), paraphrase pairs vs
-lexical near-copies and near-copy fact conflicts (:mod:`ragshield.defenses.claims`), and the
+question echo per sentence (:mod:`ragshield.defenses.ragdefender.echo`), paraphrase pairs vs
+lexical near-copies and near-copy fact conflicts (:mod:`ragshield.defenses.ragdefender.claims`), and the
 filter stages that use them.
 
 Vectors are hand-built (a fake encoder maps each sentence to a chosen vector), so every
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from ragshield.defenses.claims import near_copy_conflicts, paraphrase_partners
-from ragshield.defenses.question_echo import EchoVectors, echo_scores
 from ragshield.defenses.ragdefender import RAGDefender, trigram_cosine_matrix
+from ragshield.defenses.ragdefender.claims import near_copy_conflicts, paraphrase_partners
+from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
 from ragshield.types import Passage, RetrievedPassage
 
 DIM = 64

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ragshield.errors import (
     DEFAULT_MAX_QUERY_CHARS,
     MAX_QUERY_CHARS,
+    InputError,
     InputTooLargeError,
     check_int,
 )
@@ -111,6 +112,11 @@ def check_passages_size(texts: Sequence[str], owner: str) -> None:
         raise _refuse(owner, "the passage count", len(texts), "max_passages", lim.max_passages)
     total = 0
     for i, text in enumerate(texts):
+        if not isinstance(text, str):  # sized before any filter reads it, so typed here too
+            raise InputError(
+                f"{owner}: the text of passage {i} must be a string. "
+                f"Got {type(text).__name__} instead."
+            )
         n = len(text)
         if n > lim.max_passage_chars:
             raise _refuse(

@@ -6,7 +6,7 @@ finite float where *higher* means *more* likely adversarial. The scale is the de
 (a cosine, a perplexity, RAGDefender's frequency score f_i, EcoSafeRAG's evidence in
 [0.5, 1]), so suspicions are compared within one defense, never across defenses. A filter
 that removes a passage says so with at least one decision whose ``index`` is the passage's
-position in the input. ``tests/test_defense_contract.py`` checks this over every registered
+position in the input. ``tests/defenses/test_defense_contract.py`` checks this over every registered
 defense.
 """
 
@@ -80,9 +80,7 @@ def check_retrieved(
             raise InputError(
                 f"{owner}.filter expects RetrievedPassage items; item {i} is {type(r).__name__}."
             )
-    check_passages_size(
-        [r.text if isinstance(r.text, str) else "" for r in items], f"{owner}.filter"
-    )
+    check_passages_size([r.text for r in items], f"{owner}.filter")
     for i, r in enumerate(items):  # a lone surrogate reached a tokenizer (#27 hostile pass)
         problem = text_problem(r.text, allow_blank=True)
         if problem is not None:

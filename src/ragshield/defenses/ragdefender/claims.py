@@ -1,0 +1,105 @@
+"""What retrieved passages *claim*, and how they resemble each other: the two evidence kinds
+of ragshield's RAGDefender that do not depend on an attack's wording.
+
+Example::
+
+    from ragshield.defenses.ragdefender.claims import near_copy_conflicts, paraphrase_partners
+
+    lex = trigram_cosine_matrix(texts)                       # character 3-gram cosine
+    partners = paraphrase_partners(sim, lex, 0.9, 0.6)       # generated-kind density
+    conflicts = near_copy_conflicts(texts, lex, 0.8, query)  # one-fact edits of a passage
+
+Why two kinds of density: a real index holds *lexical* near-copies by nature (mirrors,
+versions, boilerplate: HotpotQA's corpus reaches a nearest-neighbour cosine of 0.996), so
+"too similar" is not evidence. What a generator produces is different: several passages
+that say the same thing in different words — close in embedding space, far apart in
+character 3-grams. :func:`paraphrase_partners` counts those. A lexical near-copy is
+evidence only when the two copies *disagree* on a fact (arXiv 2604.00387: a genuine page
+with one number changed, cosine 0.9997 with the original): :func:`near_copy_conflicts`
+finds the words in which two near-copies differ and which side the rest of the retrieved
+set supports.
+
+Pure functions over texts and similarity matrices; unit-tested in
+``tests/test_ragdefender_claims.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ragshield.defenses.ragdefender.evidence import content_words
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def paraphrase_partners(
+    sim: np.ndarray, lex: np.ndarray, semantic: float, lexical: float
+) -> np.ndarray:
+    """Per passage, how many other passages say nearly the same thing (embedding cosine
+    >= ``semantic``) in different words (character 3-gram cosine < ``lexical``)."""
+    close = (sim >= semantic) & (lex < lexical)
+    np.fill_diagonal(close, False)
+    return close.sum(axis=1)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Two lexical near-copies that differ in a few words: ``suspect`` is the copy whose own
+    words the rest of the retrieved set supports less (the edited one), ``other`` the
+    original; ``words`` are the suspect's differing words."""
+
+    suspect: int
+    other: int
+    words: tuple[str, ...]
+    support: tuple[int, int]  # (suspect's, other's) support among the rest
+
+
+def near_copy_conflicts(
+    texts: Sequence[str],
+    lex: np.ndarray,
+    lexical: float,
+    query: str,
+    max_diff: int = 6,
+    witnesses: np.ndarray | None = None,
+) -> list[Conflict]:
+    """Pairs of passages sharing >= ``lexical`` of their character 3-grams (near-copies)
+    that differ in 1..``max_diff`` content words outside the question: an edit of a fact.
+
+    Which copy was edited: the one whose differing words fewer of the *other* retrieved
+    passages contain (an attacker's answer has no support in the genuine text around it; the
+    right one often has). On a tie the copy that adds more words is the suspect (an edit
+    that inserts a claim sentence), then the later one in the list. Identical texts and
+    copies differing only in stop words or the question's own words are not conflicts.
+    ``witnesses`` (a boolean mask) limits who counts as support, e.g. to the passages not
+    already found adversarial: an attacker who spreads his answer over planted passages
+    must not make the genuine copy look unsupported.
+    """
+    n = len(texts)
+    out: list[Conflict] = []
+    ii, jj = np.nonzero(np.triu(lex >= lexical, k=1))
+    if ii.size == 0:
+        return out
+    q = content_words(query)
+    words = [content_words(t) - q for t in texts]
+    for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
+        a, b = words[i] - words[j], words[j] - words[i]
+        if not a and not b:
+            continue
+        if len(a) + len(b) > 2 * max_diff:
+            continue
+        rest = [
+            words[k] for k in range(n)
+            if k not in (i, j) and (witnesses is None or witnesses[k])
+            and lex[k, i] < lexical and lex[k, j] < lexical  # another copy is no witness
+        ]  # fmt: skip
+        sa = sum(bool(a & w) for w in rest)
+        sb = sum(bool(b & w) for w in rest)
+        if (sa, -len(a)) < (sb, -len(b)) or ((sa, len(a)) == (sb, len(b)) and i > j):
+            out.append(Conflict(i, j, tuple(sorted(a)), (sa, sb)))
+        else:
+            out.append(Conflict(j, i, tuple(sorted(b)), (sb, sa)))
+    return out
