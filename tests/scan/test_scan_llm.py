@@ -191,7 +191,8 @@ def test_cli_all_settings_and_template_writer(index: Path, tmp_path: Path) -> No
     ("extra", "message"),
     [
         (["--writer", " "], "--writer is empty"),
-        (["--extraction-queries", "0"], "--extraction-queries must be >= 1"),
+        (["--extraction-queries", "0"], "--extraction-queries must be in [1, 10,000]"),
+        (["--extraction-queries", "1" + "0" * 30], "--extraction-queries must be in [1, 10,000]"),
         (["--attacks", "all,nope"], "unknown setting"),
     ],
 )

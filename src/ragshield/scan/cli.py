@@ -66,6 +66,7 @@ _RULE_METRICS = frozenset(
      "attack_reaches", "adv_majority", "caught", "gold_retrieved")
 )  # fmt: skip
 MAX_GENERATE = 10_000  # questions --generate makes; more is a typo, not a scan
+MAX_EXTRACTION_QUERIES = 10_000  # per extraction attack; RAGFort's longest run is 1,000 rounds
 
 
 def check_sizes(
@@ -231,8 +232,11 @@ def scan(
     chains = _split(defenses, ";", DEFAULT_DEFENSES)
     _check_names(chains)
     check_sizes(k, context_k, generate, rules, generator)  # before --out or a model (#27)
-    if extraction_queries < 1:
-        raise InputError(f"--extraction-queries must be >= 1. Got {extraction_queries} instead.")
+    if not 1 <= extraction_queries <= MAX_EXTRACTION_QUERIES:
+        raise InputError(
+            f"--extraction-queries must be in [1, {MAX_EXTRACTION_QUERIES:,}]. "
+            f"Got {extraction_queries} instead."
+        )
     text_writer = _writer(writer or ("template" if demo else "llm"))
     qs = read_questions(questions) if questions is not None else None
     out_dir = out or Path(f"scan-{'demo' if demo else Path(str(index)).resolve().name}")
