@@ -284,8 +284,9 @@ class TestWeightFormats:
         from ragshield.models.formats import resolve_format
 
         monkeypatch.setattr(formats, "engine_has_bf16", lambda: bf16_cpu)
-        assert resolve_format("auto") == expected
-        assert resolve_format("packaged") == "packaged"
+        assert resolve_format("auto", "qwen2.5-0.5b") == expected
+        assert resolve_format("auto", "qwen2.5-1.5b") == "packaged"  # measured: packaged wins
+        assert resolve_format("packaged", "qwen2.5-0.5b") == "packaged"
 
     @needs_engine
     def test_cache_key_names_the_format_only_when_converted(self):

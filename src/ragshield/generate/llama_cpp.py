@@ -312,7 +312,8 @@ class LlamaCppGenerator(LocalDecoding):
     weights: ``"packaged"`` runs the packaged GGUF as is; ``"bf16"`` its matrices widened
         to bfloat16 once into the cache (:mod:`ragshield.models.formats`: about twice the
         prefill tokens/s on AVX512-BF16, slower one-row decode; ``docs/results-llm-engine.md``);
-        ``"auto"`` (ours): bf16 where llama.cpp has bf16 dot products here, else packaged.
+        ``"auto"`` (ours): the model's measured best (bf16 for qwen2.5-0.5b) where llama.cpp
+        has bf16 dot products here, else packaged.
     """
 
     backend = "llama.cpp"
@@ -388,7 +389,8 @@ class LlamaCppGenerator(LocalDecoding):
         """The weight format llama.cpp runs (``"auto"`` resolved for this CPU)."""
         from ragshield.models.formats import resolve_format
 
-        return resolve_format(check_format(self.weights, _OWNER))
+        self._validate()
+        return resolve_format(check_format(self.weights, _OWNER), self.model)
 
     @property
     def threads_(self) -> int:

@@ -5,6 +5,7 @@ Example::
     from ragshield.models.formats import weights_path
     weights_path("qwen2.5-0.5b", "packaged")   # the verified packaged GGUF, as is
     weights_path("qwen2.5-0.5b", "bf16")       # converted once into the cache (~3 s)
+    weights_path("qwen2.5-0.5b", "auto")       # the registry's choice for this model
 
 Why: the packaged files are "Q4_K_M" GGUFs, but for the Qwen2.5 models most matrices are
 Q5_0 (their 896/1536-wide rows do not split into 256-wide K-quant blocks), and llama.cpp
@@ -69,13 +70,15 @@ def check_format(weights: str, owner: str) -> str:
     return weights
 
 
-def resolve_format(weights: str) -> str:
-    """``"auto"`` resolved: ``"bf16"`` where the installed llama.cpp was built with bf16 dot
-    products for this CPU (AVX512-BF16; without them it widens bf16 in software and
-    prefill gets slower than the packaged file), else the packaged file."""
+def resolve_format(weights: str, name: str) -> str:
+    """``"auto"`` resolved for model ``name``: its registry's ``auto_weights`` (``"bf16"``
+    where that measured faster, see :mod:`ragshield.models.registry`) where the installed
+    llama.cpp was built with bf16 dot products for this CPU (AVX512-BF16; without them it
+    widens bf16 in software and prefill gets slower than the packaged file), else the
+    packaged file."""
     if weights != AUTO:
         return weights
-    return "bf16" if engine_has_bf16() else PACKAGED
+    return MODELS[name].auto_weights if engine_has_bf16() else PACKAGED
 
 
 @functools.cache
@@ -99,8 +102,9 @@ def weights_path(
     show_progress: bool | None = None,
 ) -> Path:
     """The GGUF file llama.cpp loads for ``name`` in ``weights`` (module docstring)."""
-    fmt = FORMATS[resolve_format(check_format(weights, "weights_path"))]
-    source = gguf_path(name, cache_dir=cache_dir, show_progress=show_progress)
+    check_format(weights, "weights_path")
+    source = gguf_path(name, cache_dir=cache_dir, show_progress=show_progress)  # checks name
+    fmt = FORMATS[resolve_format(weights, name)]
     if fmt is None:
         return source
     spec = MODELS[name]
