@@ -117,7 +117,7 @@ def full(args: argparse.Namespace) -> None:
     qs = _questions(args.questions, args.seed)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     writer = TextWriter(  # replies cached under --out: a new --out times a cold scan
-        MODEL, cache_dir=out / "scan" / "cache" / "attack-text",
+        MODEL, cache_dir=out / "cache" / "attack-text",
         local_options=batch_job_options(MODEL),
     )  # fmt: skip
     t0 = time.perf_counter()
@@ -126,7 +126,7 @@ def full(args: argparse.Namespace) -> None:
     gen = None
     if not args.no_generator:
         gen = make_generator(
-            MODEL, cache_dir=out / "scan" / "cache" / "answers", **batch_job_options(MODEL)
+            MODEL, cache_dir=out / "cache" / "answers", **batch_job_options(MODEL)
         )
     from ragshield.eval.scan import open_scan_store
 
