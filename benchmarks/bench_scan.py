@@ -125,9 +125,7 @@ def full(args: argparse.Namespace) -> None:
     timings["load_writer"] = time.perf_counter() - t0
     gen = None
     if not args.no_generator:
-        gen = make_generator(
-            MODEL, cache_dir=out / "cache" / "answers", **batch_job_options(MODEL)
-        )
+        gen = make_generator(MODEL, cache_dir=out / "cache" / "answers", **batch_job_options(MODEL))
     from ragshield.eval.scan import open_scan_store
 
     t0 = time.perf_counter()
