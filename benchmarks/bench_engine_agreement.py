@@ -10,8 +10,11 @@ For each dataset: the first ``--questions`` questions of the *test* split (odd p
 PoisonedRAG + blind + GARAG interleaved) at ratio 1, each defense in ``--defenses``. Every
 (question, context) the evaluation asks is answered by each backend (greedy, ≤ 32 new
 tokens, first line: the bench_e2e settings); ASR = the answer contains the attacker's
-target, ACC = it contains the correct answer. ``same`` is the share of prompts whose two
-answers are equal word for word (after ``strip``). Answers are cached on disk per backend
+target, ACC = it contains the correct answer. Engines (``--backends``): the float32
+transformers reference, llama.cpp on the packaged GGUF and llama.cpp on its bf16 widening
+(``weights="bf16"``, what ``auto`` picks on an AVX512-BF16 CPU); for each non-reference
+engine, the share of prompts whose answer equals the reference's word for word (after
+``strip``). Answers are cached on disk per backend
 (the cache key includes the backend), so a rerun costs nothing.
 """
 
@@ -28,7 +31,13 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-BACKENDS = ("transformers", "llama.cpp")
+REFERENCE = "transformers"
+#: engine name -> make_generator options; the reference is float32 transformers.
+BACKENDS = {
+    REFERENCE: {"backend": "transformers", "dtype": "float32"},
+    "llama.cpp": {"backend": "llama.cpp", "weights": "packaged"},
+    "llama.cpp-bf16": {"backend": "llama.cpp", "weights": "bf16"},
+}
 
 
 class Recording:
@@ -56,6 +65,7 @@ class Recording:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="qwen2.5-0.5b")
+    ap.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
     ap.add_argument("--questions", type=int, default=20)
     ap.add_argument("--datasets", nargs="+", default=["nq"])
     ap.add_argument("--attack", default="mixed")
@@ -79,17 +89,17 @@ def main() -> int:
     enc = SentenceTransformerEncoder()
     defenses = {d: (None if d == "none" else build_chain(d, enc)) for d in args.defenses}
     print(
-        f"# bench_engine_agreement — {args.model}, backends {', '.join(BACKENDS)} (transformers "
+        f"# bench_engine_agreement — {args.model}, backends {', '.join(args.backends)} (transformers "
         f"in float32), {args.threads} thread(s), encoder {enc.name}, seed {args.seed}, test "
         f"split, first {args.questions} questions, clean + {args.attack} at ratio 1, "
         f"defenses {', '.join(args.defenses)}\n"
     )
     for ds in args.datasets:
         recorded: dict[str, Recording] = {}
-        for backend in BACKENDS:
+        for backend in args.backends:
             inner = make_generator(
-                args.model, cache_dir=args.cache, backend=backend, max_new_tokens=32,
-                threads=args.threads, dtype="float32",
+                args.model, cache_dir=args.cache, max_new_tokens=32, threads=args.threads,
+                **BACKENDS[backend],
             )  # fmt: skip
             rec = recorded[backend] = Recording(inner)
             t0 = time.perf_counter()
@@ -105,16 +115,21 @@ def main() -> int:
                 f"{len(rec.answers)} distinct prompts answered in {time.perf_counter() - t0:.0f} s; "
                 f"{rec.computed} computed now ({per:.2f} s each), the rest from the cache\n"
             )
-        ref, fast = recorded["transformers"].answers, recorded["llama.cpp"].answers
-        common = sorted(set(ref) & set(fast))
-        same = sum(ref[k] == fast[k] for k in common)
-        print(
-            f"**{ds}: same answer on {same}/{len(common)} prompts "
-            f"({same / max(len(common), 1):.1%})**"
-        )
-        for k in [k for k in common if ref[k] != fast[k]][:10]:
-            print(f"- {k[0]!r}: transformers {ref[k]!r} / llama.cpp {fast[k]!r}")
-        print()
+        if REFERENCE not in recorded:
+            continue
+        ref = recorded[REFERENCE].answers
+        for backend in [b for b in args.backends if b != REFERENCE]:
+            fast = recorded[backend].answers
+            common = sorted(set(ref) & set(fast))
+            same = sum(ref[k] == fast[k] for k in common)
+            print(
+                f"**{ds}: {backend} gives the reference's answer on {same}/{len(common)} "
+                f"prompts ({same / max(len(common), 1):.1%})**"
+            )
+            for k in [k for k in common if ref[k] != fast[k]][:10]:
+                print(f"- {k[0]!r}: transformers {ref[k]!r} / {backend} {fast[k]!r}")
+            print()
+    print(f"load avg at the end {'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 
 

@@ -14,7 +14,9 @@ Engines (``--backends``):
 * ``transformers-bf16``: the same in bfloat16 (what ``batch_job_options`` picks on a CPU
   with bf16 units, as this one has);
 * ``llama.cpp``: :class:`~ragshield.generate.llama_cpp.LlamaCppGenerator`, the packaged
-  4-bit GGUF as is.
+  4-bit GGUF as is;
+* ``llama.cpp-bf16``: the same engine with the matrices widened to bfloat16 once
+  (``weights="bf16"``, :mod:`ragshield.models.formats`).
 
 Each (model, engine, threads) runs in its own child process, so the peak resident memory
 printed is that engine's alone (``ru_maxrss`` of the child: weights, KV cache, Python).
@@ -57,7 +59,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-BACKENDS = ("transformers", "transformers-bf16", "llama.cpp")
+BACKENDS = ("transformers", "transformers-bf16", "llama.cpp", "llama.cpp-bf16")
 REFERENCE = "transformers"
 
 
@@ -86,13 +88,17 @@ def load_questions(data: Path, n: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
+def _weights(backend: str) -> str:
+    return "bf16" if backend == "llama.cpp-bf16" else "packaged"
+
+
 def _generator(model: str, backend: str, threads: int, max_new_tokens: int) -> Any:
     from ragshield.generate.factory import make_generator
 
-    if backend == "llama.cpp":
+    if backend.startswith("llama.cpp"):
         return make_generator(
             model, backend="llama.cpp", threads=threads, max_new_tokens=max_new_tokens,
-            reuse_prefix=False,
+            reuse_prefix=False, weights=_weights(backend),
         )  # fmt: skip
     dtype = "bfloat16" if backend == "transformers-bf16" else "float32"
     return make_generator(
@@ -103,14 +109,16 @@ def _generator(model: str, backend: str, threads: int, max_new_tokens: int) -> A
 
 def bench_one(model: str, backend: str, threads: int, args: argparse.Namespace) -> dict[str, Any]:
     """One (model, engine, threads) row; runs inside its own process."""
-    from ragshield.models import fetch, gguf_path
+    from ragshield.models import fetch
+    from ragshield.models.formats import weights_path
     from ragshield.text import contains_answer
 
     questions = load_questions(args.data, args.questions, args.seed)
     row: dict[str, Any] = {"model": model, "backend": backend, "threads": threads}
+    row["load_avg"] = os.getloadavg()[0]
     t0 = time.perf_counter()
-    if backend == "llama.cpp":
-        gguf_path(model, show_progress=False)
+    if backend.startswith("llama.cpp"):
+        weights_path(model, _weights(backend), show_progress=False)
     else:
         fetch(model, show_progress=False)
     row["prepare_s"] = time.perf_counter() - t0  # ~0 when already assembled / converted
@@ -160,7 +168,7 @@ def bench_one(model: str, backend: str, threads: int, args: argparse.Namespace) 
     # together and reuses the shared prefix; transformers answers prompts of 512+ tokens
     # one by one in generate_many (batch.LONG_PROMPT_TOKENS), which is the loop above.
     requests = [(q["question"], q["contexts"]) for q in questions]
-    if backend == "llama.cpp":
+    if backend.startswith("llama.cpp"):
         gen.reuse_prefix = True
         t0 = time.perf_counter()
         many = gen.generate_many(requests)
@@ -173,7 +181,7 @@ def bench_one(model: str, backend: str, threads: int, args: argparse.Namespace) 
     row["answers_per_s"] = len(requests) / row["many_s"]
     # Rows decoded together (llama.cpp): aggregate decode tokens/s of B forced-length
     # replies to B different "repeat the context" prompts, as the scan writer batches.
-    if backend == "llama.cpp" and args.batch_sizes:
+    if backend.startswith("llama.cpp") and args.batch_sizes:
         gen.stop_at_newline, gen.min_new_tokens, gen.reuse_prefix = (
             False,
             args.max_new_tokens,
@@ -231,7 +239,12 @@ def _fmt(value: Any, spec: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["qwen2.5-0.5b"])
-    parser.add_argument("--backends", nargs="+", default=[REFERENCE, "llama.cpp"], choices=BACKENDS)
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=[REFERENCE, "llama.cpp", "llama.cpp-bf16"],
+        choices=BACKENDS,
+    )
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--questions", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=32)
@@ -293,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'prefill tok/s':>14}{'(x ref)':>8}{'decode tok/s':>13}{'(x ref)':>8}"
         f"{'answers/s':>10}{'(x ref)':>8}{'prefill/cpu-s':>14}{'(x ref)':>8}"
         f"{'decode/cpu-s':>13}{'(x ref)':>8}{'peak GB':>8}{'correct':>9}{'same as ref':>12}"
+        f"{'load avg':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -323,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{_fmt(ratio['answers_per_s'], '.1f'):>8}{r['prefill_tok_cpu_s']:>14.1f}"
             f"{_fmt(ratio['prefill_tok_cpu_s'], '.1f'):>8}{r['decode_tok_cpu_s']:>13.1f}"
             f"{_fmt(ratio['decode_tok_cpu_s'], '.1f'):>8}{r['peak_rss_gb']:>8.2f}"
-            f"{r['correct']:>6}/{len(r['answers'])}{same:>12}"
+            f"{r['correct']:>6}/{len(r['answers'])}{same:>12}{r['load_avg']:>9.1f}"
         )
     print(
         "prefill: median over the questions, cold (no reused prefix); decode: the "
@@ -332,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         "one by one, as its generate_many answers prompts of 512+ tokens); x ref: over "
         f"{REFERENCE} (float32) at the same thread count; /cpu-s: tokens per second of the "
         "process's own CPU time (all its threads; robust to other jobs on a shared CPU); "
-        "peak GB: the child's max RSS; "
+        "peak GB: the child's max RSS; load avg: /proc/loadavg (1 min) as the row started; "
         f"load avg at the end {os.getloadavg()[0]:.1f}"
     )
     for r in rows:

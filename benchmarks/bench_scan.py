@@ -6,7 +6,8 @@ Usage::
     python benchmarks/bench_scan.py --questions 5 --no-generator      # a reduced run
     python benchmarks/bench_scan.py --compare-shared --targets 44 --e2e 10
 
-Full mode (the target: <= 30 min on this 2-core machine): an index of 2,000 passages — the
+Full mode (the target: <= 30 min on this 2-core machine, issue #18; <= 15 min with the
+llama.cpp engine, issue #25): an index of 2,000 passages — the
 1,888 SQuAD paragraphs of ``../shared/data/ontopic/squad_v1.1_dev_43articles.json`` and the
 first 112 HotpotQA ones — built with ``ragshield index`` (packaged MiniLM, exact FAISS);
 ``--questions`` (50) SQuAD *test*-split questions (odd-position articles, see
@@ -19,7 +20,10 @@ texts and answers end to end (``--no-generator``: filter-level only), extraction
 time per question of the LLM stages (so a reduced run extrapolates) and the summary table.
 LLM replies and answers are cached under ``--out``; a rerun resumes (so a new ``--out``
 times a cold scan). The local model runs with :func:`~ragshield.generate.factory.batch_job_options`
-(bf16 where the CPU has it, one torch thread per core): give it the machine.
+(one thread per core; on llama.cpp, the default engine, the bf16 weights where its build
+has AVX512-BF16; on transformers, bf16 where the CPU has it): give it the machine. The
+engine, the load average at the start and end and the process's CPU time are printed
+beside the stage times.
 
 ``--compare-shared``: on the 44 HotpotQA poisoning targets (test split, the shared
 incorrect answers as targets), PoisonedRAG (5 passages per target) planted into the
@@ -111,8 +115,9 @@ def full(args: argparse.Namespace) -> None:
         timings["build_index (not part of a scan)"] = time.perf_counter() - t0
         print(f"indexed {n} passages in {timings['build_index (not part of a scan)']:.0f} s")
     qs = _questions(args.questions, args.seed)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     writer = TextWriter(  # replies cached under --out: a new --out times a cold scan
-        MODEL, cache_dir=out / "scan" / "cache" / "attack-text",
+        MODEL, cache_dir=out / "cache" / "attack-text",
         local_options=batch_job_options(MODEL),
     )  # fmt: skip
     t0 = time.perf_counter()
@@ -120,9 +125,7 @@ def full(args: argparse.Namespace) -> None:
     timings["load_writer"] = time.perf_counter() - t0
     gen = None
     if not args.no_generator:
-        gen = make_generator(
-            MODEL, cache_dir=out / "scan" / "cache" / "answers", **batch_job_options(MODEL)
-        )
+        gen = make_generator(MODEL, cache_dir=out / "cache" / "answers", **batch_job_options(MODEL))
     from ragshield.scan.run import open_scan_store
 
     t0 = time.perf_counter()
@@ -134,6 +137,7 @@ def full(args: argparse.Namespace) -> None:
     if attacks == ["all"]:
         attacks = [*REAL_SETTINGS, "extraction"]
     print(f"attacks: {', '.join(attacks)}; chains: {'; '.join(CHAINS)}; seed {args.seed}")
+    print(f"engine: {_engine(writer.generator_)}; load avg at the start {_load()}")
     scan = run_scan(
         index, qs, attacks=attacks, defenses=list(CHAINS),
         generator=gen, out_dir=out / "scan", question_source="SQuAD test questions",
@@ -153,6 +157,29 @@ def full(args: argparse.Namespace) -> None:
     print(f"extrapolated to 50 questions: {(fixed + 50 * per_q) / 60:.1f} min "
           f"(fixed {fixed:.0f} s + 50 x {per_q:.1f} s)")  # fmt: skip
     print(f"attack texts: {scan.notes.get('attack_texts')}")
+    print(f"load avg at the end {_load()} (2 cores; other jobs share them)")
+    cpu = time.process_time() - cpu0
+    print(
+        f"CPU time of the scan process: {cpu:.0f} s over {time.perf_counter() - wall0:.0f} s of "
+        "wall time (all threads; on a machine of its own the wall time would approach it, "
+        "or half of it where both cores work)"
+    )
+
+
+def _load() -> str:
+    """The 1/5/15-minute load averages: a wall time means little without them."""
+    import os
+
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _engine(gen: object) -> str:
+    """Which engine and weights answered (the scan's timing depends on both)."""
+    inner = getattr(gen, "inner", gen)
+    backend = getattr(inner, "backend", type(inner).__name__)
+    weights = getattr(inner, "weights_", None) or getattr(inner, "dtype_", None)
+    threads = getattr(inner, "threads_", None) or getattr(inner, "threads", None)
+    return f"{backend}, weights {weights}, {threads} thread(s)"
 
 
 def compare_shared(args: argparse.Namespace) -> None:

@@ -266,3 +266,64 @@ def test_ragfort_cascade_runs_on_llama_backed_generators(gen):
     out = cascade.generate(QUESTION, CONTEXTS)
     assert 0 < out.completion_tokens <= 6 and out.details["reference_forwards"] >= 1
     assert cascade.tokenizer_ is gen.reference_.tokenizer_
+
+
+class TestWeightFormats:
+    """``weights=``: the packaged GGUF as is, or its matrices widened to bf16 once."""
+
+    @pytest.mark.parametrize("bad", ["q8", "", None, "BF16"])
+    def test_unknown_format_is_refused(self, bad):
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        with pytest.raises(InputError, match="'weights' parameter"):
+            LlamaCppGenerator("smollm2-135m", weights=bad).cache_identity()
+
+    @pytest.mark.parametrize(("bf16_cpu", "expected"), [(True, "bf16"), (False, "packaged")])
+    def test_auto_follows_the_engine_build(self, monkeypatch, bf16_cpu, expected):
+        from ragshield.models import formats
+        from ragshield.models.formats import resolve_format
+
+        monkeypatch.setattr(formats, "engine_has_bf16", lambda: bf16_cpu)
+        assert resolve_format("auto", "qwen2.5-0.5b") == expected
+        assert resolve_format("auto", "qwen2.5-1.5b") == "packaged"  # measured: packaged wins
+        assert resolve_format("packaged", "qwen2.5-0.5b") == "packaged"
+
+    @needs_engine
+    def test_cache_key_names_the_format_only_when_converted(self):
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        packaged = LlamaCppGenerator("smollm2-135m", weights="packaged").cache_identity()
+        bf16 = LlamaCppGenerator("smollm2-135m", weights="bf16").cache_identity()
+        assert "weights" not in packaged  # keys of answers cached before the option exist
+        assert bf16 == {**packaged, "weights": "bf16"}
+
+    @needs_engine
+    def test_bf16_file_is_made_once_and_keeps_the_lookup_tables(self, tiny_gguf, tmp_path):
+        from gguf import GGUFReader
+
+        from ragshield.models import gguf_path
+        from ragshield.models.formats import weights_path
+
+        path = weights_path("smollm2-135m", "bf16", cache_dir=tmp_path)
+        assert path.parent == tmp_path and path.name.endswith("-bf16.gguf")
+        mtime = path.stat().st_mtime_ns
+        assert weights_path("smollm2-135m", "bf16", cache_dir=tmp_path).stat().st_mtime_ns == mtime
+        assert weights_path("smollm2-135m", "packaged", cache_dir=tmp_path) == gguf_path(
+            "smollm2-135m", cache_dir=tmp_path
+        )
+        source = {
+            t.name: t.tensor_type.name for t in GGUFReader(str(gguf_path("smollm2-135m"))).tensors
+        }
+        made = {t.name: t.tensor_type.name for t in GGUFReader(str(path)).tensors}
+        assert made.keys() == source.keys()
+        assert made["token_embd.weight"] == source["token_embd.weight"]
+        matrices = [n for n in made if n.startswith("blk.") and n.endswith("_up.weight")]
+        assert matrices and {made[n] for n in matrices} == {"BF16"}
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
+
+    @needs_engine
+    def test_bf16_weights_answer_from_context(self, tiny_gguf):
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        g = LlamaCppGenerator("smollm2-135m", max_new_tokens=24, weights="bf16")
+        assert "Mirena Tolst" in g.generate(QUESTION, CONTEXTS).text

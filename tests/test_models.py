@@ -147,10 +147,13 @@ class TestFetch:
             model_path(FAKE, fake_model["cache"])
 
     def test_stale_temp_dir_from_a_killed_run_is_cleaned(self, fake_model):
-        stale = fake_model["cache"] / f".tmp-{FAKE}-killed"
+        stale = fake_model["cache"] / f".tmp-{FAKE}.killed"
         (stale / "model").mkdir(parents=True)
+        # another builder's work folder (the GGUF assembly holds its own lock): left alone
+        other = fake_model["cache"] / f".tmp-{FAKE}-gguf.running"
+        other.mkdir()
         fetch(FAKE, cache_dir=fake_model["cache"], show_progress=False)
-        assert not stale.exists()
+        assert not stale.exists() and other.is_dir()
 
     def test_concurrent_fetches_convert_once(self, fake_model):
         results: list[Path] = []

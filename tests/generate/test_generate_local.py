@@ -16,7 +16,8 @@ import pytest
 from ragshield.errors import InputError
 from ragshield.generate.extractive import ExtractiveGenerator
 from ragshield.generate.factory import make_generator
-from ragshield.generate.local_hf import LocalLLMGenerator, answer_line_ended, first_line
+from ragshield.generate.lines import answer_line_ended, first_line
+from ragshield.generate.local_hf import LocalLLMGenerator
 from ragshield.generate.prompt import SYSTEM_PROMPT, build_messages, build_prompt
 
 torch = pytest.importorskip("torch")

@@ -19,7 +19,7 @@ Why it is written this way:
 * Same prompt, same rules as the reference: the chat template shipped in the GGUF is
   rendered the way ``transformers`` renders it (sandboxed Jinja, ``trim_blocks``,
   ``lstrip_blocks``), greedy by default, the first line cut at a newline, the same end
-  tokens (:data:`~ragshield.generate.local_hf._END_TOKENS`).
+  tokens (:data:`~ragshield.generate.engine_options.END_TOKENS`).
 * One llama.cpp context holds several sequences in one unified KV cache. Sequence 0
   keeps the token prefix shared by the last batch (for a single prompt, all but its last
   token); a new call keeps the longest common prefix with it and computes only the rest,
@@ -46,14 +46,18 @@ from typing import Any
 
 import numpy as np
 
-from ragshield.errors import InputError, ModelNotFoundError, check_float, check_int, check_query
-from ragshield.generate.lines import answer_line_ended, first_line
-from ragshield.generate.local_hf import _END_TOKENS, _check_contexts, _check_messages
-from ragshield.generate.prompt import build_messages, system_prompt
+from ragshield.errors import InputError, ModelNotFoundError, check_int
+from ragshield.generate.engine_options import (
+    END_TOKENS,
+    LocalDecoding,
+    check_bool,
+    check_messages,
+)
+from ragshield.generate.lines import answer_line_ended
+from ragshield.models.formats import PACKAGED, check_format
 from ragshield.types import Generation
 
 _OWNER = "LlamaCppGenerator"
-_DTYPES = ("float32", "bfloat16", "auto")
 
 
 @dataclass
@@ -286,7 +290,7 @@ def render_chat_template(template: str, messages: list[dict[str, str]], **specia
     )
 
 
-class LlamaCppGenerator:
+class LlamaCppGenerator(LocalDecoding):
     """Greedy (or seeded sampling) generation with a packaged GGUF model on llama.cpp.
 
     Parameters
@@ -305,9 +309,15 @@ class LlamaCppGenerator:
         ``docs/results-llm-engine.md`` for the measured rows-per-second curve).
     reuse_prefix: keep the last prompts' shared prefix in the KV cache (module docstring);
         ``False`` recomputes every prompt from scratch (benchmarks time prefill with it).
+    weights: ``"packaged"`` runs the packaged GGUF as is; ``"bf16"`` its matrices widened
+        to bfloat16 once into the cache (:mod:`ragshield.models.formats`: about twice the
+        prefill tokens/s on AVX512-BF16, slower one-row decode; ``docs/results-llm-engine.md``);
+        ``"auto"`` (ours): the model's measured best (bf16 for qwen2.5-0.5b) where llama.cpp
+        has bf16 dot products here, else packaged.
     """
 
     backend = "llama.cpp"
+    _OWNER = _OWNER
 
     def __init__(
         self,
@@ -328,23 +338,13 @@ class LlamaCppGenerator:
         n_ctx: int = 16384,
         batch_size: int = 8,
         reuse_prefix: bool = True,
+        weights: str = "auto",
     ) -> None:
-        self.model = model
-        self.max_new_tokens = max_new_tokens
-        self.min_new_tokens = min_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.seed = seed
-        self.stop_at_newline = stop_at_newline
-        self.threads = threads
-        self.dtype = dtype
-        self.prompt_style = prompt_style
-        self.cache_dir = cache_dir
-        self.show_progress = show_progress
+        self._init_decoding(locals())
         self.n_ctx = n_ctx
         self.batch_size = batch_size
         self.reuse_prefix = reuse_prefix
-        self.name = f"local:{model}"
+        self.weights = weights
         self._engine: _Engine | None = None
         self._path: Path | None = None
         self._eos: frozenset[int] = frozenset()
@@ -363,43 +363,34 @@ class LlamaCppGenerator:
                 f"{_OWNER} runs a packaged GGUF model ({', '.join(sorted(MODELS))}); got "
                 f"{self.model!r}. A Hugging Face folder runs on the transformers backend."
             )
-        check_int(self.max_new_tokens, "max_new_tokens", _OWNER, low=1)
-        check_int(self.min_new_tokens, "min_new_tokens", _OWNER, low=0)
-        check_float(self.temperature, "temperature", _OWNER, low=0.0, high=100.0)
-        check_float(self.top_p, "top_p", _OWNER, low=0.0, high=1.0, low_open=True)
-        check_int(self.seed, "seed", _OWNER, low=0)
-        if not isinstance(self.stop_at_newline, bool):
-            raise InputError(
-                f"The 'stop_at_newline' parameter of {_OWNER} must be a bool. "
-                f"Got {self.stop_at_newline!r} instead."
-            )
-        if self.threads is not None:
-            check_int(self.threads, "threads", _OWNER, low=1)
-        if self.dtype not in _DTYPES:
-            raise InputError(
-                f"The 'dtype' parameter of {_OWNER} must be one of {', '.join(_DTYPES)}. "
-                f"Got {self.dtype!r} instead."
-            )
-        system_prompt(self.prompt_style)
+        self._check_decoding()
         check_int(self.n_ctx, "n_ctx", _OWNER, low=256)
         check_int(self.batch_size, "batch_size", _OWNER, low=1, high=64)
-        if not isinstance(self.reuse_prefix, bool):
-            raise InputError(
-                f"The 'reuse_prefix' parameter of {_OWNER} must be a bool. "
-                f"Got {self.reuse_prefix!r} instead."
-            )
+        check_format(self.weights, _OWNER)
+        check_bool(self.reuse_prefix, "reuse_prefix", _OWNER)
 
     @property
     def path_(self) -> Path:
         """The verified GGUF file (assembled once from the part packages)."""
         if self._path is None:
             self._validate()
-            from ragshield.models import gguf_path
+            from ragshield.models.formats import weights_path
 
-            self._path = gguf_path(
-                self.model, cache_dir=self.cache_dir, show_progress=self.show_progress
+            self._path = weights_path(
+                self.model,
+                self.weights_,
+                cache_dir=self.cache_dir,
+                show_progress=self.show_progress,
             )
         return self._path
+
+    @property
+    def weights_(self) -> str:
+        """The weight format llama.cpp runs (``"auto"`` resolved for this CPU)."""
+        from ragshield.models.formats import resolve_format
+
+        self._validate()
+        return resolve_format(check_format(self.weights, _OWNER), self.model)
 
     @property
     def threads_(self) -> int:
@@ -436,7 +427,7 @@ class LlamaCppGenerator:
             "eos_token": piece(engine.model.token_eos()) if engine.model.token_eos() >= 0 else "",
         }
         ids = {engine.model.token_eos(), engine.model.token_eot()}
-        for marker in _END_TOKENS:
+        for marker in END_TOKENS:
             toks = engine.model.tokenize(marker.encode(), False, True)
             if len(toks) == 1:
                 ids.add(toks[0])
@@ -494,7 +485,7 @@ class LlamaCppGenerator:
     def render(self, messages: Sequence[Mapping[str, str]]) -> str:
         """The exact prompt text the model sees (the GGUF's chat template, as transformers
         renders it; without one, the message contents joined by blank lines)."""
-        msgs = _check_messages(messages)
+        msgs = check_messages(messages)
         self.warm_up()
         if self._template:
             return render_chat_template(self._template, msgs, **self._special)
@@ -506,13 +497,6 @@ class LlamaCppGenerator:
         model = self.engine_.model
         add_bos = not self._template and model.add_bos_token()
         return [int(t) for t in model.tokenize(text.encode("utf-8"), add_bos, True)]
-
-    def prompt_ids(self, question: str, contexts: Sequence[str]) -> list[int]:
-        """Token ids of the papers' RAG prompt for this model."""
-        check_query(question)
-        return self.encode_messages(
-            build_messages(question, _check_contexts(contexts), self.prompt_style)
-        )
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under this model's tokenizer (no special tokens)."""
@@ -540,21 +524,12 @@ class LlamaCppGenerator:
             "engine": importlib.metadata.version("llama_cpp_python"),
             "model": self.model,
             "sha256": MODELS[self.model].sha256,
-            "max_new_tokens": self.max_new_tokens,
-            "min_new_tokens": self.min_new_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed if self.temperature > 0 else None,
-            "stop_at_newline": self.stop_at_newline,
-            **({} if self.prompt_style == "poisonedrag" else {"prompt_style": self.prompt_style}),
+            **self._decoding_identity(),
+            # only when not packaged, so answers cached before the option existed stay valid
+            **({} if self.weights_ == PACKAGED else {"weights": self.weights_}),
         }
 
     # -- generation ------------------------------------------------------------------------
-
-    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
-        """Answer ``question`` from ``contexts`` with the papers' prompt."""
-        check_query(question)
-        return self.complete(build_messages(question, _check_contexts(contexts), self.prompt_style))
 
     def complete(self, messages: Sequence[Mapping[str, str]]) -> Generation:
         """Generate the assistant reply to arbitrary chat ``messages``."""
@@ -643,7 +618,7 @@ class LlamaCppGenerator:
             raw = self.detokenize(o.ids)
             results.append(
                 Generation(
-                    text=first_line(raw) if self.stop_at_newline else raw.strip(),
+                    text=self._reply(raw),
                     prompt_tokens=len(p),
                     completion_tokens=len(o.ids),
                     timings={"prefill": o.prefill_s, "decode": o.decode_s},

@@ -28,7 +28,6 @@ Why it is written this way:
 
 from __future__ import annotations
 
-import functools
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -39,46 +38,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragshield.errors import InputError, ModelNotFoundError, check_float, check_int, check_query
-from ragshield.generate.lines import answer_line_ended, first_line
-from ragshield.generate.prompt import build_messages, system_prompt
+from ragshield.errors import InputError, ModelNotFoundError
+from ragshield.generate.engine_options import (
+    END_TOKENS,
+    LocalDecoding,
+    check_messages,
+    cpu_has_bf16,
+)
+from ragshield.generate.lines import answer_line_ended
 from ragshield.types import Generation
-
-_OWNER = "LocalLLMGenerator"
-
-
-def _check_contexts(contexts: object) -> list[str]:
-    if isinstance(contexts, str) or not isinstance(contexts, Sequence):
-        raise InputError(
-            "contexts must be a list of passage texts, not "
-            f"{'a bare string' if isinstance(contexts, str) else type(contexts).__name__}."
-        )
-    bad = [i for i, c in enumerate(contexts) if not isinstance(c, str)]
-    if bad:
-        raise InputError(f"contexts must all be strings; item {bad[0]} is not.")
-    return list(contexts)
-
-
-def _check_messages(messages: object) -> list[dict[str, str]]:
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
-        raise InputError(
-            "messages must be a non-empty list of {'role': ..., 'content': ...} mappings."
-        )
-    out: list[dict[str, str]] = []
-    for i, m in enumerate(messages):
-        if (
-            not isinstance(m, Mapping)
-            or not isinstance(m.get("role"), str)
-            or not isinstance(m.get("content"), str)
-        ):
-            raise InputError(f"message {i} must be a mapping with string 'role' and 'content'.")
-        out.append({"role": m["role"], "content": m["content"]})
-    return out
-
-
-# Turn-end markers of common chat templates: a template's own end token is not always the
-# config's eos (Qwen's config names <|im_end|>, while <|endoftext|> also ends a reply).
-_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>")
 
 
 def end_token_ids(tok: Any, *models: Any) -> frozenset[int]:
@@ -94,31 +62,11 @@ def end_token_ids(tok: Any, *models: Any) -> frozenset[int]:
         elif isinstance(source, (list, tuple)):
             ids.update(int(x) for x in source)
     vocab = tok.get_vocab() if hasattr(tok, "get_vocab") else {}
-    ids.update(vocab[t] for t in _END_TOKENS if t in vocab)
+    ids.update(vocab[t] for t in END_TOKENS if t in vocab)
     return frozenset(ids)
 
 
-_DTYPES = ("float32", "bfloat16", "auto")
-
-
-@functools.cache
-def cpu_has_bf16() -> bool:
-    """True when the CPU has bf16 matrix instructions (Linux /proc/cpuinfo flags).
-
-    Read once per process: ``dtype="auto"`` resolves it on every cache-key computation.
-    """
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"amx_bf16", "avx512_bf16"})
-    except OSError:
-        pass
-    return False
-
-
-class LocalLLMGenerator:
+class LocalLLMGenerator(LocalDecoding):
     """Greedy (or seeded sampling) generation with a local causal LM.
 
     Parameters
@@ -140,6 +88,8 @@ class LocalLLMGenerator:
     show_progress: bars during a first-use conversion; ``None`` follows the environment.
     """
 
+    _OWNER = "LocalLLMGenerator"
+
     def __init__(
         self,
         model: str | os.PathLike[str],
@@ -158,19 +108,7 @@ class LocalLLMGenerator:
         cache_dir: str | os.PathLike[str] | None = None,
         show_progress: bool | None = None,
     ) -> None:
-        self.model = model
-        self.max_new_tokens = max_new_tokens
-        self.min_new_tokens = min_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.seed = seed
-        self.stop_at_newline = stop_at_newline
-        self.threads = threads
-        self.dtype = dtype
-        self.prompt_style = prompt_style
-        self.cache_dir = cache_dir
-        self.show_progress = show_progress
-        self.name = f"local:{model}"
+        self._init_decoding(locals())
         self._model: Any = None
         self._tokenizer: Any = None
         self._path: Path | None = None
@@ -180,24 +118,7 @@ class LocalLLMGenerator:
     # -- set-up ----------------------------------------------------------------------------
 
     def _validate(self) -> None:
-        check_int(self.max_new_tokens, "max_new_tokens", _OWNER, low=1)
-        check_int(self.min_new_tokens, "min_new_tokens", _OWNER, low=0)
-        check_float(self.temperature, "temperature", _OWNER, low=0.0, high=100.0)
-        check_float(self.top_p, "top_p", _OWNER, low=0.0, high=1.0, low_open=True)
-        check_int(self.seed, "seed", _OWNER, low=0)
-        if not isinstance(self.stop_at_newline, bool):
-            raise InputError(
-                f"The 'stop_at_newline' parameter of {_OWNER} must be a bool. "
-                f"Got {self.stop_at_newline!r} instead."
-            )
-        if self.threads is not None:
-            check_int(self.threads, "threads", _OWNER, low=1)
-        system_prompt(self.prompt_style)
-        if self.dtype not in _DTYPES:
-            raise InputError(
-                f"The 'dtype' parameter of {_OWNER} must be one of {', '.join(_DTYPES)}. "
-                f"Got {self.dtype!r} instead."
-            )
+        self._check_decoding()
 
     @property
     def path_(self) -> Path:
@@ -288,7 +209,7 @@ class LocalLLMGenerator:
         contents joined by blank lines, which for :func:`build_messages` is exactly the
         papers' ``Context: ... Question: ... Answer:`` prompt.
         """
-        msgs = _check_messages(messages)
+        msgs = check_messages(messages)
         tok = self.tokenizer_
         if getattr(tok, "chat_template", None):
             text: str = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
@@ -302,13 +223,6 @@ class LocalLLMGenerator:
         add_special = not getattr(tok, "chat_template", None)
         ids: list[int] = tok(text, add_special_tokens=add_special)["input_ids"]
         return ids
-
-    def prompt_ids(self, question: str, contexts: Sequence[str]) -> list[int]:
-        """Token ids of the papers' RAG prompt for this model."""
-        check_query(question)
-        return self.encode_messages(
-            build_messages(question, _check_contexts(contexts), self.prompt_style)
-        )
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under this model's tokenizer (no special tokens)."""
@@ -333,22 +247,10 @@ class LocalLLMGenerator:
             "kind": "local-hf",
             **model_id,
             "dtype": self.dtype_,
-            "max_new_tokens": self.max_new_tokens,
-            "min_new_tokens": self.min_new_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed if self.temperature > 0 else None,
-            "stop_at_newline": self.stop_at_newline,
-            # only when not the default, so answers cached before the option existed stay valid
-            **({} if self.prompt_style == "poisonedrag" else {"prompt_style": self.prompt_style}),
+            **self._decoding_identity(),
         }
 
     # -- generation ------------------------------------------------------------------------
-
-    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
-        """Answer ``question`` from ``contexts`` with the papers' prompt."""
-        check_query(question)
-        return self.complete(build_messages(question, _check_contexts(contexts), self.prompt_style))
 
     def complete(self, messages: Sequence[Mapping[str, str]]) -> Generation:
         """Generate the assistant reply to arbitrary chat ``messages``."""
@@ -471,7 +373,7 @@ class LocalLLMGenerator:
             decode = time.perf_counter() - t1
 
         raw = tok.decode(generated, skip_special_tokens=True)
-        text = first_line(raw) if self.stop_at_newline else raw.strip()
+        text = self._reply(raw)
         n_new = len(generated)
         return Generation(
             text=text,

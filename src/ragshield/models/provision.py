@@ -37,7 +37,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -392,7 +392,7 @@ def _quiet_transformers(quiet: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _conversion_lock(directory: Path, name: str) -> Iterator[None]:
+def conversion_lock(directory: Path, name: str) -> Iterator[None]:
     """One converter per model across processes; waiters are told why they wait."""
     from filelock import FileLock, Timeout
 
@@ -442,33 +442,18 @@ def fetch(
         return target
     locate_parts(spec)  # fail fast, before taking the lock, if a part is missing
 
-    with _conversion_lock(target.parent, spec.name):
-        if _is_complete(target):  # another process finished while we waited
-            return target
-        for stale in target.parent.glob(f".tmp-{spec.name}-*"):
-            shutil.rmtree(stale, ignore_errors=True)  # left by a crashed run; we hold the lock
-        if target.exists():
-            shutil.rmtree(target)
-        _check_free_space(target.parent, spec)
-        try:
-            work = Path(tempfile.mkdtemp(prefix=f".tmp-{spec.name}-", dir=target.parent))
-        except OSError as exc:
-            raise ModelCacheError(
-                f"cannot write to the model cache {target.parent}: {exc.strerror or exc}. "
-                "Set RAGSHIELD_CACHE or pass cache_dir to a writable folder."
-            ) from exc
-        try:
-            t0 = time.perf_counter()
-            gguf = assemble(spec, work / "gguf", show_progress=show_progress)
-            t1 = time.perf_counter()
-            out = work / "model"
-            convert(gguf.parent, gguf.name, out, show_progress=show_progress)
-            t2 = time.perf_counter()
-            _write_marker(out, spec, assemble_s=t1 - t0, convert_s=t2 - t1)
-            os.rename(out, target)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    return target
+    def build(work: Path) -> Path:
+        t0 = time.perf_counter()
+        gguf = assemble(spec, work / "gguf", show_progress=show_progress)
+        t1 = time.perf_counter()
+        out = work / "model"
+        convert(gguf.parent, gguf.name, out, show_progress=show_progress)
+        _write_marker(out, spec, assemble_s=t1 - t0, convert_s=time.perf_counter() - t1)
+        return out
+
+    return build_once(
+        target, spec.name, build, complete=_is_complete, need=spec.size * _DISK_FACTOR
+    )
 
 
 def gguf_path(
@@ -497,13 +482,52 @@ def gguf_path(
     if target.is_file():
         return target
     locate_parts(spec)  # fail fast, naming the pip command, before taking the lock
-    with _conversion_lock(target.parent, f"{spec.name}-gguf"):
-        if target.is_file():
+    return build_once(
+        target,
+        f"{spec.name}-gguf",
+        lambda work: assemble(spec, work, show_progress=show_progress),
+        complete=Path.is_file,
+        need=spec.size * 2,
+    )
+
+
+def build_once(
+    target: Path,
+    name: str,
+    build: Callable[[Path], Path],
+    *,
+    complete: Callable[[Path], bool],
+    need: int,
+) -> Path:
+    """``target`` (a file or a folder of the model cache), made once by ``build``.
+
+    ``build(work)`` writes into a fresh temporary folder beside ``target`` and returns
+    what to rename into place, so a crash never leaves a half-written ``target``; a
+    cross-process lock named ``name`` makes a second process wait and reuse the result;
+    ``need`` bytes must be free first. Shared by the float32 conversion (:func:`fetch`),
+    the GGUF assembly (:func:`gguf_path`) and the llama.cpp weight formats
+    (:mod:`ragshield.models.formats`).
+    """
+    if complete(target):
+        return target
+    with conversion_lock(target.parent, name):
+        if complete(target):  # another process finished while we waited
             return target
-        _check_free_space(target.parent, spec, factor=2)
-        work = Path(tempfile.mkdtemp(prefix=f".tmp-{spec.name}-gguf-", dir=target.parent))
+        prefix = f".tmp-{name}."
+        for stale in target.parent.glob(f"{prefix}*"):
+            shutil.rmtree(stale, ignore_errors=True)  # left by a crashed run; we hold the lock
+        if target.is_dir():
+            shutil.rmtree(target)  # an incomplete folder of ours (no marker)
+        _check_free_space(target.parent, need)
         try:
-            os.replace(assemble(spec, work, show_progress=show_progress), target)
+            work = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+        except OSError as exc:
+            raise ModelCacheError(
+                f"cannot write to the model cache {target.parent}: {exc.strerror or exc}. "
+                "Set RAGSHIELD_CACHE or pass cache_dir to a writable folder."
+            ) from exc
+        try:
+            os.replace(build(work), target)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return target
@@ -522,12 +546,11 @@ def _verified_single(spec: PackagedModel) -> Path:
     return path
 
 
-def _check_free_space(directory: Path, spec: PackagedModel, *, factor: int | None = None) -> None:
-    need = spec.size * (_DISK_FACTOR if factor is None else factor)
+def _check_free_space(directory: Path, need: int) -> None:
     free = shutil.disk_usage(directory).free
-    if spec.size and free < need:
+    if need and free < need:
         raise ModelCacheError(
-            f"converting {spec.name} needs about {need / 1e9:.1f} GB free in {directory}, "
+            f"writing to the model cache needs about {need / 1e9:.1f} GB free in {directory}, "
             f"only {free / 1e9:.1f} GB is: free some space or point RAGSHIELD_CACHE elsewhere."
         )
 

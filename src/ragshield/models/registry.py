@@ -31,6 +31,10 @@ class PackagedModel:
     versions: dict[str, str] = field(default_factory=dict)
     license: str = "Apache-2.0"
     upstream: str = ""
+    # What llama.cpp's weights="auto" runs where its build has bf16 dot products
+    # (ragshield.models.formats; docs/results-llm-engine.md): "bf16" only where it measured
+    # faster overall than the packaged file.
+    auto_weights: str = "packaged"
 
     @property
     def distributions(self) -> list[str]:
@@ -57,6 +61,7 @@ def _chunked(
     version: str,
     count: int,
     upstream: str,
+    auto_weights: str = "packaged",
 ) -> PackagedModel:
     parts = tuple(
         (
@@ -77,6 +82,7 @@ def _chunked(
         parts=parts,
         versions={d: version for d, _, _ in parts},
         upstream=upstream,
+        auto_weights=auto_weights,
     )
 
 
@@ -93,6 +99,9 @@ MODELS: dict[str, PackagedModel] = {
         version="0.9.0",
         count=6,
         upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+        # its matrices are mostly Q5_0 (no tiled GEMM on x86): bf16 doubles prefill and
+        # decodes 8 rows faster; one row decodes slower (results-llm-engine.md)
+        auto_weights="bf16",
     ),
     "qwen2.5-1.5b": _chunked(
         "qwen2.5-1.5b",
@@ -106,6 +115,7 @@ MODELS: dict[str, PackagedModel] = {
         version="0.2.0",
         count=22,
         upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+        # packaged (K-quants): bf16 prefilled 1.1-1.25x faster but decoded 2-3x slower
     ),
     "smollm2-135m": PackagedModel(
         name="smollm2-135m",
