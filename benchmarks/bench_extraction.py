@@ -240,7 +240,13 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=1000, help="seeded subset (0 = all chunks)")
     ap.add_argument("--max-queries", type=int, default=100)
     ap.add_argument("--max-seconds", type=float, default=None)
-    ap.add_argument("--questions", type=int, default=100)
+    ap.add_argument(
+        "--questions",
+        type=int,
+        default=100,
+        help="utility questions (half dev, half test); 0 = attacks only, utility not measured "
+        "(e.g. a second process running other attacks on the same answer cache)",
+    )
     ap.add_argument("--generator", default="extractive")
     ap.add_argument("--max-new-tokens", type=int, default=192)
     ap.add_argument(
@@ -350,10 +356,10 @@ def main() -> None:
     pick = np.random.default_rng(args.seed).permutation(len(pool))[: args.questions]
     chosen = [pool[int(i)] for i in pick]
     dev, test = chosen[: len(chosen) // 2], chosen[len(chosen) // 2 :]
-    if args.skip_tuning is None:
+    if args.skip_tuning is None and dev:
         threshold, recalls = tune_threshold(kb, encoder, vectors, dev)
-    else:
-        threshold, recalls = args.skip_tuning, {}
+    else:  # given, or no questions to tune on (--questions 0: attacks only)
+        threshold, recalls = 0.5 if args.skip_tuning is None else args.skip_tuning, {}
 
     from ragshield.generate.factory import make_generator
 
@@ -366,11 +372,17 @@ def main() -> None:
     if args.threads:
         llm_options["threads"] = args.threads
     options = {} if args.generator == "extractive" else llm_options
-    gen = make_generator(args.generator, encoder, cache_dir=args.answer_cache, **options)
+    gen = make_generator(args.generator, encoder, **options)
     if args.concurrency > 1 and callable(getattr(gen, "generate_many", None)):
         from ragshield.generate.microbatch import BatchingGenerator
 
         gen = BatchingGenerator(gen)  # every session's answers share decoding batches
+    if args.answer_cache is not None:
+        from ragshield.generate.cache import CachedGenerator
+
+        # Outside the batcher: a cached answer returns at once instead of waiting for the
+        # batch another session's new question started (a resumed run replays at disk speed).
+        gen = CachedGenerator(gen, args.answer_cache)
     attacker = gen if args.attacker_llm and args.generator != "extractive" else None
     wanted = [s.strip() for s in args.defenses.split(";") if s.strip()]
     rows = ex.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
