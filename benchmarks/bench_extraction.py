@@ -445,6 +445,11 @@ def main() -> None:
             + ", ".join(f"{t}: {recalls[t]:.3f}" for t in GRID)
             + f"); table measured on the other {len(test)} questions"
         )
+    elif not chosen:
+        print(
+            f"no utility questions (--questions 0): accuracy and context recall not measured; "
+            f"distance threshold {threshold} untuned"
+        )
     else:
         print(
             f"distance threshold {threshold} given (--skip-tuning, from an earlier dev-half "
