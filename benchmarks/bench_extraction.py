@@ -94,8 +94,9 @@ def score_logs(
     scorer = ChunkRecoveryScorer(encoder).fit(kb.texts, vectors)
     print(f"knowledge base {kb.name}: {len(kb.passages)} chunks (seed {seed}); logs {logs}")
     print("| defense × attack | queries | CRR | 95 % CI (chunks resampled) | caught | "
-          "first caught at | CRR after 25 / 50 / 100 / 150 / 200 queries |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "first caught at | CRR after 25 / 50 / 100 / 150 / 200 queries | chunks per query, "
+          "last 25 |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for path in sorted(logs.glob("*.jsonl")):
         recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -112,11 +113,19 @@ def score_logs(
         print(
             f"| {path.stem.replace('__', ' × ')} | {len(recs)} | {res.crr:.3f} "
             f"({res.n_recovered}/{res.n_chunks}) | {lo[-1]:.3f}–{hi[-1]:.3f} | {len(caught)} | "
-            f"{caught[0] if caught else '-'} | {marks} |"
+            f"{caught[0] if caught else '-'} | {marks} | {_recent_rate(curve, res.n_chunks)} |"
         )
     if plot is not None and curves:
         plot_curves(curves, f"CRR vs queries — {kb.name}, {len(kb.passages)} chunks", plot)
         print(f"plot: {plot}")
+
+
+def _recent_rate(curve: np.ndarray, n_chunks: int, last: int = 25) -> str:
+    """Chunks recovered per query over the last ``last`` queries: whether the attack was
+    still climbing when it stopped, and how fast (what a larger budget would add)."""
+    if len(curve) <= last:
+        return "-"
+    return f"{(curve[-1] - curve[-1 - last]) * n_chunks / last:.2f}"
 
 
 SPAN_GRID = (15, 20, 25, 30, 40)
