@@ -100,8 +100,9 @@ def score_logs(
     scorer = ChunkRecoveryScorer(encoder).fit(kb.texts, vectors)
     print(f"knowledge base {kb.name}: {len(kb.passages)} chunks (seed {seed}); logs {logs}")
     print("| defense × attack | queries | CRR | 95 % CI (chunks resampled) | caught | "
-          "first caught at | CRR after 25 / 50 / 100 / 150 / 200 queries |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "first caught at | CRR after 25 / 50 / 100 / 150 / 200 queries | chunks per query, "
+          "last 25 |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for path in sorted(logs.glob("*.jsonl")):
         recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -118,11 +119,19 @@ def score_logs(
         print(
             f"| {path.stem.replace('__', ' × ')} | {len(recs)} | {res.crr:.3f} "
             f"({res.n_recovered}/{res.n_chunks}) | {lo[-1]:.3f}–{hi[-1]:.3f} | {len(caught)} | "
-            f"{caught[0] if caught else '-'} | {marks} |"
+            f"{caught[0] if caught else '-'} | {marks} | {_recent_rate(curve, res.n_chunks)} |"
         )
     if plot is not None and curves:
         plot_curves(curves, f"CRR vs queries — {kb.name}, {len(kb.passages)} chunks", plot)
         print(f"plot: {plot}")
+
+
+def _recent_rate(curve: np.ndarray, n_chunks: int, last: int = 25) -> str:
+    """Chunks recovered per query over the last ``last`` queries: whether the attack was
+    still climbing when it stopped, and how fast (what a larger budget would add)."""
+    if len(curve) <= last:
+        return "-"
+    return f"{(curve[-1] - curve[-1 - last]) * n_chunks / last:.2f}"
 
 
 SPAN_GRID = (15, 20, 25, 30, 40)
@@ -246,7 +255,13 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=1000, help="seeded subset (0 = all chunks)")
     ap.add_argument("--max-queries", type=int, default=100)
     ap.add_argument("--max-seconds", type=float, default=None)
-    ap.add_argument("--questions", type=int, default=100)
+    ap.add_argument(
+        "--questions",
+        type=int,
+        default=100,
+        help="utility questions (half dev, half test); 0 = attacks only, utility not measured "
+        "(e.g. a second process running other attacks on the same answer cache)",
+    )
     ap.add_argument("--generator", default="extractive")
     ap.add_argument("--max-new-tokens", type=int, default=192)
     ap.add_argument(
@@ -356,10 +371,10 @@ def main() -> None:
     pick = np.random.default_rng(args.seed).permutation(len(pool))[: args.questions]
     chosen = [pool[int(i)] for i in pick]
     dev, test = chosen[: len(chosen) // 2], chosen[len(chosen) // 2 :]
-    if args.skip_tuning is None:
+    if args.skip_tuning is None and dev:
         threshold, recalls = tune_threshold(kb, encoder, vectors, dev)
-    else:
-        threshold, recalls = args.skip_tuning, {}
+    else:  # given, or no questions to tune on (--questions 0: attacks only)
+        threshold, recalls = 0.5 if args.skip_tuning is None else args.skip_tuning, {}
 
     from ragshield.generate.factory import make_generator
 
@@ -372,11 +387,17 @@ def main() -> None:
     if args.threads:
         llm_options["threads"] = args.threads
     options = {} if args.generator == "extractive" else llm_options
-    gen = make_generator(args.generator, encoder, cache_dir=args.answer_cache, **options)
+    gen = make_generator(args.generator, encoder, **options)
     if args.concurrency > 1 and callable(getattr(gen, "generate_many", None)):
         from ragshield.generate.microbatch import BatchingGenerator
 
         gen = BatchingGenerator(gen)  # every session's answers share decoding batches
+    if args.answer_cache is not None:
+        from ragshield.generate.cache import CachedGenerator
+
+        # Outside the batcher: a cached answer returns at once instead of waiting for the
+        # batch another session's new question started (a resumed run replays at disk speed).
+        gen = CachedGenerator(gen, args.answer_cache)
     attacker = gen if args.attacker_llm and args.generator != "extractive" else None
     wanted = [s.strip() for s in args.defenses.split(";") if s.strip()]
     rows = ex.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
@@ -438,6 +459,11 @@ def main() -> None:
             f"(dev context recall: undefended {recalls[-1.0]:.3f}; "
             + ", ".join(f"{t}: {recalls[t]:.3f}" for t in GRID)
             + f"); table measured on the other {len(test)} questions"
+        )
+    elif not chosen:
+        print(
+            f"no utility questions (--questions 0): accuracy and context recall not measured; "
+            f"distance threshold {threshold} untuned"
         )
     else:
         print(

@@ -242,10 +242,25 @@ def rates(sessions: Sequence[Session], cfg: dict[str, Any], n: int, work: Path) 
 # novelty_window 0 / region_limit 0 turn a rule off; coverage_limit is the hard block
 GRID = {
     "novelty_window": (0, 20),
-    "coverage_limit": (0.05, 0.1),
-    "region_limit": (0, 30, 40, 50, 60, 80),
+    "coverage_limit": (0.05, 0.1, 0.15),
+    "region_limit": (0, 30, 40, 50, 60, 80, 100),
 }
 SHIPPED_BEFORE = {"novelty_window": 20, "coverage_limit": 0.05, "region_limit": 0}
+#: The issue's targets: at most this share of normal sessions flagged ...
+FP_TARGET = 0.05
+#: ... and of extraction sessions missed.
+MISS_TARGET = 0.10
+
+
+def pick(scored: Sequence[tuple[float, float, dict[str, Any]]]) -> dict[str, Any]:
+    """The dev choice among ``(fp, miss, setting)``: fewest misses among the settings that
+    flag at most ``FP_TARGET`` of the normal sessions (a throttle that slows its users is
+    switched off, so false positives are the constraint), fewer false positives on a tie;
+    when none meets it, the lowest FP + miss."""
+    ok = [t for t in scored if t[0] <= FP_TARGET]
+    if ok:
+        return min(ok, key=lambda t: (t[1], t[0]))[2]
+    return min(scored, key=lambda t: (t[0] + t[1], t[0]))[2]
 
 
 def load_sessions(args: argparse.Namespace) -> tuple[list[Session], int]:
@@ -303,13 +318,14 @@ def main() -> None:
         for values in itertools.product(*GRID.values()):
             cfg = dict(zip(GRID, values, strict=True))
             r = rates(dev, cfg, n_chunks, work)
-            scored.append((r["fp"] + r["miss"], r["fp"], cfg))
-        best = min(scored, key=lambda t: (t[0], t[1]))[2]
+            scored.append((r["fp"], r["miss"], cfg))
+        best = pick(scored)
         print(
             f"# bench_throttle — SQuAD on-topic, {args.articles} articles ({n_chunks} chunks), "
             f"top-5 served; normal sessions {args.queries} queries, extraction "
             f"{args.attack_queries}; seed {args.seed}; {len(dev)} dev / {len(test)} test "
-            f"sessions; grid {GRID} searched on dev only (objective FP + miss); "
+            f"sessions; grid {GRID} searched on dev only (fewest misses with FP ≤ "
+            f"{FP_TARGET:.0%}, else lowest FP + miss); "
             f"{time.perf_counter() - t0:.0f} s"
         )
         print()

@@ -447,3 +447,16 @@ def test_scan_cells_say_not_measured(
             assert cell.crr_text == f"{cell.crr:.4f}" and cell.curve_text.endswith(
                 f" · 10: {cell.crr:.3f}"
             )
+
+
+def test_utility_without_questions_is_not_measured_not_zero() -> None:
+    """An attacks-only run (``--questions 0``) prints ``-`` for accuracy, never 0.0."""
+    row = ex.ExtractionRow(
+        defense="none", attack="worm", crr=0.1, recovered=5, n_chunks=50,
+        topics_touched_share=0.0, intra_rate=0.0, accuracy=float("nan"),
+        context_recall=float("nan"), queries=3, rounds=3, seconds=1.0, stop_reason="max_queries",
+        distinct_chunks_parsed=0, chunks_reached=5,
+    )  # fmt: skip
+    report = ex.ExtractionReport("kb", 50, 1, {}, [row])
+    line = report.to_markdown().splitlines()[-3]
+    assert "| none | worm | 10.00 |" in line and "| - | - |" in line, line

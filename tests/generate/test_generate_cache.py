@@ -212,3 +212,44 @@ class TestGenerateMany:
         assert inner.calls == 2 and gen.lookup("q2", []).text == out[1].text  # type: ignore[union-attr]
         with pytest.raises(InputError):
             gen.generate_many([(QUESTION, "not a list")])  # type: ignore[list-item]
+
+
+class StyledGenerator(ManyGenerator):
+    """A model that renders the RAGFort prompt (the cache key must see it)."""
+
+    prompt_style = "ragfort"
+
+
+class TestCacheOutsideTheBatcher:
+    def test_key_reads_the_prompt_style_through_wrappers(self, tmp_path: Path) -> None:
+        from ragshield.generate.microbatch import BatchingGenerator
+
+        plain = CachedGenerator(StyledGenerator(), tmp_path / "a")
+        outside = CachedGenerator(BatchingGenerator(StyledGenerator()), tmp_path / "b")
+        other = CachedGenerator(ManyGenerator(), tmp_path / "c")
+        assert plain.key(QUESTION, CONTEXTS) == outside.key(QUESTION, CONTEXTS)
+        assert plain.key(QUESTION, CONTEXTS) != other.key(QUESTION, CONTEXTS)
+
+    def test_a_hit_never_waits_for_the_batch(self, tmp_path: Path) -> None:
+        """A cached answer returns while another caller's batch is still decoding."""
+        from ragshield.generate.microbatch import BatchingGenerator
+
+        release = threading.Event()
+
+        class Slow(StyledGenerator):
+            def generate_many(self, requests):  # type: ignore[no-untyped-def]
+                release.wait(10)
+                return super().generate_many(requests)
+
+        gen = CachedGenerator(BatchingGenerator(Slow()), tmp_path)
+        release.set()
+        gen.generate(QUESTION, CONTEXTS)  # stored
+        release.clear()
+        busy = threading.Thread(target=gen.generate, args=("a new question", CONTEXTS))
+        busy.start()
+        try:
+            hit = gen.generate(QUESTION, CONTEXTS)
+            assert hit.details["cache"] == "hit" and busy.is_alive()
+        finally:
+            release.set()
+            busy.join(10)

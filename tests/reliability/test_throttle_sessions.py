@@ -16,9 +16,11 @@ import numpy as np
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
+from ragshield.defenses.canary import CanaryGuard, canary_code, embed_canary, strip_canaries
 from ragshield.server.config import ThrottleConfig
 from ragshield.server.db import AuditRecord, Database
 from ragshield.server.throttle import ExtractionThrottle, largest_region
+from ragshield.types import Generation
 
 SHORT, SHORT_LEN, LONG, LONG_LEN = 300, 6, 3, 80  # 2,040 chunks
 
@@ -160,3 +162,95 @@ def test_a_reported_leak_blocks_the_key(
         assert throttle.check("other", "an ordinary question").action == "allow"
     finally:
         db.close()
+
+
+class _Copier:
+    """Test stand-in for an LLM told to repeat its context: from query ``start`` on, the
+    answer is the retrieved chunks verbatim (with their canaries, as the 0.5B model wrote
+    them in bench_extraction); before it, and for a normal user, a few words of the top one."""
+
+    name = "copier"
+
+    def __init__(self, start: int | None) -> None:
+        self.start = start
+        self.calls = 0
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        self.calls += 1
+        if self.start is not None and self.calls >= self.start:
+            return Generation(text="\n".join(contexts))
+        return Generation(text=" ".join(strip_canaries(contexts[0]).split()[:3]))
+
+
+def _served_session(
+    index: _Index,
+    queries: Sequence[str],
+    tmp_path: Path,
+    copy_from: int | None,
+    cfg: ThrottleConfig,
+) -> int | None:
+    """First refused query (1-based, or None) of a session answered through the canary
+    output check over a canaried copy of the index; a caught answer is reported to the
+    throttle, as the service does."""
+    marked = [
+        embed_canary(text, canary_code("s3cret", f"c{i}"))
+        for i, (_, text) in enumerate(index.corpus)
+    ]
+    guard = CanaryGuard(_Copier(copy_from))
+    clock = [1_700_000_000.0]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    db = Database(f"sqlite:///{tmp_path / 'ledger.db'}")
+    db.migrate()
+    throttle = ExtractionThrottle(cfg, db, len(index.corpus), clock=lambda: clock[0])
+    try:
+        for i, q in enumerate(queries, 1):
+            clock[0] += 10.0
+            if throttle.check("k", q).action != "allow":
+                return i
+            ids = index.top5(q)
+            answer = guard.generate(q, [marked[int(c[1:])] for c in ids])
+            rec = AuditRecord(
+                "r", "k", clock[0], "ask", 200, "ok", "", 5, [], ids, [], None, None, None, 1.0
+            )
+            db.record(rec, served=ids)
+            if "leak" in answer.details:
+                throttle.report_leak("k", answer.details["leak"])
+        return None
+    finally:
+        db.close()
+
+
+# only the leak signal acts: no region rule, a coverage limit no session reaches
+LEAK_ONLY = ThrottleConfig(region_limit=0, coverage_limit=1.0)
+
+
+@pytest.mark.parametrize(
+    ("who", "copy_from", "cfg", "expect"),
+    [
+        ("sweeper copying from its first answer", 1, LEAK_ONLY, 2),
+        ("sweeper copying from query 12", 12, LEAK_ONLY, 13),
+        ("the same sweeper, leak only logged", 12, LEAK_ONLY.model_copy(update={"leak_action": "log"}), None),
+        ("diverse user, short answers", None, ThrottleConfig(), None),
+    ],
+)  # fmt: skip
+def test_canary_signal_blocks_a_copying_session_at_the_next_query(
+    index: _Index,
+    tmp_path: Path,
+    who: str,
+    copy_from: int | None,
+    cfg: ThrottleConfig,
+    expect: int | None,
+) -> None:
+    """Issue #26: the canary check reads the *answer*, so a session of plain, signature-free
+    questions is stopped at the query after the first copied answer; ordinary short answers
+    never carry a canary, so a diverse user is never stopped by it."""
+    rng = random.Random(2)
+    if copy_from is None:
+        picks = rng.sample(range(SHORT), 30)
+        queries = [f"what about a{t} a{t}s{rng.randrange(SHORT_LEN)}" for t in picks]
+    else:  # plain questions walking one long article (below the region rule: it is off)
+        queries = [f"what does b2 b2s{j} say" for j in range(30)]
+    assert _served_session(index, queries, tmp_path, copy_from, cfg) == expect, who

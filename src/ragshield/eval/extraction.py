@@ -323,8 +323,9 @@ def evaluate_utility(
         answers_out.extend(answers)
     n = len(questions)
     return {
-        "accuracy": correct / n if n else 0.0,
-        "context_recall": recall / n if n else 0.0,
+        # no questions: not measured (NaN, printed "-"), never a 0.0 that reads as a result
+        "accuracy": correct / n if n else float("nan"),
+        "context_recall": recall / n if n else float("nan"),
         "n_questions": float(n),
         "leaks": float(leaks),
         "utility_seconds": time.perf_counter() - t0,
@@ -441,7 +442,7 @@ class ExtractionReport:
                 f"| {r.defense} | {r.attack} | {100 * r.crr:.2f} | "
                 f"{'-' if rel is None else f'{rel:.2f}×'} | {r.recovered} | "
                 f"{100 * r.topics_touched_share:.1f} | {100 * r.intra_rate:.2f} | "
-                f"{100 * r.accuracy:.1f} | {100 * r.context_recall:.1f} | {r.chunks_reached} | "
+                f"{_pct(r.accuracy)} | {_pct(r.context_recall)} | {r.chunks_reached} | "
                 f"{r.queries} | {r.seconds:.1f} | {r.stop_reason} |"
             )
         means = []
@@ -505,6 +506,11 @@ class ExtractionReport:
         if png is not None:
             paths["plot"] = png
         return paths
+
+
+def _pct(x: float) -> str:
+    """A share as a percentage, ``-`` when it was not measured (NaN)."""
+    return "-" if np.isnan(x) else f"{100 * x:.1f}"
 
 
 def attack_factories(

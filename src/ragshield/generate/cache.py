@@ -55,6 +55,20 @@ def generator_identity(generator: Generator) -> dict[str, Any]:
     }
 
 
+def prompt_style_of(generator: Generator) -> str:
+    """The prompt template a generator renders, read through wrappers (``.inner``): the
+    cache can then sit outside the micro-batcher and still key on the model's prompt."""
+    seen: Any = generator
+    for _ in range(16):  # a wrapper chain is a few deep; a cycle must not hang
+        style = getattr(seen, "prompt_style", None)
+        if isinstance(style, str):
+            return style
+        seen = getattr(seen, "inner", None)
+        if seen is None:
+            break
+    return "poisonedrag"
+
+
 class Wrapping:
     """What a generator that wraps another (``self.inner``) hands straight through: the
     model load, token counting and the answer cache's identity (a wrapper that does not
@@ -100,9 +114,7 @@ class CachedGenerator(Wrapping):
         return {
             "format": _FORMAT,
             "generator": generator_identity(self.inner),
-            "messages": build_messages(
-                question, list(contexts), getattr(self.inner, "prompt_style", "poisonedrag")
-            ),
+            "messages": build_messages(question, list(contexts), prompt_style_of(self.inner)),
         }
 
     def _file(self, key: str) -> Path:

@@ -347,7 +347,9 @@ def _spread(items: Sequence[Mapping[str, Any]], n: int) -> list[Mapping[str, Any
 
 
 def _extraction(scan: ScanResult) -> str:
-    """CRR per chain and attack (the ``extraction`` setting), with what was left out."""
+    """CRR per chain and attack (the ``extraction`` setting), its curve, what was left out."""
+    from ragshield.eval.extraction_curve import curve_svg
+
     if not scan.extraction:
         return ""
     rows = [
@@ -357,6 +359,7 @@ def _extraction(scan: ScanResult) -> str:
         for c in scan.extraction
     ]  # fmt: skip
     notes = "".join(f"<li>{escape(n)}</li>" for n in scan.notes.get("extraction", []))
+    curves = {f"{c.chain} × {c.attack}": c.curve for c in scan.extraction if not c.not_measured}
     return (
         "<h2>Extraction (chunk recovery rate)</h2><p class='muted'>Black-box extraction "
         "attacks through the pipeline of each chain on the index copy; a chunk is recovered "
@@ -376,6 +379,7 @@ def _extraction(scan: ScanResult) -> str:
             ],
             rows,
         )
+        + curve_svg(curves)
         + (f"<ul class='muted'>{notes}</ul>" if notes else "")
     )
 
