@@ -52,8 +52,8 @@ def test_scan_report_plots_measured_chains_only() -> None:
     """The scan report's extraction section carries the curve of every measured cell."""
     from types import SimpleNamespace
 
-    from ragshield.eval.scan_extraction import ExtractionCell
-    from ragshield.eval.scan_report import _extraction
+    from ragshield.scan.extraction import ExtractionCell
+    from ragshield.scan.report import _extraction
 
     def cell(chain: str, why: str = "") -> ExtractionCell:
         return ExtractionCell(chain, "worm", 0.02, 2, 100, 3, 9, 1.0, "max_queries",
