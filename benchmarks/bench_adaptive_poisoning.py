@@ -24,7 +24,8 @@ context.
 * ``main``: none / the paper's algorithm / the authors' ``ragdefender`` package (when
   installed) / ragshield ``ragdefender`` / the recommended chain, on the test split
   (SQuAD odd articles, HotpotQA's 44 poisoning targets), published rows then adaptive rows.
-* ``ablation``: ragshield ``ragdefender`` with each new signal switched off.
+* ``ablation``: ragshield ``ragdefender`` with each new signal switched off (the planted-group
+  kNN signal, the echo pairs' second signal, the echo pairs, the near-copy conflicts).
 * ``lofo``: for each attack family, the new signals' thresholds are chosen on the *dev*
   split (SQuAD even articles, HotpotQA non-targets) from a small grid using every *other*
   family (most attacks caught with clean benign removed <= 0.005 on dev), then the held-out
@@ -288,9 +289,11 @@ def section_main(benches: Sequence[Bench], args: argparse.Namespace) -> None:
 
 ABLATION = {
     "ragdefender (all)": {},
+    "- planted-group kNN": {"group_knn": False},
+    "- echo pairs' 2nd signal": {"echo_group_margin": 2.0},
     "- question-echo pairs": {"echo_pairs": False},
     "- near-copy conflicts": {"copy_conflicts": False},
-    "- both (previous release)": {"echo_pairs": False, "copy_conflicts": False},
+    "- both (previous release)": {"echo_pairs": False, "copy_conflicts": False, "group_knn": False},
     "- verbatim restatement": {"restated_question": False},
 }
 

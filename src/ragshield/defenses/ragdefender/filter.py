@@ -167,7 +167,8 @@ class RAGDefender(_RAGDefenderBase):
         passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
         m-th-NN cosine is attack evidence. ``group_similarity`` None: the index's
-        calibration (per m), else one bar for every m.
+        calibration (per m), else one bar for every m. ``echo_group_margin``: the echo pairs
+        need both passages' 2nd neighbour within this of the 2nd-NN bar (2.0: off).
     trusted_ids: passage ids the operator vouches for (never removed); the index's
         calibration adds the ids recorded at index time. Passage metadata is ignored.
 
@@ -214,6 +215,7 @@ class RAGDefender(_RAGDefenderBase):
         "group_knn": [Boolean()],
         "group_similarity": [_COSINE, None],
         "group_lexical": [Interval(Real, 0.0, 1.0)],
+        "echo_group_margin": [Interval(Real, 0.0, 2.0)],
     }
 
     def __init__(
@@ -259,7 +261,9 @@ class RAGDefender(_RAGDefenderBase):
         group_knn: bool = True,
         group_similarity: float | None = None,  # None: the index's p99.9 m-th-NN cosine
         group_lexical: float = 0.8,  # dev SQuAD answer-spread benign flagged 0.209 -> 0.004
+        echo_group_margin: float = 0.03,  # dev: planted 2nd-NN p25 >= bar - 0.02; 2.0 = off
     ) -> None:
+        self.echo_group_margin = echo_group_margin
         self.group_knn = group_knn
         self.group_similarity = group_similarity
         self.group_lexical = group_lexical
@@ -444,16 +448,17 @@ class RAGDefender(_RAGDefenderBase):
 
     def _stage_knn_groups(self, sim: np.ndarray, work: _Work, details: dict[str, Any]) -> None:
         """A planted group: passages with m retrieved neighbours as close as only 0.1 % of
-        the index's passages have m neighbours (:func:`~.groups.knn_group_members`). The
-        members are evidence, so the group stage then takes the rest of their group."""
+        the index's passages have m neighbours (:func:`~.groups.knn_group_members`). Only
+        the flagged members go: made evidence, a benign one took its whole on-topic group
+        with it (dev clean benign removed HotpotQA 0.002 -> 0.014, SQuAD 0.000 -> 0.013)."""
+        hits = knn_group_members(sim, work.lex, self.group_bars(), self.group_lexical)
+        work.second = hits.kth[:, 0]
         if not self.group_knn:
             return
-        hits = knn_group_members(sim, work.lex, self.group_bars(), self.group_lexical)
         for i in np.flatnonzero(hits.members).tolist():
             m = int(hits.rank[i])
             work.remove(i, f"one of a group of {m + 1}+ passages closer to each other than "
                            f"the index's p99.9 {m}-th-neighbour cosine")  # fmt: skip
-            work.evidence[i] = True
             details["knn_group"].append(i)
 
     def _stage_conflicts(
@@ -495,13 +500,19 @@ class RAGDefender(_RAGDefenderBase):
         sentence within ``echo_threshold`` of it in embedding space) and say the same thing
         in different words (embedding cosine >= ``paraphrase_semantic``, character 3-gram
         cosine below ``paraphrase_lexical``). Natural near-copies are lexical and pass; a
-        reworded, moved or dropped question changes neither measure."""
+        reworded, moved or dropped question changes neither measure. Both must also have a
+        2nd retrieved neighbour within ``echo_group_margin`` of the index's 2nd-NN bar
+        (:mod:`.groups`): alone, the pair evidence took a whole on-topic retrieval of
+        season pages on HotpotQA (8 of 10 benign passages removed)."""
         if not self.echo_pairs or work.echo is None or work.lex is None:
             return
         echo = work.echo
         hi = echo >= self.echo_threshold
         para = (sim >= self.paraphrase_semantic) & (work.lex < self.paraphrase_lexical)
         para &= hi[:, None] & hi[None, :]
+        if work.second is not None:  # the second signal: both sit in a dense neighbourhood
+            dense = work.second >= self.group_bars()[0] - self.echo_group_margin
+            para &= dense[:, None] & dense[None, :]
         np.fill_diagonal(para, False)
         for i in np.flatnonzero(para.any(axis=1)).tolist():
             j = int(np.flatnonzero(para[i])[0])
@@ -691,6 +702,7 @@ class _Work:
         self.reasons: dict[int, str] = {}
         self.echo: np.ndarray | None = None  # closest sentence to the question, per passage
         self.lex: np.ndarray | None = None  # character 3-gram cosine between passages
+        self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
 
     def remove(self, i: int, reason: str) -> None:
         self.removed[i] = True
