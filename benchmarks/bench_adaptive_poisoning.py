@@ -290,7 +290,7 @@ def section_main(benches: Sequence[Bench], args: argparse.Namespace) -> None:
 ABLATION = {
     "ragdefender (all)": {},
     "- planted-group kNN": {"group_knn": False},
-    "- echo pairs' 2nd signal": {"echo_group_margin": 2.0},
+    "+ echo pairs' 2nd signal (clean-first)": {"echo_group_margin": 0.03},
     "- question-echo pairs": {"echo_pairs": False},
     "- near-copy conflicts": {"copy_conflicts": False},
     "- both (previous release)": {"echo_pairs": False, "copy_conflicts": False, "group_knn": False},

@@ -168,7 +168,10 @@ class RAGDefender(_RAGDefenderBase):
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
         m-th-NN cosine is attack evidence. ``group_similarity`` None: the index's
         calibration (per m), else one bar for every m. ``echo_group_margin``: the echo pairs
-        need both passages' 2nd neighbour within this of the 2nd-NN bar (2.0: off).
+        need both passages' 2nd neighbour within this of the 2nd-NN bar. Off by default
+        (2.0): at 0.03 HotpotQA clean benign removed falls 0.023 -> 0.005 but typo'd,
+        question-less and answer-spread groups lose their only evidence (adversarial
+        majority 0.36 -> 0.93 on prefix-typo); measured in docs/results-poisoning.md.
     trusted_ids: passage ids the operator vouches for (never removed); the index's
         calibration adds the ids recorded at index time. Passage metadata is ignored.
 
@@ -261,7 +264,7 @@ class RAGDefender(_RAGDefenderBase):
         group_knn: bool = True,
         group_similarity: float | None = None,  # None: the index's p99.9 m-th-NN cosine
         group_lexical: float = 0.8,  # dev SQuAD answer-spread benign flagged 0.209 -> 0.004
-        echo_group_margin: float = 0.03,  # dev: planted 2nd-NN p25 >= bar - 0.02; 2.0 = off
+        echo_group_margin: float = 2.0,  # off; 0.03 = clean-first (docs/results-poisoning.md)
     ) -> None:
         self.echo_group_margin = echo_group_margin
         self.group_knn = group_knn
