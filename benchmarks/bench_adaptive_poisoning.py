@@ -243,7 +243,7 @@ class MemoEncoder:
 
 def defenses(bench: Bench, spec: str) -> dict[str, Any]:
     from ragshield.defenses.registry import build_chains
-    from ragshield.eval.retrieval_cli import ragdefender_params
+    from ragshield.eval.cli.retrieval import ragdefender_params
 
     names = [c for c in spec.split(";") if c.strip()]
     out: dict[str, Any] = build_chains(

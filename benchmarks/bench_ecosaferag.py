@@ -80,7 +80,7 @@ from ragshield.eval.injection import (
     score_sets,
     to_dict,
 )
-from ragshield.eval.poisoning import VectorBank, benign_passages
+from ragshield.eval.poisoning_sets import VectorBank, benign_passages
 from ragshield.generate.extractive import ExtractiveGenerator
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer, normalize_answer, split_sentences

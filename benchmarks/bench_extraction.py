@@ -40,12 +40,18 @@ import numpy as np
 
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.eval import extraction as ex
+from ragshield.eval.extraction_data import (
+    KnowledgeBase,
+    UtilityQuestion,
+    encode_cached,
+    load_knowledge_base,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRID = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 
-def context_recall(cfg: ex.DefenseConfig, questions: list[ex.UtilityQuestion]) -> float:
+def context_recall(cfg: ex.DefenseConfig, questions: list[UtilityQuestion]) -> float:
     """Share of questions whose gold chunk survives retrieval + filters (no generation)."""
     rag = cfg.pipeline()
     hits = 0
@@ -58,10 +64,10 @@ def context_recall(cfg: ex.DefenseConfig, questions: list[ex.UtilityQuestion]) -
 
 
 def tune_threshold(
-    kb: ex.KnowledgeBase,
+    kb: KnowledgeBase,
     encoder: SentenceTransformerEncoder,
     vectors: np.ndarray,
-    dev: list[ex.UtilityQuestion],
+    dev: list[UtilityQuestion],
 ) -> tuple[float, dict[float, float]]:
     base = ex.standard_defenses(kb, encoder, vectors=vectors)[0]
     ref = context_recall(base, dev)
@@ -77,7 +83,7 @@ def tune_threshold(
 
 
 def score_logs(
-    kb: ex.KnowledgeBase,
+    kb: KnowledgeBase,
     encoder: SentenceTransformerEncoder,
     logs: Path,
     seed: int,
@@ -90,7 +96,7 @@ def score_logs(
     from ragshield.defenses.canary import strip_canaries
     from ragshield.eval.crr import ChunkRecoveryScorer
 
-    vectors = ex.encode_cached(kb.texts, encoder, cache_dir)
+    vectors = encode_cached(kb.texts, encoder, cache_dir)
     scorer = ChunkRecoveryScorer(encoder).fit(kb.texts, vectors)
     print(f"knowledge base {kb.name}: {len(kb.passages)} chunks (seed {seed}); logs {logs}")
     print("| defense × attack | queries | CRR | 95 % CI (chunks resampled) | caught | "
@@ -123,7 +129,7 @@ SPAN_GRID = (15, 20, 25, 30, 40)
 
 
 def quote_check(
-    kb: ex.KnowledgeBase,
+    kb: KnowledgeBase,
     encoder: SentenceTransformerEncoder,
     cache_dir: Path,
     min_span_words: int,
@@ -145,7 +151,7 @@ def quote_check(
     from ragshield.generate.extractive import ExtractiveGenerator
     from ragshield.text import split_sentences
 
-    vectors = ex.encode_cached(kb.texts, encoder, cache_dir)
+    vectors = encode_cached(kb.texts, encoder, cache_dir)
     (base,) = ex.standard_defenses(kb, encoder, vectors=vectors)[:1]
     rag = ex.canary_defense(kb, base, vectors).pipeline()
     extractive = ExtractiveGenerator(encoder)
@@ -316,7 +322,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.quote_check:
-        kb = ex.load_knowledge_base(
+        kb = load_knowledge_base(
             args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
         )
         quote_check(
@@ -329,7 +335,7 @@ def main() -> None:
         )
         return
     if args.score_logs is not None:
-        kb = ex.load_knowledge_base(
+        kb = load_knowledge_base(
             args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
         )
         score_logs(
@@ -339,11 +345,11 @@ def main() -> None:
 
     t_start = time.perf_counter()
     encoder = SentenceTransformerEncoder()
-    kb = ex.load_knowledge_base(
+    kb = load_knowledge_base(
         args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
     )
     t0 = time.perf_counter()
-    vectors = ex.encode_cached(kb.texts, encoder, args.cache_dir)
+    vectors = encode_cached(kb.texts, encoder, args.cache_dir)
     t_encode = time.perf_counter() - t0
 
     pool = list(kb.questions)

@@ -49,7 +49,12 @@ from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.baselines import SimilarityThresholdFilter
 from ragshield.defenses.ragdefender import PaperRAGDefender, RAGDefender
 from ragshield.eval.datasets import load_poisoning, split_cases
-from ragshield.eval.poisoning import RetrievalSet, VectorBank, benign_passages, build_retrieval_set
+from ragshield.eval.poisoning_sets import (
+    RetrievalSet,
+    VectorBank,
+    benign_passages,
+    build_retrieval_set,
+)
 
 
 def make_sets(encoder: DiskCachedEncoder, k: int, n_sets: int) -> dict[str, list[RetrievalSet]]:

@@ -73,7 +73,7 @@ def _shared() -> Path:
 def chains_for(spec: str, enc: Any, mode: str) -> dict[str, Any]:
     from bench_real_retrieval import _with_authors
     from ragshield.defenses.registry import build_chains
-    from ragshield.eval.retrieval_cli import ragdefender_params
+    from ragshield.eval.cli.retrieval import ragdefender_params
 
     plain = ";".join(c for c in spec.split(";") if c != "authors")
     chains: dict[str, Any] = dict(build_chains(plain, enc, ragdefender_params(mode)))

@@ -12,7 +12,7 @@ What it measures (every figure printed is measured in this run; seed and split p
    is only ever scored by the head that never saw it.
 2. Calibration on the index's own text: the 1,888 SQuAD paragraphs of ``ontopic/`` are the
    index (MiniLM, FaissStore); each head's thresholds come from
-   :func:`ragshield.defenses.injection_calibration.calibrate_index` over all their sentences
+   :func:`ragshield.defenses.injection.calibration.calibrate_index` over all their sentences
    (the same call ``ragshield index`` makes).
 3. Benign false positives at those thresholds (the whole guard: rules + head): sentences of
    the *test* articles (odd title positions; the dev ones were training negatives),
@@ -72,11 +72,11 @@ from ragshield.attacks.injection_families import (
 )
 from ragshield.defenses.compose import FilterChain
 from ragshield.defenses.ecosaferag import PRESETS, EcoSafeRAG
-from ragshield.defenses.injection_calibration import calibrate_index
-from ragshield.defenses.injection_detector import InjectionGuard, segment
-from ragshield.defenses.injection_head import InjectionHead
-from ragshield.defenses.injection_output import followed
-from ragshield.eval.injection import HARD_NEGATIVES, detection_rate
+from ragshield.defenses.injection.calibration import calibrate_index
+from ragshield.defenses.injection.detector import InjectionGuard, segment
+from ragshield.defenses.injection.head import InjectionHead
+from ragshield.defenses.injection.output import followed
+from ragshield.eval.injection import HARD_NEGATIVES, HARD_NEGATIVES_2, detection_rate
 from ragshield.text import contains_answer, normalize_answer
 from ragshield.types import Passage, RetrievedPassage
 from train_injection_head import cached_encoder, train_head
@@ -186,6 +186,8 @@ def main() -> None:
         "index sentences (SQuAD test articles)": test_sents,
         "HotpotQA test passages (other corpus)": hot_sents,
         "hard negatives (ours, eval-only)": list(HARD_NEGATIVES),
+        "hard negatives, second set (eval-only)": list(HARD_NEGATIVES_2),
+        "hard negatives, both sets": [*HARD_NEGATIVES, *HARD_NEGATIVES_2],
         "hard negatives (bastioncorpus benign, odd rows)": bastion_benign,
     }
     print("\n## Benign text flagged by InjectionGuard (rules + shipped head), index-calibrated")
@@ -294,16 +296,22 @@ def main() -> None:
 
     # 6. translated (leave-one-language-out), detector level
     print("\n## Translated rows (leave-one-language-out head), in-passage, detector level")
-    print("| language | n | caught @fpr1 | caught @fpr0.1 |")
-    print("|---|---|---|---|")
+    print("| language | n | caught @fpr1 | caught @fpr0.1 | head-only @fpr1 | rules-only |")
+    print("|---|---|---|---|---|---|")
     out["translated"] = {}
     import random as _random
 
     for lang in LANGS:
         rows = family_rows(None, lang=lang)
         cells = {}
-        for op in OPS:
-            g = make_guard(enc, heads[f"-{lang}"], cals[f"-{lang}"], op)  # type: ignore[arg-type]
+        for op in (*OPS, "head-only", "rules-only"):
+            if op == "rules-only":
+                g = InjectionGuard(classifier=False)
+            else:
+                g = make_guard(
+                    enc, heads[f"-{lang}"], cals[f"-{lang}"], "fpr1" if op == "head-only" else op
+                )  # type: ignore[arg-type]
+                g.rules = op != "head-only"
             caught = []
             for i, r in enumerate(rows):
                 q = test_qs[int(rng.integers(len(test_qs)))]
@@ -317,7 +325,9 @@ def main() -> None:
             cells[op] = detection_rate(caught)
         out["translated"][lang] = {**cells, "n": len(rows)}
         print(
-            f"| {lang} | {len(rows)} | {pct(cells['fpr1'])} | {pct(cells['fpr0.1'])} |", flush=True
+            f"| {lang} | {len(rows)} | {pct(cells['fpr1'])} | {pct(cells['fpr0.1'])} | "
+            f"{pct(cells['head-only'])} | {pct(cells['rules-only'])} |",
+            flush=True,
         )
     enc.save()
 
@@ -424,6 +434,28 @@ def main() -> None:
     for i, q in enumerate(qs):
         ctx = [h.text for h in base_hits[i][:5]]
         false_ref.append(bool(followed(q.question, ctx, ext.generate(q.question, ctx).text)))
+    # clean cost: the extractive generator's answer with no filter vs behind the chain
+    clean_chain = FilterChain([eco, guards["all"]])
+    changed, right_none, right_chain = [], [], []
+    for i, q in enumerate(qs):
+        ctx_none = [h.text for h in sorted(base_hits[i], key=lambda h: -h.score)[:5]]
+        kept = clean_chain.filter(q.question, base_hits[i]).kept
+        ctx_chain = [h.text for h in sorted(kept, key=lambda h: -h.score)[:5]]
+        a_none = ext.generate(q.question, ctx_none).text
+        a_chain = ext.generate(q.question, ctx_chain).text if ctx_chain else ""
+        changed.append(a_none != a_chain)
+        right_none.append(any(contains_answer(a_none, a) for a in q.answers))
+        right_chain.append(any(contains_answer(a_chain, a) for a in q.answers))
+    out["clean_cost"] = {
+        "answers_changed": detection_rate(changed), "correct_none": detection_rate(right_none),
+        "correct_chain": detection_rate(right_chain), "n": len(changed),
+    }  # fmt: skip
+    print(
+        f"\n## Clean cost of the chain (EcoSafeRAG + InjectionGuard), extractive generator, "
+        f"{len(changed)} clean test questions: answers changed {pct(detection_rate(changed))}; "
+        f"answer string in the answer: none {pct(detection_rate(right_none))}, chain "
+        f"{pct(detection_rate(right_chain))}"
+    )
     out["output_check"] = {
         "obeying_answers_refused": detection_rate(obeyed), "n_canary": len(obeyed),
         "clean_false_refusals": detection_rate(false_ref), "n_clean": len(false_ref),

@@ -66,12 +66,8 @@ from ragshield.defenses.ragdefender import (
 )
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.eval.datasets import load_poisoning, split_cases
-from ragshield.eval.poisoning import (
-    PoisoningResults,
-    VectorBank,
-    build_retrieval_sets,
-    run_poisoning_eval,
-)
+from ragshield.eval.poisoning import PoisoningResults, run_poisoning_eval
+from ragshield.eval.poisoning_sets import VectorBank, build_retrieval_sets
 from ragshield.eval.report import markdown_table, plot_asr, write_json
 from ragshield.types import FilterResult, RetrievedPassage
 

@@ -153,7 +153,7 @@ def run_inter(
     args: argparse.Namespace, records: list[dict[str, str]], enc: Any, work: Path
 ) -> dict[str, Any]:
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
-    from ragshield.eval.extraction import encode_cached
+    from ragshield.eval.extraction_data import encode_cached
     from ragshield.reindex import read_spec, reindex
     from ragshield.store.faiss_store import FaissStore
     from ragshield.types import Passage
@@ -255,13 +255,13 @@ def build_harness_reindex(args: argparse.Namespace, enc: Any, work: Path) -> dic
     """Re-index the extraction harness's own knowledge base (``ragshield eval extraction``:
     chunk = patient message + newline + doctor answer, ids ``cd<i>``, the same seeded
     ``--limit`` subset) so its ragfort-inter/ragfort rows can load it."""
-    from ragshield.eval import extraction as ex
+    from ragshield.eval.extraction_data import build_store, encode_cached, load_knowledge_base
     from ragshield.reindex import reindex
 
-    kb = ex.load_knowledge_base("chatdoctor", data_dir=args.data, limit=args.limit, seed=args.seed)
-    vectors = ex.encode_cached(kb.texts, enc, args.cache_dir)
+    kb = load_knowledge_base("chatdoctor", data_dir=args.data, limit=args.limit, seed=args.seed)
+    vectors = encode_cached(kb.texts, enc, args.cache_dir)
     base_dir, new_dir = work / "harness-base", work / "harness-ragfort"
-    ex.build_store(kb, vectors, enc.name).save(base_dir)
+    build_store(kb, vectors, enc.name).save(base_dir)
     result = reindex(
         base_dir,
         new_dir,
@@ -273,14 +273,15 @@ def build_harness_reindex(args: argparse.Namespace, enc: Any, work: Path) -> dic
 def run_cascade(args: argparse.Namespace, enc: Any) -> dict[str, Any]:
     from ragshield.eval import extraction as ex
     from ragshield.eval.crr import ChunkRecoveryScorer
+    from ragshield.eval.extraction_data import build_store, encode_cached, load_knowledge_base
     from ragshield.generate.cascade import CascadeGenerator
     from ragshield.generate.local_hf import LocalLLMGenerator
 
     # The extraction harness's knowledge base (chunk = patient message + doctor answer), so
     # a question's own chunk is retrievable and answer quality measures the generator.
-    kb = ex.load_knowledge_base("chatdoctor", data_dir=args.data, limit=args.limit, seed=args.seed)
-    vectors = ex.encode_cached(kb.texts, enc, args.cache_dir)
-    store = ex.build_store(kb, vectors, enc.name)
+    kb = load_knowledge_base("chatdoctor", data_dir=args.data, limit=args.limit, seed=args.seed)
+    vectors = encode_cached(kb.texts, enc, args.cache_dir)
+    store = build_store(kb, vectors, enc.name)
     judge = ex.UtilityJudge(enc).fit(kb, vectors)
     n = len(kb.questions)
     rng = np.random.default_rng(args.seed)

@@ -54,9 +54,9 @@ def main() -> None:
 
     from ragshield.defenses.registry import build_chains
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.cli.retrieval import ragdefender_params
     from ragshield.eval.ontopic import load_ontopic
     from ragshield.eval.real_retrieval import run_real_eval
-    from ragshield.eval.retrieval_cli import ragdefender_params
 
     enc = SentenceTransformerEncoder()
     gen = None

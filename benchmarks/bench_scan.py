@@ -72,7 +72,7 @@ def _questions(n: int, seed: int) -> list:
     import random
 
     from ragshield.eval.ontopic import load_ontopic
-    from ragshield.eval.scan_questions import ScanQuestion
+    from ragshield.scan.questions import ScanQuestion
 
     test = load_ontopic(SHARED / SQUAD).split("test")
     by_topic: dict[str, list] = {}
@@ -93,11 +93,11 @@ def full(args: argparse.Namespace) -> None:
     from rich.console import Console
 
     from ragshield.attacks.writer import TextWriter
-    from ragshield.eval.scan import run_scan
-    from ragshield.eval.scan_cli import _print_summary
-    from ragshield.eval.scan_writer import AttackTextWriter
     from ragshield.generate.factory import batch_job_options, make_generator
     from ragshield.indexing import index_corpus
+    from ragshield.scan.cli import _print_summary
+    from ragshield.scan.run import run_scan
+    from ragshield.scan.writer import AttackTextWriter
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -123,7 +123,7 @@ def full(args: argparse.Namespace) -> None:
         gen = make_generator(
             MODEL, cache_dir=out / "scan" / "cache" / "answers", **batch_job_options(MODEL)
         )
-    from ragshield.eval.scan import open_scan_store
+    from ragshield.scan.run import open_scan_store
 
     t0 = time.perf_counter()
     opened = open_scan_store(index)

@@ -3,8 +3,8 @@
 Run: python benchmarks/bench_scan_formats.py
 
 The CI example's scan (demo corpus, ``examples/ci/questions.jsonl``, template attack texts,
-5 settings x 3 chains, seed 0), then :func:`ragshield.eval.scan_gate.evaluate` and every
-writer of :data:`ragshield.eval.scan_formats.FORMATS`, median of 20 calls each.
+5 settings x 3 chains, seed 0), then :func:`ragshield.scan.gate.evaluate` and every
+writer of :data:`ragshield.scan.formats.FORMATS`, median of 20 calls each.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 from ragshield.demo import demo_files
-from ragshield.eval.scan import run_scan
-from ragshield.eval.scan_formats import FORMATS
-from ragshield.eval.scan_gate import Gate, evaluate, parse_rules
-from ragshield.eval.scan_questions import read_questions
 from ragshield.indexing import index_corpus
+from ragshield.scan.formats import FORMATS
+from ragshield.scan.gate import Gate, evaluate, parse_rules
+from ragshield.scan.questions import read_questions
+from ragshield.scan.run import run_scan
 
 SETTINGS = ["clean", "poisonedrag", "mixed-2x", "injection-prefixed", "suffix"]
 CHAINS = ["none", "ragdefender", "ragdefender,ecosaferag"]

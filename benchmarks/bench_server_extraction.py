@@ -182,7 +182,7 @@ def main() -> None:
 
     try:
         from ragshield.eval.crr import ChunkRecoveryScorer
-        from ragshield.eval.extraction import build_store, encode_cached, load_knowledge_base
+        from ragshield.eval.extraction_data import build_store, encode_cached, load_knowledge_base
     except ImportError as exc:  # the extraction harness ships separately
         raise SystemExit(f"the extraction harness is not available: {exc}") from exc
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder

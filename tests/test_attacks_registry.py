@@ -72,7 +72,7 @@ class TestRegistry:
 
 class TestEvalUsesTheRegistry:
     def test_poisoning_resolves_registry_names(self) -> None:
-        from ragshield.eval.poisoning import available_attacks, resolve_attack
+        from ragshield.eval.poisoning_sets import available_attacks, resolve_attack
 
         assert resolve_attack("poisonedrag") == "poisonedrag"  # data-backed stays a name
         attack = resolve_attack("injection-offtopic")

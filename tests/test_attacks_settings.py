@@ -103,7 +103,7 @@ def test_prefix_llm_plants_only_written_paraphrases() -> None:
 
 
 def test_scan_cli_reads_the_table() -> None:
-    from ragshield.eval.scan_cli import _settings
+    from ragshield.scan.cli import _settings
 
     assert _settings("clean,adaptive") == ["clean", *in_group("adaptive")]
     assert _settings("filter-aware:10") == ["filter-aware:10"]

@@ -254,7 +254,7 @@ class TestCli:
     def test_eval_plot_degrades_without_matplotlib(
         self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        from ragshield.eval.poisoning_cli import plot_or_note
+        from ragshield.eval.cli.poisoning import plot_or_note
 
         monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
         assert plot_or_note(None, tmp_path / "asr.png") is False  # type: ignore[arg-type]

@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 
-from ragshield.defenses.baits import ECOSAFERAG_BAIT_TYPES
 from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.compose import FilterChain
 from ragshield.defenses.ecosaferag import (
@@ -30,7 +29,8 @@ from ragshield.defenses.ecosaferag import (
     dual_threshold,
     judge_candidates,
 )
-from ragshield.defenses.ecosaferag_stages import (
+from ragshield.defenses.ecosaferag.baits import ECOSAFERAG_BAIT_TYPES
+from ragshield.defenses.ecosaferag.stages import (
     best_per_passage,
     restates,
     skeleton,
@@ -295,7 +295,7 @@ def test_quality_floor_on_shared_data(encoder, shared_data):
     golden answer survives a clean retrieval."""
     from ragshield.eval.datasets import load_poisoning, split_cases
     from ragshield.eval.injection import build_attack_set, score_sets
-    from ragshield.eval.poisoning import VectorBank, benign_passages
+    from ragshield.eval.poisoning_sets import VectorBank, benign_passages
 
     cases = split_cases(load_poisoning(shared_data / "poisoning" / "nq"), "dev")[:12]
     bank = VectorBank(encoder)

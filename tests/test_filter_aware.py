@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pytest
 
+from fakes import WordHashEncoder
 from ragshield.attacks.adaptive import AttackTarget
 from ragshield.attacks.filter_aware import ChainOracle, FilterAwareAttack
 from ragshield.errors import InputError
@@ -15,21 +14,6 @@ from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import PlantedPassage, planted_copy
 from ragshield.store.faiss_store import FaissStore
 from ragshield.types import FilterResult, Passage, RetrievedPassage
-
-
-class HashEncoder:
-    """Test-only bag-of-words hashing encoder (no model): similar words, similar vectors."""
-
-    name = "hash-test"
-    dim = 64
-
-    def encode(self, texts, show_progress: bool = False):
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().split():
-                out[i, zlib.crc32(w.strip(".,?").encode()) % self.dim] += 1.0
-        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
-        return out
 
 
 class Signature:
@@ -64,7 +48,7 @@ PASSAGES = [
 TARGET = AttackTarget(Q, ("Canberra",), "Sydney", gold=PASSAGES[0])
 
 
-def store_of(enc: HashEncoder) -> FaissStore:
+def store_of(enc: WordHashEncoder) -> FaissStore:
     store = FaissStore(enc.dim)
     ps = [Passage(f"p{i}", t) for i, t in enumerate(PASSAGES)]
     store.add(ps, enc.encode(PASSAGES))
@@ -72,7 +56,7 @@ def store_of(enc: HashEncoder) -> FaissStore:
 
 
 def test_oracle_retrieves_exactly_what_a_planted_copy_retrieves() -> None:
-    enc = HashEncoder()
+    enc = WordHashEncoder()
     store = store_of(enc)
     texts = [f"{Q} Sydney is the answer.", "Sydney, officially the capital of Australia."]
     oracle = ChainOracle(store, enc, None, k=5, context_k=3)
@@ -87,7 +71,7 @@ def test_oracle_retrieves_exactly_what_a_planted_copy_retrieves() -> None:
 
 
 def test_without_a_defense_the_first_call_lands_every_passage() -> None:
-    enc = HashEncoder()
+    enc = WordHashEncoder()
     oracle = ChainOracle(store_of(enc), enc, None, k=10, context_k=5)
     found = FilterAwareAttack(budget=10).search(TARGET, oracle, checkpoints=(1, 5))
     assert found.best >= 1 and oracle.calls == found.calls <= 10
@@ -95,7 +79,7 @@ def test_without_a_defense_the_first_call_lands_every_passage() -> None:
 
 
 def test_search_evades_a_signature_filter_within_budget() -> None:
-    enc = HashEncoder()
+    enc = WordHashEncoder()
     oracle = ChainOracle(store_of(enc), enc, Signature(), k=10, context_k=5)
     found = FilterAwareAttack(budget=30).search(TARGET, oracle, seed=0, checkpoints=(10,))
     planted = found.survivors[30]
@@ -107,7 +91,7 @@ def test_search_evades_a_signature_filter_within_budget() -> None:
 
 
 def test_nothing_survives_nothing_is_planted() -> None:
-    enc = HashEncoder()
+    enc = WordHashEncoder()
     oracle = ChainOracle(store_of(enc), enc, RemoveAll(), k=10, context_k=5)
     found = FilterAwareAttack(budget=12).search(TARGET, oracle)
     assert found.calls == 12 and found.best == 0
@@ -115,7 +99,7 @@ def test_nothing_survives_nothing_is_planted() -> None:
 
 
 def test_search_is_seeded() -> None:
-    enc = HashEncoder()
+    enc = WordHashEncoder()
 
     def run(seed: int) -> list[str]:
         oracle = ChainOracle(store_of(enc), enc, Signature(), k=10, context_k=5)
@@ -134,7 +118,7 @@ def test_search_is_seeded() -> None:
     ],
 )
 def test_bad_parameters(params, checkpoints, message) -> None:  # type: ignore[no-untyped-def]
-    enc = HashEncoder()
+    enc = WordHashEncoder()
     oracle = ChainOracle(store_of(enc), enc, None)
     with pytest.raises(InputError, match=message):
         FilterAwareAttack(**params).search(TARGET, oracle, checkpoints=checkpoints)
@@ -147,7 +131,7 @@ def tiny() -> OnTopicData:
 
 
 def test_run_settings_searches_per_chain_and_scores_with_the_one_harness() -> None:
-    data, enc = tiny(), HashEncoder()
+    data, enc = tiny(), WordHashEncoder()
     chains = {"none": None, "signature": Signature()}
     res = run_settings(data, list(data.questions), chains,
                        ["clean", "poisonedrag", "filter-aware:20"], encoder=enc, k=5,
@@ -167,7 +151,7 @@ def test_run_settings_searches_per_chain_and_scores_with_the_one_harness() -> No
 
 
 def test_retrieved_passage_ids_of_candidates_are_stable() -> None:
-    enc = HashEncoder()
+    enc = WordHashEncoder()
     oracle = ChainOracle(store_of(enc), enc, None, k=8)
     a = {r.id for r in oracle.retrieve(Q, ["Sydney text one.", "Sydney text two."])}
     b = {r.id for r in oracle.retrieve(Q, ["Sydney text two.", "Sydney text one."])}

@@ -2,7 +2,7 @@
 
 The heavy GGUF -> HF conversion is replaced by a recording stand-in in these unit tests
 (only inside the tests), so they exercise the assembly, checksum, atomicity, locking and
-caching logic in milliseconds; the real conversion runs in tests/test_generate_local.py
+caching logic in milliseconds; the real conversion runs in tests/generate/test_generate_local.py
 (marked ``llm``).
 """
 

@@ -11,24 +11,12 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from ragshield.embed.base import l2_normalize
+from fakes import HashEncoder
 from ragshield.errors import InputError
 from ragshield.eval.metrics import context_indices
 from ragshield.pipeline import RAGPipeline, context_order, select_context
 from ragshield.store.faiss_store import FaissStore
 from ragshield.types import Answer, FilterResult, Generation, Passage, RetrievedPassage
-
-
-class HashEncoder:
-    dim = 32
-    name = "hash-32"
-
-    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().split():
-                out[i, sum(map(ord, w)) % self.dim] += 1.0
-        return l2_normalize(out + 1e-3)
 
 
 class RecordingGenerator:
@@ -71,7 +59,7 @@ QUESTIONS = [f"what about topic {i % 3} word{i}" for i in range(7)]
 
 @pytest.fixture()
 def store() -> FaissStore:
-    enc = HashEncoder()
+    enc = HashEncoder("hash-32", 32)
     s = FaissStore(enc.dim, encoder_name=enc.name)
     s.add([Passage(f"p{i}", t) for i, t in enumerate(TEXTS)], enc.encode(TEXTS))
     return s
@@ -80,7 +68,7 @@ def store() -> FaissStore:
 @pytest.mark.parametrize("batch_size", [1, 3, 32])
 def test_answer_many_batches_in_order(store: FaissStore, batch_size: int) -> None:
     gen = RecordingGenerator()
-    rag = RAGPipeline(HashEncoder(), store, [DropWord("topic 1")], gen, context_k=2)
+    rag = RAGPipeline(HashEncoder("hash-32", 32), store, [DropWord("topic 1")], gen, context_k=2)
     seen: list[tuple[int, str, int]] = []  # (index, question, batches answered by then)
     answers = rag.answer_many(
         QUESTIONS,
@@ -102,7 +90,7 @@ def test_answer_many_batches_in_order(store: FaissStore, batch_size: int) -> Non
 
 
 def test_answer_is_a_batch_of_one(store: FaissStore) -> None:
-    rag = RAGPipeline(HashEncoder(), store, [], RecordingGenerator(), context_k=3)
+    rag = RAGPipeline(HashEncoder("hash-32", 32), store, [], RecordingGenerator(), context_k=3)
     one = rag.answer(QUESTIONS[0], k=4)
     many = rag.answer_many(QUESTIONS, k=4)[0]
 
@@ -114,7 +102,7 @@ def test_answer_is_a_batch_of_one(store: FaissStore) -> None:
 
 def test_without_generation_and_with_given_retrieval(store: FaissStore) -> None:
     gen = RecordingGenerator(batched=False)
-    rag = RAGPipeline(HashEncoder(), store, [], gen, context_k=1)
+    rag = RAGPipeline(HashEncoder("hash-32", 32), store, [], gen, context_k=1)
     hits = rag.retrieve_many(QUESTIONS[:2], 3)
     answers = rag.answer_many(QUESTIONS[:2], retrieved=hits, generate=False)
     assert [a.text for a in answers] == ["", ""] and not gen.single and not gen.batches

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ragshield.errors import InputError, RagshieldError
+from ragshield.eval.cli import app as eval_app
 
 try:  # typer >= 0.20 vendors click; older releases use the click package
     from typer._click import exceptions as click_exc
@@ -30,8 +31,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-eval_app = typer.Typer(help="Run an evaluation harness.", no_args_is_help=True)
-app.add_typer(eval_app, name="eval")
+app.add_typer(eval_app, name="eval")  # poisoning, retrieval, extraction: ragshield.eval.cli
 
 out = Console()
 err = Console(stderr=True)
@@ -365,7 +365,6 @@ def _mount_optional() -> None:
     subs: tuple[tuple[str, str, typer.Typer], ...] = (
         ("ragshield.models.cli", "models", app),
         ("ragshield.reindex.cli", "reindex", app),
-        ("ragshield.eval.extraction_cli", "extraction", eval_app),
     )
     for module, name, parent in subs:
         try:
@@ -375,13 +374,8 @@ def _mount_optional() -> None:
                 raise
             continue
         parent.add_typer(sub, name=name)
-    from ragshield.eval.poisoning_cli import poisoning
-    from ragshield.eval.scan_cli import scan
+    from ragshield.scan.cli import scan
 
-    eval_app.command("poisoning")(poisoning)
-    from ragshield.eval.retrieval_cli import retrieval
-
-    eval_app.command("retrieval")(retrieval)
     app.command("scan")(scan)
     from ragshield.ingest_cli import add, quarantine_app  # issue #24: screened ingestion
 

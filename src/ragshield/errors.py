@@ -17,6 +17,11 @@ class InputError(RagshieldError, ValueError):
     """Bad argument or bad data handed to the library (empty query, k out of range...)."""
 
 
+class InputTooLargeError(InputError):
+    """An input beyond :class:`ragshield.limits.InputLimits`: refused before any work,
+    because a defense's cost grows with it (minutes and gigabytes past the limit)."""
+
+
 class DataFormatError(InputError):
     """A file could not be parsed; says where."""
 

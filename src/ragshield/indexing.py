@@ -94,7 +94,7 @@ def build_index(
         profile = replace(profile, trusted_ids=trusted)
     store.profile = profile.to_dict() if profile is not None else None
     if store.profile is not None:  # issue #23: the injection detector's per-index threshold
-        from ragshield.defenses.injection_calibration import KEY, calibrate_index
+        from ragshield.defenses.injection.calibration import KEY, calibrate_index
 
         store.profile[KEY] = calibrate_index(texts, encoder)
     store.save(out)

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragshield.errors import InputError
-from ragshield.eval.scan_junit import xml_safe
-from ragshield.eval.scan_sarif import SCHEMA_URI
-from ragshield.eval.scan_tags import ATLAS_NAMES, OWASP_NAMES
 from ragshield.ingest import AddReport
+from ragshield.scan import formats
+from ragshield.scan.junit import xml_safe
+from ragshield.scan.sarif import SCHEMA_URI
+from ragshield.scan.tags import ATLAS_NAMES, OWASP_NAMES
 
 RULE_ID = "ragshield/ingest-screen"
 OWASP = ("LLM04:2025", "LLM01:2025", "LLM08:2025")
@@ -112,14 +112,8 @@ def to_junit(report: AddReport) -> bytes:
 
 
 def parse_formats(spec: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(p.strip().lower() for p in spec.split(",") if p.strip()))
-    bad = [n for n in names if n not in FORMATS]
-    if bad or not names:
-        raise InputError(
-            f"--format: unknown format(s) {', '.join(bad) or repr(spec)}; "
-            f"available: {', '.join(FORMATS)}"
-        )
-    return names
+    """``json,sarif`` -> ('json', 'sarif'), by the scan's ``--format`` rule."""
+    return formats.parse_formats(spec, FORMATS)
 
 
 def write_report(report: AddReport, out: Path, formats: Sequence[str]) -> list[Path]:

@@ -28,6 +28,7 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_query
 from ragshield.generate.base import Generator
 from ragshield.generate.extractive import ExtractiveGenerator
+from ragshield.limits import InputLimits, check_k, check_query_size, use_limits
 from ragshield.store.base import VectorStore
 from ragshield.types import Answer, FilterResult, Generation, RetrievedPassage
 
@@ -77,6 +78,9 @@ class RAGPipeline:
     generator: defaults to the extractive generator (no LLM).
     context_k: how many surviving passages, nearest to the query first, reach the generator
         (RAGDefender §6.1: retrieve more, filter, pass the top 5). ``None`` passes all.
+    limits: the largest question, ``k`` and retrieval set a call accepts (default: the
+        ones in force, :mod:`ragshield.limits`); beyond them a call is refused before the
+        index is searched or a filter runs.
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class RAGPipeline:
         generator: Generator | None = None,
         *,
         context_k: int | None = None,
+        limits: InputLimits | None = None,
     ) -> None:
         if encoder.dim != store.dim:
             raise InputError(
@@ -95,7 +100,8 @@ class RAGPipeline:
             )
         self.encoder = encoder
         self.store = store
-        self.chain = FilterChain(filters)
+        self.limits = limits
+        self.chain = FilterChain(filters, limits=limits)
         self.generator: Generator = generator or ExtractiveGenerator(encoder)
         self.context_k = context_k
 
@@ -104,8 +110,11 @@ class RAGPipeline:
 
     def retrieve_many(self, questions: Sequence[str], k: int = 5) -> list[list[RetrievedPassage]]:
         """Top-``k`` of every question: one encoding call, one index search."""
-        for q in questions:
-            check_query(q)
+        with use_limits(self.limits):
+            for q in questions:
+                check_query_size(check_query(q))
+            if isinstance(k, int) and not isinstance(k, bool):  # the store checks the type
+                check_k(k, "RAGPipeline.retrieve")
         if not questions:
             return []
         return self.store.search(self.encoder.encode(list(questions)), k)

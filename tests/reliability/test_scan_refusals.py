@@ -57,7 +57,7 @@ def test_refused_before_out_and_models(
     def no_models(*_a: object, **_k: object) -> None:
         raise AssertionError("a model was loaded before the refusal")
 
-    monkeypatch.setattr("ragshield.eval.scan.open_scan_store", no_models)
+    monkeypatch.setattr("ragshield.scan.run.open_scan_store", no_models)
     before = snapshot(tmp_path / "idx")
     fail_line(capsys, ["scan", idx, "--writer", "template", "--out", target, *extra], needle)
     assert snapshot(tmp_path / "idx") == before

@@ -4,7 +4,8 @@ How a harness (``ragshield scan``, the evaluations) uses them on any corpus::
 
     from ragshield.attacks.registry import available, build_attack
     from ragshield.attacks.targets import TargetAnswerWriter
-    from ragshield.eval.questions import QuestionWriter, read_questions
+    from ragshield.scan.question_writer import QuestionWriter
+    from ragshield.scan.questions import read_questions
 
     questions = read_questions(path) or QuestionWriter().generate(passages, n=20)
     target = TargetAnswerWriter().target_for(q.question, q.answers, given=q.target_answer)

@@ -6,7 +6,7 @@ finite float where *higher* means *more* likely adversarial. The scale is the de
 (a cosine, a perplexity, RAGDefender's frequency score f_i, EcoSafeRAG's evidence in
 [0.5, 1]), so suspicions are compared within one defense, never across defenses. A filter
 that removes a passage says so with at least one decision whose ``index`` is the passage's
-position in the input. ``tests/test_defense_contract.py`` checks this over every registered
+position in the input. ``tests/defenses/test_defense_contract.py`` checks this over every registered
 defense.
 """
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
+from ragshield.limits import check_passages_size
 from ragshield.types import FilterResult, RetrievedPassage
 
 
@@ -63,7 +64,8 @@ def check_retrieved(
     :class:`RetrievedPassage`, and embeddings that are not usable vectors: non-numeric,
     not 1-D, NaN/Inf, of different lengths, or — when ``encoder`` is given — of a length
     other than the encoder's. Checked here, once, so a filter that does not read the
-    vectors still refuses to pass corrupt ones on to the next stage.
+    vectors still refuses to pass corrupt ones on to the next stage. Inputs beyond
+    :class:`ragshield.limits.InputLimits` are refused here too, before any work.
     """
     if isinstance(retrieved, (str, bytes)):
         raise InputError(f"{owner}.filter expects a list of RetrievedPassage, got a bare string.")
@@ -77,6 +79,7 @@ def check_retrieved(
             raise InputError(
                 f"{owner}.filter expects RetrievedPassage items; item {i} is {type(r).__name__}."
             )
+    check_passages_size([r.text for r in items], f"{owner}.filter")
     dims = {
         _embedding_dim(r.embedding, i, owner)
         for i, r in enumerate(items)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ragshield.defenses.base import PassageFilter, check_retrieved, warm_up
+from ragshield.limits import InputLimits, check_query_size, use_limits
 from ragshield.types import FilterResult, RetrievedPassage
 
 
@@ -15,11 +16,17 @@ class FilterChain:
 
     The chain is itself a :class:`PassageFilter`; its ``details['stages']`` holds each
     stage's own :class:`FilterResult`, so nothing a stage decided is lost.
+
+    ``limits`` (default: the ones in force, :mod:`ragshield.limits`) bound the input of
+    every stage; an input beyond them is refused before the first stage runs.
     """
 
-    def __init__(self, filters: Sequence[PassageFilter]) -> None:
+    def __init__(
+        self, filters: Sequence[PassageFilter], *, limits: InputLimits | None = None
+    ) -> None:
         self.filters = list(filters)
         self.name = "+".join(f.name for f in self.filters) or "none"
+        self.limits = limits
 
     def warm_up(self) -> None:
         """Warm up every stage that has heavy state (idempotent, like each stage's own)."""
@@ -27,18 +34,22 @@ class FilterChain:
             warm_up(f)
 
     def run(self, query: str, retrieved: Sequence[RetrievedPassage]) -> list[FilterResult]:
-        current = check_retrieved(retrieved, "FilterChain")
-        results: list[FilterResult] = []
-        for f in self.filters:
-            t0 = time.perf_counter()
-            res = f.filter(query, current)
-            results.append(replace(res, seconds=time.perf_counter() - t0))
-            current = list(res.kept)
-        return results
+        with use_limits(self.limits):
+            if isinstance(query, str):  # each stage checks the rest of the question
+                check_query_size(query, "FilterChain")
+            current = check_retrieved(retrieved, "FilterChain")
+            results: list[FilterResult] = []
+            for f in self.filters:
+                t0 = time.perf_counter()
+                res = f.filter(query, current)
+                results.append(replace(res, seconds=time.perf_counter() - t0))
+                current = list(res.kept)
+            return results
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0 = time.perf_counter()
-        items = check_retrieved(retrieved, "FilterChain")
+        with use_limits(self.limits):
+            items = check_retrieved(retrieved, "FilterChain")
         stages = self.run(query, items)
         kept = tuple(stages[-1].kept) if stages else tuple(items)
         removed = tuple(r for s in stages for r in s.removed)

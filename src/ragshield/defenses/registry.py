@@ -71,9 +71,9 @@ _REGISTRY: dict[str, str | Entry] = {
     "similarity-threshold": "ragshield.defenses.baselines:SimilarityThresholdFilter",
     "perplexity": "ragshield.defenses.baselines:PerplexityFilter",
     "distance-threshold": "ragshield.defenses.extraction_baselines:DistanceThresholdFilter",
-    "injection-guard": "ragshield.defenses.injection_detector:InjectionGuard",  # issue #23
+    "injection-guard": "ragshield.defenses.injection.detector:InjectionGuard",  # issue #23
     "injection-output": Entry(
-        "generator_wrapper", "ragshield.defenses.injection_output:wrap_output_check"
+        "generator_wrapper", "ragshield.defenses.injection.output:wrap_output_check"
     ),
     # RAGFort (§4.2 inter-class re-index, §4.3 intra-class cascade, both = the paper's method)
     "ragfort-inter": Entry("index", "ragshield.defenses.ragfort:open_reindexed"),
@@ -219,7 +219,7 @@ def build_chain(
     dict): every filter that takes one is calibrated from it, a value the user set wins.
     ``cache`` (name -> built filter) lets several chains over one index share filters."""
     from ragshield.defenses.calibration import calibrate
-    from ragshield.defenses.injection_calibration import calibrate_injection
+    from ragshield.defenses.injection.calibration import calibrate_injection
 
     params = params or {}
     if not isinstance(params, Mapping):

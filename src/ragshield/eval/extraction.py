@@ -38,8 +38,7 @@ Example::
     report = run_extraction_eval(kb, defenses, ["rag-thief", "worm"], encoder, max_queries=100)
     report.save("runs/extraction")
 
-The knowledge bases (loading, encoding, the store) live in :mod:`ragshield.eval.extraction_data`,
-re-exported here.
+The knowledge bases (loading, encoding, the store) live in :mod:`ragshield.eval.extraction_data`.
 """
 
 from __future__ import annotations
@@ -65,14 +64,10 @@ from ragshield.defenses.registry import build_chain
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, NotFittedError
 from ragshield.eval.crr import ChunkRecoveryScorer, cluster_topics, topic_summary
-from ragshield.eval.extraction_data import (  # re-exported: the old import path keeps working
+from ragshield.eval.extraction_data import (
     KnowledgeBase,
     UtilityQuestion,
     build_store,
-    encode_cached,
-    load_chatdoctor,
-    load_knowledge_base,
-    load_wikipedia,
     seeded_subset,
 )
 from ragshield.eval.outdir import claim_out_dir
@@ -89,18 +84,11 @@ __all__ = [
     "DefenseConfig",
     "ExtractionReport",
     "ExtractionRow",
-    "KnowledgeBase",
     "UtilityJudge",
-    "UtilityQuestion",
     "attack_factories",
     "attack_factory",
-    "build_store",
     "canary_defense",
-    "encode_cached",
     "evaluate_utility",
-    "load_chatdoctor",
-    "load_knowledge_base",
-    "load_wikipedia",
     "ragfort_defenses",
     "run_extraction_eval",
     "standard_defenses",

@@ -8,7 +8,7 @@ Example::
     kb = load_knowledge_base("chatdoctor", data_dir="../shared/data", limit=1000)
     store = build_store(kb, encode_cached(kb.texts, encoder, "runs/vectors"), encoder.name)
 
-The harness (:mod:`ragshield.eval.extraction`) re-exports every name here.
+The harness (:mod:`ragshield.eval.extraction`) runs the attacks against them.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from ragshield.store.base import VectorStore
 if TYPE_CHECKING:
     import numpy as np
 
-    from ragshield.eval.extraction import ExtractionReport, KnowledgeBase
+    from ragshield.eval.extraction import ExtractionReport
+    from ragshield.eval.extraction_data import KnowledgeBase
 
 #: Rows that are not a chain of post-retrieval filters: no defense, the summarisation
 #: baseline (it wraps the generator) and RAGFort's ablation rows (re-index / cascade). Any
@@ -73,7 +74,7 @@ class ExtractionPlan:
 
 def load_plan_knowledge(plan: ExtractionPlan) -> KnowledgeBase:
     """The knowledge base (or its seeded subset) the plan names."""
-    from ragshield.eval import extraction as ex
+    from ragshield.eval import extraction_data as ex
 
     return ex.load_knowledge_base(plan.kb, data_dir=plan.data_dir, limit=plan.limit, seed=plan.seed)
 
@@ -93,6 +94,7 @@ def run_plan(
     from ragshield.defenses.registry import build_chains
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval import extraction as ex
+    from ragshield.eval.extraction_data import encode_cached
     from ragshield.generate.factory import make_generator
 
     encoder = SentenceTransformerEncoder()
@@ -110,7 +112,7 @@ def run_plan(
     )
     gen = make_generator(plan.generator, encoder, **options)
     if vectors is None:
-        vectors = ex.encode_cached(knowledge.texts, encoder, cache_dir)
+        vectors = encode_cached(knowledge.texts, encoder, cache_dir)
     rows = ex.standard_defenses(
         knowledge,
         encoder,

@@ -13,17 +13,17 @@ silently replace their files of the same name. A folder is ours when it is new, 
 carries :data:`MARKER` (written on the first claim). Only the marker counts: a user's folder
 that happens to hold only a ``results.md`` is theirs (issue #27, root cause 3). Anything
 else — and a folder that cannot be written — is refused with one line before a single byte
-is written, so an hours-long run is not started only to fail at the end. The scan command keeps its own marker (``.ragshield-scan``, :mod:`ragshield.eval.scan`).
+is written, so an hours-long run is not started only to fail at the end. The scan command keeps its own marker (``.ragshield-scan``, :mod:`ragshield.scan.run`).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Collection
 from pathlib import Path
 
 from ragshield.errors import InputError
+from ragshield.store.persist import writable_ancestor
 
 MARKER = ".ragshield-eval"
 
@@ -37,12 +37,12 @@ def check_results_dir(out_dir: str | os.PathLike[str], own_names: Collection[str
     out = Path(out_dir)
     try:
         if not out.exists():
-            _probe_writable(out)
+            writable_ancestor(out, f"--out {out}")
             return out
         if not out.is_dir():
             raise InputError(f"--out {out} is a file; choose a folder (nothing was written).")
         if (out / MARKER).is_file():
-            _probe_writable(out)
+            writable_ancestor(out, f"--out {out}")
             return out
         entries = sorted(p.name for p in out.iterdir())
     except OSError as exc:
@@ -60,25 +60,8 @@ def check_results_dir(out_dir: str | os.PathLike[str], own_names: Collection[str
             f"--out {out} holds files ragshield did not write ({shown}){hint}; choose a new "
             f"or empty folder (nothing was written)."
         )
-    _probe_writable(out)
+    writable_ancestor(out, f"--out {out}")
     return out
-
-
-def _probe_writable(out: Path) -> None:
-    """Refuse an --out that cannot be created or written (``/proc/x``, ``FILE/sub``, a
-    read-only folder) before the run, by making and removing a temporary folder in the
-    nearest existing ancestor."""
-    ancestor = out
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise InputError(f"--out {out}: {ancestor} is a file, not a folder (nothing was written).")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".ragshield-probe-", dir=ancestor))
-    except OSError as exc:
-        raise InputError(
-            f"--out {out}: {ancestor} is not writable ({exc.strerror or exc}); nothing was written."
-        ) from None
 
 
 def claim_out_dir(
@@ -106,8 +89,6 @@ def check_cache_dir(cache_dir: str | os.PathLike[str] | None) -> None:
     try:
         if path.exists() and not path.is_dir():
             raise InputError(f"--cache-dir {path} is a file; choose a folder.")
-        _probe_writable(path)
+        writable_ancestor(path, f"--cache-dir {path}")
     except OSError as exc:
         raise InputError(f"--cache-dir {path}: {exc.strerror or exc}.") from None
-    except InputError as exc:
-        raise InputError(str(exc).replace("--out", "--cache-dir")) from None

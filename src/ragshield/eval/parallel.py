@@ -41,7 +41,8 @@ from ragshield.eval.datasets import PoisoningCase
 
 if TYPE_CHECKING:
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
-    from ragshield.eval.extraction import ExtractionReport, KnowledgeBase
+    from ragshield.eval.extraction import ExtractionReport
+    from ragshield.eval.extraction_data import KnowledgeBase
     from ragshield.eval.extraction_plan import ExtractionPlan
     from ragshield.eval.poisoning import PoisoningResults, QuestionScores
     from ragshield.generate.base import Generator
@@ -105,12 +106,8 @@ def _generator(plan: PoisoningPlan, encoder: SentenceTransformerEncoder) -> Gene
 def score_slice(plan: PoisoningPlan, part: QuestionSlice) -> QuestionScores:
     """Runs on a worker: score one slice of questions with freshly built parts."""
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
-    from ragshield.eval.poisoning import (
-        VectorBank,
-        evaluation_grid,
-        resolve_attack,
-        score_questions,
-    )
+    from ragshield.eval.poisoning import evaluation_grid, score_questions
+    from ragshield.eval.poisoning_sets import VectorBank, resolve_attack
 
     encoder = SentenceTransformerEncoder(plan.encoder)
     bank = VectorBank(encoder)
@@ -155,9 +152,9 @@ def run_poisoning_ray(
         poisoning_results,
         prepare_questions,
         question_texts,
-        resolve_attack,
         settings_from_scores,
     )
+    from ragshield.eval.poisoning_sets import resolve_attack
 
     check_int(workers, "workers", "run_poisoning_ray", low=1)
     seeds = list(plan.seeds)
@@ -278,7 +275,7 @@ def run_extraction_ray(
     from ragshield.distributed import ray_map
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.crr import cluster_topics
-    from ragshield.eval.extraction import encode_cached
+    from ragshield.eval.extraction_data import encode_cached
     from ragshield.eval.extraction_plan import load_plan_knowledge
 
     check_int(workers, "workers", "run_extraction_ray", low=1)

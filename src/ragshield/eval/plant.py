@@ -30,7 +30,7 @@ each row's ``shape`` names the planting function here (:data:`PLANTERS`, no if-c
   ``rule(published)``, ``rule(genuine)``, ``published``, ``llm(...)``;
 * ``precomputed`` — texts written beforehand into ``QACase.attack_texts`` (the opt-in
   ``poisonedrag-whitebox``: HotFlip-optimised prefixes from
-  :func:`ragshield.eval.scan_writer.whitebox_texts`);
+  :func:`ragshield.scan.writer.whitebox_texts`);
 * ``searched`` — ``filter-aware``: the survivors of a black-box search against one chain,
   written per chain by :func:`ragshield.eval.adaptive_eval.run_settings`.
 """

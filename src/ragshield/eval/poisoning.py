@@ -25,8 +25,11 @@ reach high ratios. Passage ids and metadata carry no label, so a defense cannot 
 
 After the filter, the ``context_k`` survivors nearest the question form the context a
 generator would read; metrics: see :mod:`ragshield.eval.metrics` and
-:data:`METRIC_LABELS`. Building the sets lives in :mod:`ragshield.eval.poisoning_sets`
-(its names are re-exported here); this module runs the defenses over them and scores them.
+:data:`METRIC_LABELS`. Building the sets lives in :mod:`ragshield.eval.poisoning_sets`;
+this module runs the defenses over them and scores them.
+
+Over 500 lines because its result types (``SettingResult``, ``PoisoningResults``) live here
+until the one result type every harness shares (issue #22) replaces them.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +50,14 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int
 from ragshield.eval import metrics as M
 from ragshield.eval.datasets import ATTACK_SOURCES, PoisoningCase, load_poisoning, split_cases
-from ragshield.eval.poisoning_sets import (  # re-exported: the old import path keeps working
+from ragshield.eval.poisoning_sets import (
     CLEAN,
     MIXED,
     RetrievalSet,
     VectorBank,
-    adversarial_texts,
-    as_retrieved,
     attack_name,
-    available_attacks,
     benign_passages,
-    build_retrieval_set,
     build_retrieval_sets,
-    register_attack,
     resolve_attack,
 )
 from ragshield.generate.base import Generator
@@ -66,30 +65,17 @@ from ragshield.generate.cache import answer_once
 from ragshield.types import RetrievedPassage
 
 __all__ = [
-    "CLEAN",
     "METRIC_LABELS",
-    "MIXED",
     "Grid",
     "PoisoningResults",
     "QuestionScores",
-    "RetrievalSet",
     "SettingResult",
-    "VectorBank",
-    "adversarial_texts",
-    "as_retrieved",
-    "attack_name",
-    "available_attacks",
-    "benign_passages",
-    "build_retrieval_set",
-    "build_retrieval_sets",
     "check_run_arguments",
     "context_texts",
     "evaluation_grid",
     "poisoning_results",
     "prepare_questions",
     "question_texts",
-    "register_attack",
-    "resolve_attack",
     "run_poisoning_eval",
     "score_filter",
     "score_questions",
@@ -448,25 +434,21 @@ def score_questions(
     say = log or (lambda _msg: None)
     gen = answer_once(generator)
     out = QuestionScores()
+    # the same sets whether ``questions`` is the whole split or a worker's share of it
+    sets_for = partial(
+        build_retrieval_sets,
+        [c for _, c in questions],
+        benign=benign,
+        positions=[i for i, _ in questions],
+        base_size=base_size,
+        n_golden=n_golden,
+    )
     for g, (attack, ratio) in enumerate(grid):
         name = CLEAN if attack is None else attack_name(attack)
         t_setting = time.perf_counter()
         out.m_requested[g] = 0
         for si, seed in enumerate(seeds):
-            sets = [
-                build_retrieval_set(
-                    c,
-                    benign[c.id],
-                    attack,
-                    ratio,
-                    seed,
-                    bank,
-                    case_index=i,
-                    base_size=base_size,
-                    n_golden=n_golden,
-                )
-                for i, c in questions
-            ]
+            sets = sets_for(attack, ratio, seed, bank)
             out.m_used[(g, si)] = [rs.m_used for rs in sets]
             out.m_requested[g] = sets[0].m_requested if sets else 0
             for dname, flt in defenses.items():

@@ -10,7 +10,7 @@ Example::
 A set is the golden passage, the ``n_benign`` golden passages of *other* questions nearest
 the question (benign but irrelevant), and ``M = round(base_size × ratio)`` adversarial
 passages, shuffled; the full description is in :mod:`ragshield.eval.poisoning`, which runs
-and scores the sets (and re-exports every name here).
+and scores the sets.
 """
 
 from __future__ import annotations
@@ -266,12 +266,20 @@ def build_retrieval_sets(
     base_size: int = 5,
     n_golden: int = 1,
     benign: Mapping[str, Sequence[str]] | None = None,
+    positions: Sequence[int] | None = None,
 ) -> list[RetrievalSet]:
-    """One retrieval set per case for one (attack, ratio, seed) setting."""
+    """One retrieval set per case for one (attack, ratio, seed) setting.
+
+    ``positions`` are the cases' places in their split (default ``0..n-1``): a position
+    seeds its set's random draws, so a question's set is the same whether it is built
+    alone (a Ray worker's share) or with the whole split.
+    """
     bank = encoder if isinstance(encoder, VectorBank) else VectorBank(encoder)
     resolved = None if attack is None else resolve_attack(attack)
     if benign is None:
         benign = benign_passages(cases, bank, n_benign)
+    if positions is None:
+        positions = range(len(cases))
     return [
         build_retrieval_set(
             c,
@@ -284,5 +292,5 @@ def build_retrieval_sets(
             base_size=base_size,
             n_golden=n_golden,
         )
-        for i, c in enumerate(cases)
+        for i, c in zip(positions, cases, strict=True)
     ]

@@ -178,7 +178,7 @@ def _fmt(v: float, key: str) -> str:
 
 
 def _encode_cached(texts: Sequence[str], encoder: Encoder, cache_dir: str | None) -> np.ndarray:
-    from ragshield.eval.extraction import encode_cached
+    from ragshield.eval.extraction_data import encode_cached
 
     return encode_cached(texts, encoder, cache_dir)
 
@@ -267,7 +267,7 @@ def run_real_eval(
         profile = profile_vectors(store.vectors)
         for defense in defenses.values():
             calibrate(defense, profile)
-        from ragshield.defenses.injection_calibration import calibrate_defenses
+        from ragshield.defenses.injection.calibration import calibrate_defenses
 
         calibrate_defenses(defenses.values(), [p.text for p in store.passages], encoder)  # #23
     if not 1 <= k <= len(store):

@@ -79,29 +79,34 @@ def check_out_dir(path: str | Path, *, probe: bool = False) -> Path:
                     f"{given} exists and is not a ragshield index (no readable meta.json): "
                     "refusing to replace it (nothing was written); choose a new or empty folder"
                 )
+            if probe:
+                writable_ancestor(target.parent, f"cannot write {given}")
         else:
-            ancestor = target.parent
-            while not ancestor.exists():
-                ancestor = ancestor.parent
-            if not ancestor.is_dir():
-                raise InputError(f"cannot create {given}: {ancestor} is a file, not a folder")
-        if probe:
-            _probe_writable(target, given)
+            writable_ancestor(target.parent, f"cannot create {given}", probe=probe)
     except OSError as exc:
         raise InputError(f"cannot write {given}: {exc.strerror or exc}") from None
     return target
 
 
-def _probe_writable(target: Path, given: Path) -> None:
-    ancestor = target.parent
+def writable_ancestor(path: Path, what: str, *, probe: bool = True) -> Path:
+    """The nearest existing folder at or above ``path`` (where creating ``path`` starts),
+    refused in one line, prefixed by ``what``, when it is a file or — with ``probe`` — when
+    nothing can be created in it. The probe makes and removes a temporary folder there:
+    ``os.access`` says yes to root on a read-only mount and for ``/proc``. One rule for an
+    index's ``--out``, the eval and scan ``--out`` and ``--cache-dir``."""
+    ancestor = path
     while not ancestor.exists():
         ancestor = ancestor.parent
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".ragshield-probe-", dir=ancestor))
-    except OSError as exc:
-        raise InputError(
-            f"cannot write {given}: {ancestor} is not writable ({exc.strerror or exc})"
-        ) from None
+    if not ancestor.is_dir():
+        raise InputError(f"{what}: {ancestor} is a file, not a folder (nothing was written)")
+    if probe:
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".ragshield-probe-", dir=ancestor))
+        except OSError as exc:
+            raise InputError(
+                f"{what}: {ancestor} is not writable ({exc.strerror or exc}); nothing was written"
+            ) from None
+    return ancestor
 
 
 @contextmanager

@@ -1,0 +1,430 @@
+"""InjectionGuard: a sentence/window-level prompt-injection filter (deterministic rules +
+a classifier head on MiniLM sentence vectors, thresholded per index).
+
+Example::
+
+    from ragshield.defenses.injection.detector import InjectionGuard
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+
+    guard = InjectionGuard(encoder=SentenceTransformerEncoder())
+    guard.precompute(index_texts)             # index time: sentences scored once
+    res = guard.filter(question, retrieved)   # flagged sentences removed, with reasons
+    for d in res.decisions:
+        print(d.reason, d.scores["suspicion"], d.text)
+
+Or in a chain, ``--filter ecosaferag,injection-guard``: the pipeline hands the guard the
+threshold recorded when the index was built (``meta.json`` → ``profile.injection``, see
+:mod:`ragshield.defenses.injection.calibration`).
+
+Why sentences and short windows: a classifier that scores a whole passage dilutes an
+instruction buried in a genuine paragraph (PEERS.md: 8 of 10 caught alone, 8–10 % once
+buried). Each passage is cut into sentences (``sentencex``, plus line breaks and
+"colon + capital" clauses); each sentence is scored on its own and inside the two windows
+it shares with its neighbours (the mean of the two unit vectors), so an instruction split
+over two sentences is still read whole. A sentence is removed when
+
+* a deterministic rule fires on it (:mod:`ragshield.defenses.injection.rules`: role/turn
+  markers, tool-call syntax, encoded instructions, exfiltration URLs) — always; or
+* its score, ``max(own, window with the previous, window with the next)``, reaches the
+  threshold: the index's own calibration at ``operating_point`` (``"fpr1"``: ≤ 1 % of the
+  index's sentences would be flagged; ``"fpr0.1"``: ≤ 0.1 %), else the head's training
+  operating point, unless ``threshold`` is given explicitly.
+
+Every score is computed on :func:`ragshield.defenses.injection.text.normalize`'s output
+(NFKC, format characters removed, homoglyphs, spaced letters and leetspeak folded), so the
+obfuscated spelling of an instruction scores as the plain one; a sentence that reports a
+quoted instruction in a third-person frame is scored on its frame
+(:func:`ragshield.defenses.injection.rules.classifier_view`: text *describing* an
+imperative is not one).
+
+Suspicion (``Decision.scores["suspicion"]``): the head's probability for a classifier flag
+(≥ the threshold), 1.0 for a rule flag; ``scope="passage"`` removes the flagged sentence's
+whole passage (``injection_collateral`` for its other sentences).
+
+Training corpora (the packaged head; details and licences in
+``benchmarks/train_injection_head.py``): ``bastioncorpus`` 0.6.0 (MIT; 118 labelled
+injections in five languages + 63 benign look-alikes, the even-numbered benign rows only),
+ragshield's own instruction templates and EcoSafeRAG baits (Apache-2.0, this repository),
+instructions (English and, in the script's own wording, German/French/Spanish/Italian) and
+benign text *about* instructions written for the training script (security writing built
+from parts, reported speech, quoted injections in third-person frames, second-person
+notices, how-to steps; Apache-2.0), and benign sentences of the *dev* halves of
+``ontopic/`` (SQuAD v1.1 dev articles at even title positions, CC BY-SA 4.0; HotpotQA dev
+questions that are not poisoning targets, CC BY-SA 4.0). No test-split text (SQuAD odd
+articles, HotpotQA targets, the evaluation's hard negatives) is used for training or
+tuning. The head reads the sentence vector and the ``addressed`` feature
+(:mod:`ragshield.defenses.injection.features`: is the reader spoken to?).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from numbers import Real
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from ragshield.defenses.base import check_retrieved
+from ragshield.defenses.injection.features import feature_matrix
+from ragshield.defenses.injection.head import InjectionHead
+from ragshield.defenses.injection.rules import classifier_view, rule_hits
+from ragshield.defenses.injection.text import normalize
+from ragshield.defenses.params import Boolean, Interval, Options, ParamsMixin, ParamTable
+from ragshield.embed.base import Encoder, l2_normalize
+from ragshield.errors import InputError, check_query
+from ragshield.text import split_sentences
+from ragshield.types import Decision, FilterResult, RetrievedPassage
+
+__all__ = [
+    "CLASSIFIER", "COLLATERAL", "OPERATING_POINTS", "RULE", "InjectionGuard", "Scored",
+    "head_rows", "pair_scores", "segment", "window_flags", "window_scores",
+]  # fmt: skip
+
+#: Operating point name -> the share of the index's own sentences allowed to be flagged.
+OPERATING_POINTS: Mapping[str, float] = {"fpr1": 0.01, "fpr0.1": 0.001}
+RULE, CLASSIFIER, COLLATERAL = "injection_rule", "injection_classifier", "injection_collateral"
+OperatingPoint = Literal["fpr1", "fpr0.1"]
+
+_CLAUSE = re.compile(r"(?<=:)\s+(?=[\"“'A-Z])")
+
+
+def segment(text: str, language: str = "en") -> list[str]:
+    """Sentences of ``text``: lines first (a chat-turn marker starts a line), then
+    ``sentencex`` sentences, then clauses after "colon + capital letter or quote"."""
+    out: list[str] = []
+    for line in text.splitlines():
+        for s in split_sentences(line, language):
+            out.extend(c.strip() for c in _CLAUSE.split(s) if c.strip())
+    return out
+
+
+def head_rows(head: InjectionHead, vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+    """What the head reads per sentence: the unit vector, then the head's hand-made
+    features of the normalised ``texts`` (none for a vector-only head)."""
+    if not head.features:
+        return vectors
+    return np.hstack([vectors, feature_matrix(head.features, texts)])
+
+
+def pair_scores(head: InjectionHead, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(own, pair)``: each sentence's score, and each neighbouring pair's (the mean of
+    the two unit vectors, re-normalised, with the larger of the two feature values;
+    ``n - 1`` of them). ``rows`` as :func:`head_rows` makes them."""
+    own = head.score(rows) if len(rows) else np.zeros(0, dtype=np.float64)
+    if len(rows) < 2:
+        return own, np.zeros(0, dtype=np.float64)
+    d = head.vector_dim
+    pair = l2_normalize((rows[:-1, :d] + rows[1:, :d]) / 2.0)
+    if rows.shape[1] > d:
+        pair = np.hstack([pair, np.maximum(rows[:-1, d:], rows[1:, d:])])
+    return own, head.score(pair)
+
+
+def window_flags(own: np.ndarray, pair: np.ndarray, threshold: float) -> np.ndarray:
+    """A sentence is flagged when its own score reaches ``threshold``, or when a window it
+    shares with a neighbour does while *neither* sentence does alone (an instruction split
+    in two; both halves go). A sentence that is flagged alone does not drag its genuine
+    neighbour out with it."""
+    flag = own >= threshold
+    if pair.size:
+        split = (pair >= threshold) & ~flag[:-1] & ~flag[1:]
+        flag = flag.copy()
+        flag[:-1] |= split
+        flag[1:] |= split
+    return flag
+
+
+def window_scores(head: InjectionHead, vectors: np.ndarray) -> np.ndarray:
+    """Per sentence: ``max(own score, pair score with the previous, with the next)`` — an
+    upper bound of what :func:`window_flags` flags at any threshold, so a threshold
+    calibrated on it flags at most the calibrated share of benign sentences."""
+    own, pair = pair_scores(head, vectors)
+    best = own.copy()
+    if pair.size:
+        best[:-1] = np.maximum(best[:-1], pair)
+        best[1:] = np.maximum(best[1:], pair)
+    return best
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One passage's sentences with their scores and rule hits (cached per text)."""
+
+    sentences: tuple[str, ...]
+    own: np.ndarray
+    pair: np.ndarray
+    rules: tuple[tuple[str, ...], ...]
+
+    @property
+    def scores(self) -> np.ndarray:
+        """max(own, neighbouring windows) per sentence (what calibration thresholds)."""
+        best = self.own.copy()
+        if self.pair.size:
+            best[:-1] = np.maximum(best[:-1], self.pair)
+            best[1:] = np.maximum(best[1:], self.pair)
+        return best
+
+
+class InjectionGuard(ParamsMixin):
+    """Sentence/window-level injection filter (a :class:`PassageFilter`).
+
+    Parameters
+    ----------
+    encoder: the sentence encoder the head was trained on (MiniLM by default).
+    operating_point: ``"fpr1"`` or ``"fpr0.1"``: which calibrated threshold is used.
+    threshold: an explicit score threshold in (0, 1]; overrides any calibration.
+    rules: apply the deterministic rules (``False``: classifier only, for ablations).
+    classifier: apply the classifier head (``False``: rules only).
+    windows: also score each pair of neighbouring sentences.
+    scope: a flag removes the ``"sentence"`` or its whole ``"passage"``.
+    head: path to a head JSON; ``None`` = the packaged head.
+    language: ``sentencex`` language code for segmentation.
+    max_chars: characters of a passage read; the rest is cut (never reaches the generator).
+    cache_size: passages whose scores are kept by text hash (:meth:`precompute` fills it).
+    """
+
+    name = "injection-guard"
+    _parameter_constraints: ClassVar[ParamTable] = {
+        "operating_point": [Options(*OPERATING_POINTS)],
+        "threshold": [Interval(Real, 0.0, 1.0, closed="right"), None],
+        "rules": [Boolean()],
+        "classifier": [Boolean()],
+        "windows": [Boolean()],
+        "scope": [Options("sentence", "passage")],
+        "max_chars": [Interval(int, 1, None)],
+        "cache_size": [Interval(int, 0, None)],
+    }
+
+    def __init__(
+        self,
+        encoder: Encoder | None = None,
+        *,
+        operating_point: OperatingPoint = "fpr1",  # issue #23 target: <= 1 % of index text
+        threshold: float | None = None,
+        rules: bool = True,
+        classifier: bool = True,
+        windows: bool = True,  # issue #23: instructions split over two sentences
+        scope: Literal["sentence", "passage"] = "sentence",  # a hijacked page keeps its facts
+        head: str | None = None,
+        language: str = "en",
+        max_chars: int = 20_000,  # as EcoSafeRAG (issue #15): bounds one passage's cost
+        cache_size: int = 16_384,  # passages (~6 sentences each: a few MB of scores)
+    ) -> None:
+        self.encoder = encoder
+        self.operating_point = operating_point
+        self.threshold = threshold
+        self.rules = rules
+        self.classifier = classifier
+        self.windows = windows
+        self.scope = scope
+        self.head = head
+        self.language = language
+        self.max_chars = max_chars
+        self.cache_size = cache_size
+        self.calibration_: dict[str, Any] | None = None
+        self._head: InjectionHead | None = None
+        self._cache: dict[bytes, Scored] = {}
+
+    # ------------------------------------------------------------------ setup
+
+    def _check_setup(self) -> None:
+        if self.encoder is None and self.classifier:
+            raise InputError(
+                "InjectionGuard needs an encoder to embed sentences: pass encoder=... "
+                "(or classifier=False for the rules alone)."
+            )
+
+    def head_(self) -> InjectionHead:
+        if self._head is None:
+            self._head = (
+                InjectionHead.packaged() if self.head is None else InjectionHead.load(self.head)
+            )
+        return self._head
+
+    def warm_up(self) -> None:
+        """Load the encoder and the head now rather than on the first query."""
+        self.head_()
+        warm = getattr(self.encoder, "warm_up", None)
+        if callable(warm):
+            warm()
+
+    def calibrate_injection(self, data: Mapping[str, Any]) -> None:
+        """Take the index's calibration (``profile["injection"]``, written at index time)."""
+        thresholds = data.get("thresholds")
+        if not isinstance(thresholds, Mapping) or not all(
+            isinstance(thresholds.get(k), (int, float)) for k in OPERATING_POINTS
+        ):
+            raise InputError(
+                "unreadable injection calibration in the index (thresholds missing); "
+                "rebuild the index"
+            )
+        self.calibration_ = dict(data)
+
+    def threshold_(self) -> float:
+        """The score threshold in force and where it comes from is :meth:`threshold_source`."""
+        if self.threshold is not None:
+            return float(self.threshold)
+        if self.calibration_ is not None:
+            return float(self.calibration_["thresholds"][self.operating_point])
+        return float(self.head_().thresholds.get(self.operating_point, 0.5))
+
+    def threshold_source(self) -> str:
+        if self.threshold is not None:
+            return "explicit"
+        return "index" if self.calibration_ is not None else "head default"
+
+    # ------------------------------------------------------------------ scoring
+
+    def _clip(self, text: str) -> tuple[str, bool]:
+        if len(text) <= self.max_chars:
+            return text, False
+        cut = text[: self.max_chars]
+        space = cut.rfind(" ", self.max_chars - 200)
+        return (cut[:space] if space > 0 else cut), True
+
+    def _key(self, text: str) -> bytes:
+        raw = f"{self.language}\x00{int(self.windows)}\x00{text}".encode()
+        return hashlib.blake2b(raw, digest_size=16).digest()
+
+    def score_texts(self, texts: Sequence[str]) -> list[Scored]:
+        """Sentences, scores and rule hits of each text (cached; new ones encoded in one
+        call). Scores are 0 when the classifier is off."""
+        self._validate_params()
+        keys = [self._key(t) for t in texts]
+        todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._cache}
+        fresh: dict[bytes, Scored] = {}
+        if todo:
+            segs = {k: segment(t, self.language) for k, t in todo.items()}
+            norm = [normalize(s) for ss in segs.values() for s in ss]
+            vecs = (
+                head_rows(
+                    self.head_(),
+                    l2_normalize(self.encoder.encode([classifier_view(t) for t in norm])),
+                    norm,
+                )
+                if self.classifier and norm and self.encoder is not None
+                else None
+            )
+            at = 0
+            for k, ss in segs.items():
+                n = len(ss)
+                own = pair = np.zeros(0, dtype=np.float64)
+                if vecs is not None and n:
+                    own, pair = pair_scores(self.head_(), vecs[at : at + n])
+                    if not self.windows:
+                        pair = np.zeros(0, dtype=np.float64)
+                elif n:
+                    own = np.zeros(n, dtype=np.float64)
+                at += n
+                fresh[k] = Scored(tuple(ss), own, pair, tuple(tuple(rule_hits(s)) for s in ss))
+            for k, v in fresh.items():
+                if self.cache_size <= 0:
+                    break
+                while len(self._cache) >= self.cache_size:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[k] = v
+        return [fresh[k] if k in fresh else self._cache[k] for k in keys]
+
+    def precompute(self, texts: Sequence[str]) -> int:
+        """Score passages ahead of queries (index time); returns how many are cached."""
+        if isinstance(texts, str):
+            raise InputError("precompute expects a list of texts, got a bare string.")
+        self._validate_params()
+        for start in range(0, len(texts), 512):
+            self.score_texts([self._clip(t)[0] for t in texts[start : start + 512]])
+        return len(self._cache)
+
+    # ------------------------------------------------------------------ the call
+
+    def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
+        t0 = time.perf_counter()
+        self._validate_params()
+        check_query(query)
+        items = check_retrieved(retrieved, type(self).__name__, self.encoder)
+        clipped = [self._clip(r.text) for r in items]
+        scored = self.score_texts([t for t, _ in clipped])
+        t = self.threshold_() if self.classifier else float("nan")
+        kept: list[RetrievedPassage] = []
+        removed: list[RetrievedPassage] = []
+        decisions: list[Decision] = []
+        n_flagged = 0
+        for i, (r, sc) in enumerate(zip(items, scored, strict=True)):
+            by_rule = np.array([bool(h) for h in sc.rules], dtype=bool) if self.rules else None
+            flag = (
+                window_flags(sc.own, sc.pair, t)
+                if self.classifier
+                else np.zeros(len(sc.sentences), bool)
+            )
+            best = sc.scores
+            if by_rule is not None and by_rule.size:
+                flag = flag | by_rule
+            n_flagged += int(flag.sum())
+            whole = self.scope == "passage" and bool(flag.any())
+            for j, s in enumerate(sc.sentences):
+                if not (flag[j] or whole):
+                    continue
+                ruled = by_rule is not None and bool(by_rule[j])
+                reason = RULE if ruled else (CLASSIFIER if flag[j] else COLLATERAL)
+                if ruled:
+                    reason = f"{RULE}:{'+'.join(sc.rules[j])}"
+                decisions.append(
+                    Decision(
+                        index=i,
+                        passage_id=r.id,
+                        reason=reason,
+                        unit="sentence",
+                        text=s,
+                        scores={
+                            "suspicion": 1.0 if ruled else float(best[j]),
+                            "score": float(best[j]),
+                            "threshold": t,
+                            "position": float(j),
+                        },
+                    )
+                )
+            keep = ~flag if not whole else np.zeros(len(sc.sentences), bool)
+            if clipped[i][1]:
+                decisions.append(
+                    Decision(
+                        index=i, passage_id=r.id, reason="truncated_over_max_chars",
+                        unit="passage", scores={"suspicion": 0.0, "chars": float(len(r.text))},
+                    )
+                )  # fmt: skip
+            if not keep.any():
+                removed.append(r)
+                if not sc.sentences:
+                    decisions.append(
+                        Decision(index=i, passage_id=r.id, reason="empty_passage",
+                                 scores={"suspicion": 0.0})
+                    )  # fmt: skip
+                continue
+            if keep.all() and not clipped[i][1]:
+                kept.append(r)
+                continue
+            text = " ".join(s for s, k in zip(sc.sentences, keep, strict=True) if k)
+            meta = {**dict(r.passage.metadata), "original_text": r.text}
+            kept.append(
+                RetrievedPassage(
+                    passage=replace(r.passage, text=text, metadata=meta),
+                    score=r.score,
+                    rank=r.rank,
+                    embedding=None,
+                )
+            )
+        return FilterResult(
+            name=self.name,
+            kept=tuple(kept),
+            removed=tuple(removed),
+            decisions=tuple(decisions),
+            details={
+                "threshold": t,
+                "threshold_source": self.threshold_source(),
+                "operating_point": self.operating_point,
+                "n_flagged_sentences": n_flagged,
+            },
+            seconds=time.perf_counter() - t0,
+        )

@@ -1,0 +1,120 @@
+"""Test doubles shared by several test folders: encoders and filters with no model.
+
+Imported as ``from fakes import ...``: pytest puts ``tests/`` on ``sys.path`` for the root
+``conftest.py``. Each double is deterministic, so a test's outcome does not depend on a model.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from ragshield.defenses.base import check_retrieved
+from ragshield.embed.base import l2_normalize
+from ragshield.types import Decision, FilterResult, RetrievedPassage
+
+
+class HashEncoder:
+    """Deterministic bag-of-words hashing encoder (test-only): counts its calls."""
+
+    def __init__(self, name: str = "hash-16", dim: int = 16) -> None:
+        self.name = name
+        self._dim = dim
+        self.calls: list[list[str]] = []
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        texts = list(texts)
+        self.calls.append(texts)
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                out[i, sum(map(ord, w)) % self._dim] += 1.0
+        return l2_normalize(out + 1e-3)
+
+
+class WordHashEncoder:
+    """Bag-of-words hashing on CRC-32 of each word (punctuation stripped): similar words,
+    similar vectors; the planting and filter-aware tests tune their texts to it."""
+
+    name = "hash-test"
+    dim = 64
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                out[i, zlib.crc32(w.strip(".,?").encode()) % self.dim] += 1.0
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+        return out
+
+
+class KeywordFilter:
+    """Removes passages containing ``word`` (test-only stand-in for a poisoning defense)."""
+
+    def __init__(self, word: str = "POISON", name: str = "keyword") -> None:
+        self.word = word
+        self.name = name
+        self.seen: list[list[RetrievedPassage]] = []
+
+    def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
+        items = check_retrieved(retrieved, "KeywordFilter")
+        self.seen.append(items)
+        bad = [self.word in r.text for r in items]
+        return FilterResult(
+            name=self.name,
+            kept=tuple(r for r, b in zip(items, bad, strict=True) if not b),
+            removed=tuple(r for r, b in zip(items, bad, strict=True) if b),
+            decisions=tuple(
+                Decision(i, r.id, f"contains {self.word}", {"suspicion": 0.9, "hits": 1.0})
+                for i, r in enumerate(items)
+                if bad[i]
+            ),
+        )
+
+
+#: The audit metadata an adapter attaches to a passage :class:`KeywordFilter` removed.
+KEYWORD_REMOVED = {
+    "kept": False,
+    "reason": "contains POISON",
+    "defense": "keyword",
+    "stage": "keyword",
+    "suspicion": pytest.approx(0.9),
+    "scores": {"suspicion": pytest.approx(0.9), "hits": 1.0},
+    "rewritten": False,
+}
+
+
+class SentenceTrimFilter:
+    """Sentence-level (EcoSafeRAG-shaped, test-only): drops sentences containing ``word``."""
+
+    name = "trim"
+
+    def __init__(self, word: str = "IGNORE") -> None:
+        self.word = word
+
+    def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
+        items = check_retrieved(retrieved, "SentenceTrimFilter")
+        kept: list[RetrievedPassage] = []
+        removed: list[RetrievedPassage] = []
+        decisions: list[Decision] = []
+        for i, r in enumerate(items):
+            sentences = [s.strip() + "." for s in r.text.split(".") if s.strip()]
+            bad = [s for s in sentences if self.word in s]
+            decisions += [
+                Decision(i, r.id, "bait-like sentence", {"suspicion": 0.7}, "sentence", s)
+                for s in bad
+            ]
+            text = " ".join(s for s in sentences if s not in bad)
+            if not text:
+                removed.append(r)
+            else:  # always re-joined, like a real sentence-level defense
+                kept.append(replace(r, passage=replace(r.passage, text=text)))
+        return FilterResult(self.name, tuple(kept), tuple(removed), tuple(decisions))

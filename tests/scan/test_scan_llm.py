@@ -1,0 +1,245 @@
+"""``ragshield scan`` with LLM-written attack texts (a scripted generator stands in for the
+LLM inside these tests only) and the ``extraction`` setting (worm, tiny budget)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ragshield.attacks.writer import TextWriter
+from ragshield.cli import run
+from ragshield.scan.questions import ScanQuestion
+from ragshield.scan.run import run_scan
+from ragshield.scan.writer import AttackTextWriter
+from ragshield.types import Generation
+
+QUESTIONS = [
+    ScanQuestion("What is the capital city of Australia?", ("Canberra",)),
+    ScanQuestion("Who designed the Sydney Opera House?", ("Jorn Utzon", "Utzon")),
+    ScanQuestion("When was Melbourne founded?", ("1835",), target="1901"),
+]
+MARK = "scripted-passage"
+
+
+class Scripted:
+    """Answers target prompts by rule and writes one passage stating the prompt's answer."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        self.calls.append(question)
+        asks_target = question.startswith("Question:") and "Passage" not in question
+        if asks_target and "Opera House" in question:
+            text = "Canberra"  # another question's right answer: the scan must not use it
+        elif asks_target:
+            text = "Zorvana"
+        elif m := re.search(r"(?:my answer: |the answer is )(.+?)\. (?:Please|Do not)", question):
+            text = f"Records show it is {m.group(1)} ({MARK} {len(self.calls)})."
+        else:
+            text = "Tell me about the first topic. And the next one please."
+        return Generation(text, completion_tokens=5, timings={"decode": 0.01})
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+@pytest.fixture(scope="module")
+def index(demo_index: Path) -> Path:
+    """The scan tests' shared demo index (``tests/scan/conftest.py``)."""
+    return demo_index
+
+
+@pytest.fixture(scope="module")
+def llm_scan(index: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from ragshield.scan.run import open_scan_store
+
+    opened = open_scan_store(index)
+    gen = Scripted()
+    writer = AttackTextWriter(TextWriter(gen), opened[1])
+    out = tmp_path_factory.mktemp("out") / "scan"
+    scan = run_scan(
+        index, QUESTIONS, attacks=["poisonedrag", "mixed-2x", "suffix"],
+        defenses=["none"], opened=opened, attack_writer=writer, out_dir=out,
+    )  # fmt: skip
+    return scan, gen, out
+
+
+def test_llm_texts_are_planted_and_labelled(llm_scan) -> None:  # type: ignore[no-untyped-def]
+    scan, _, out = llm_scan
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    sources = {r["setting"]: r["sources"] for r in res["rows"] if r["defense"] == "none"}
+    assert sources["poisonedrag"] == "llm" and sources["suffix"] == "llm"
+    assert "llm" in sources["mixed-2x"].split("+")
+    assert res["scan_notes"]["attack_writer"] == "llm:scripted"
+    case = scan.questions[0]
+    assert case.attack_source == "llm" and len(case.attack_texts["poisonedrag"]) == 5
+    assert all(MARK in t and "Zorvana" in t for t in case.attack_texts["poisonedrag"])
+    assert all(t.startswith("What is the capital city of Australia?") for t in
+               case.attack_texts["poisonedrag"])  # fmt: skip
+    assert not any(t.startswith("What is") for t in case.attack_texts["blind"])
+    assert len(case.attack_texts["garag"]) == 3  # typo copies of the gold passage
+    none_pr = scan.results.get("none", "poisonedrag").metrics
+    assert none_pr["adv_retrieved"] > 0
+    planted = [p for e in scan.examples for p in e["passages"] if p["planted"]]
+    assert planted and all(p["source"] in ("llm", "template") for p in planted)
+    assert any(MARK in p["text"] for p in planted)
+    assert "written by llm:scripted" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_targets_user_wins_and_no_cross_question_target(llm_scan) -> None:  # type: ignore[no-untyped-def]
+    scan, gen, _ = llm_scan
+    targets = [c.target_answer for c in scan.questions]
+    assert targets[0] == "Zorvana"  # written by the LLM
+    assert targets[1] not in ("Canberra", "") and "Canberra" not in targets[1]
+    assert targets[2] == "1901"  # the user's target wins; the LLM is not asked
+    assert not any(c.startswith("Question: When was Melbourne") for c in gen.calls)
+    stats = scan.notes["attack_texts"]
+    assert (stats["target_llm"], stats["target_decoy"], stats["target_file"]) == (1, 1, 1)
+
+
+def test_rerun_reads_the_writer_cache(index: Path, tmp_path: Path) -> None:
+    from ragshield.generate.cache import CachedGenerator
+    from ragshield.scan.run import open_scan_store
+
+    opened = open_scan_store(index)
+    first, second = Scripted(), Scripted()
+    for gen in (first, second):
+        writer = TextWriter(CachedGenerator(gen, tmp_path / "cache"))  # type: ignore[arg-type]
+        scan = run_scan(
+            index, QUESTIONS[:1], attacks=["poisonedrag"], defenses=["none"], opened=opened,
+            attack_writer=AttackTextWriter(writer, opened[1]),
+        )  # fmt: skip
+        assert scan.questions[0].attack_texts["poisonedrag"]
+    assert first.calls and second.calls == []  # resumed entirely from the cache
+
+
+def test_extraction_setting_scores_crr_per_chain(index: Path, tmp_path: Path) -> None:
+    scan = run_scan(
+        index, QUESTIONS[:1], attacks=["extraction"], defenses=["none", "ragdefender"],
+        extraction_queries=2, out_dir=tmp_path / "out", attacker=Scripted(),  # type: ignore[arg-type]
+    )  # fmt: skip
+    cells = {(c.chain, c.attack): c for c in scan.extraction}
+    assert set(cells) == {(d, a) for d in ("none", "ragdefender") for a in ("rag-thief", "worm")}
+    for c in cells.values():
+        assert 1 <= c.queries <= 2 and c.n_chunks == 30 and 0.0 <= c.crr <= 1.0
+        assert c.chunks_reached > 0  # the attack's queries were retrieved for
+    res = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert len(res["extraction"]) == 4 and "extraction" in res["timings_s"]
+    assert {r["setting"] for r in res["rows"]} == {"clean"}  # not a planting row
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "Extraction (chunk recovery rate)" in html and "extractive generator" in html
+
+
+class FirstPassage:
+    """Answers with its first context passage (a reader that trusts the top passage)."""
+
+    name = "first-passage"
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        return Generation(contexts[0] if contexts else "I don't know", completion_tokens=1)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_with_a_generator_the_recommendation_is_end_to_end(index: Path, tmp_path: Path) -> None:
+    scan = run_scan(
+        index, QUESTIONS, attacks=["poisonedrag"], defenses=["none", "ragdefender"],
+        generator=FirstPassage(), out_dir=tmp_path / "out",  # type: ignore[arg-type]
+    )  # fmt: skip
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "accuracy (end to end)" in html and "end-to-end ASR" in html
+    assert html.count("<svg") == 2  # attack reaches + end-to-end ASR
+    rec = scan.recommendation
+    assert (rec.risk_metric, rec.quality_metric) == ("asr", "accuracy")
+    attacked = scan.results.get(rec.chain, "poisonedrag").metrics["asr"]
+    assert rec.risk == pytest.approx(attacked) and "mean asr" in rec.reason
+    assert rec.baseline_quality == scan.results.get("none", "clean").metrics["accuracy"]
+
+
+def test_extraction_without_attacker_runs_the_worm_only(index: Path) -> None:
+    scan = run_scan(
+        index, QUESTIONS[:1], attacks=["extraction"], defenses=["none"], extraction_queries=1
+    )
+    assert [c.attack for c in scan.extraction] == ["worm"]
+    assert any("rag-thief skipped" in n for n in scan.notes["extraction"])
+
+
+def test_cli_all_settings_and_template_writer(index: Path, tmp_path: Path) -> None:
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"question": "When was Melbourne founded?", "answer": "1835"}) + "\n")
+    argv = ["scan", str(index), "--questions", str(q), "--attacks", "all", "--writer",
+            "template", "--defenses", "none", "--extraction-queries", "1", "--out",
+            str(tmp_path / "o")]  # fmt: skip
+    assert run(argv) == 0
+    res = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))
+    from ragshield.eval.plant import REAL_SETTINGS
+
+    assert {r["setting"] for r in res["rows"]} == set(REAL_SETTINGS)
+    assert [c["attack"] for c in res["extraction"]] == ["worm"]
+    assert "llm" not in {s for r in res["rows"] for s in r["sources"].split("+")}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--writer", " "], "--writer is empty"),
+        (["--extraction-queries", "0"], "--extraction-queries must be >= 1"),
+        (["--attacks", "all,nope"], "unknown setting"),
+    ],
+)
+def test_cli_bad_writer_flags_exit_2(
+    index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    capsys.readouterr()
+    argv = ["scan", str(index), "--generate", "1", "--out", str(tmp_path / "o"), *extra]
+    assert run(argv) == 2
+    err = capsys.readouterr().err
+    assert message in " ".join(err.split()) and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.llm
+def test_scan_with_a_real_small_llm_writer(index: Path, tmp_path: Path) -> None:
+    """SmolLM2-135M writes the target and passages end to end through the CLI."""
+    pytest.importorskip("transformers")
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"question": "When was Melbourne founded?", "answer": "1835"}) + "\n")
+    argv = ["scan", str(index), "--questions", str(q), "--writer", "smollm2-135m",
+            "--attacks", "poisonedrag", "--defenses", "none", "--out", str(tmp_path / "o")]  # fmt: skip
+    rc = run(argv)
+    if rc == 2:
+        pytest.skip("smollm2-135m is not installed")
+    assert rc == 0
+    res = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))
+    assert res["scan_notes"]["attack_writer"] == "llm:smollm2-135m"
+    stats = res["scan_notes"]["attack_texts"]
+    assert stats["target_llm"] + stats["target_decoy"] == 1
+    row = next(r for r in res["rows"] if r["setting"] == "poisonedrag")
+    assert set(row["sources"].split("+")) <= {"llm", "template"}
+
+
+def test_whitebox_setting_is_opt_in_and_plants_optimised_prefixes(index: Path) -> None:
+    from ragshield.eval.plant import attack_passages
+    from ragshield.scan.cli import _settings
+
+    assert "poisonedrag-whitebox" not in _settings("all")
+    assert _settings("clean,poisonedrag-whitebox") == ["clean", "poisonedrag-whitebox"]
+    scan = run_scan(
+        index, QUESTIONS[:1], attacks=["poisonedrag", "poisonedrag-whitebox"], defenses=["none"]
+    )
+    row = scan.results.get("none", "poisonedrag-whitebox")
+    assert row.m_planted == 5 and row.sources == "template"
+    assert row.metrics["adv_retrieved"] > 0 and "write_whitebox" in scan.timings
+    case = scan.questions[0]
+    wb = case.attack_texts["whitebox"]
+    blackbox = [p.passage.text for p in attack_passages([case], "poisonedrag")]
+    assert len(wb) == 5 and not set(wb) & set(blackbox)  # the prefixes were optimised
+    assert all(case.target_answer in t for t in wb)  # the body I still states the target
