@@ -39,6 +39,7 @@ from ragshield.errors import InputError
 
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
 NATURAL_QUANTILE = 0.999  # the densest 0.1 % of natural neighbourhoods still pass
+GROUP_MIN_SAMPLE = 200  # below this, the group bar is just above the largest m-th-NN cosine
 GROUP_RANKS: tuple[int, ...] = (
     2,
     3,
@@ -109,10 +110,7 @@ def profile_vectors(
     natural = float(np.clip(np.quantile(nn[:, 0], NATURAL_QUANTILE), -1.0, 1.0))
     group: tuple[float, ...] = ()
     if ranks > 1:
-        group = tuple(
-            round(float(np.clip(np.quantile(nn[:, m - 1], NATURAL_QUANTILE), -1.0, 1.0)), 4)
-            for m in GROUP_RANKS
-        )
+        group = tuple(_group_bar(nn[:, m - 1]) for m in GROUP_RANKS)
     return IndexProfile(
         n=n,
         sampled=int(rows.size),
@@ -120,6 +118,19 @@ def profile_vectors(
         natural_similarity=natural,
         group_similarity=group,
     )
+
+
+def _group_bar(values: np.ndarray) -> float:
+    """The p99.9 of one m-th-NN column, rounded *up* (a rounded-down bar would flag the
+    passage that sets it). With fewer than ``GROUP_MIN_SAMPLE`` passages the tail cannot be
+    estimated (the quantile is an interpolation towards the largest value, which the
+    passage holding it then reaches): the bar is just above the largest value, which no
+    natural passage of the index can reach among its retrieved neighbours."""
+    if values.size < GROUP_MIN_SAMPLE:
+        bar = float(values.max()) + 1e-4
+    else:
+        bar = float(np.quantile(values, NATURAL_QUANTILE))
+    return float(np.clip(np.ceil(bar * 1e4) / 1e4, -1.0, 1.0))
 
 
 def calibrate(defense: object, profile: IndexProfile | Mapping[str, Any] | None) -> None:
