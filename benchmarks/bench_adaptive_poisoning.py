@@ -24,12 +24,15 @@ context.
 * ``main``: none / the paper's algorithm / the authors' ``ragdefender`` package (when
   installed) / ragshield ``ragdefender`` / the recommended chain, on the test split
   (SQuAD odd articles, HotpotQA's 44 poisoning targets), published rows then adaptive rows.
-* ``ablation``: ragshield ``ragdefender`` with each new signal switched off.
+* ``ablation``: ragshield ``ragdefender`` with each new signal switched off (the planted-group
+  kNN signal, the echo pairs' second signal, the echo pairs, the near-copy conflicts).
 * ``lofo``: for each attack family, the new signals' thresholds are chosen on the *dev*
   split (SQuAD even articles, HotpotQA non-targets) from a small grid using every *other*
   family (most attacks caught with clean benign removed <= 0.005 on dev), then the held-out
   family is reported on the test split.
 * ``speed``: the filter's p50 / p95 on warm caches (vectors precomputed), k = 10, one thread.
+* ``groups`` (not in the default): the planted-group signal alone, on dev and test —
+  the share of benign and of planted retrieved passages it flags.
 """
 
 from __future__ import annotations
@@ -288,9 +291,11 @@ def section_main(benches: Sequence[Bench], args: argparse.Namespace) -> None:
 
 ABLATION = {
     "ragdefender (all)": {},
+    "- planted-group kNN": {"group_knn": False},
+    "+ echo pairs' 2nd signal (clean-first)": {"echo_group_margin": 0.03},
     "- question-echo pairs": {"echo_pairs": False},
     "- near-copy conflicts": {"copy_conflicts": False},
-    "- both (previous release)": {"echo_pairs": False, "copy_conflicts": False},
+    "- both (previous release)": {"echo_pairs": False, "copy_conflicts": False, "group_knn": False},
     "- verbatim restatement": {"restated_question": False},
 }
 
@@ -375,6 +380,39 @@ def section_speed(benches: Sequence[Bench], args: argparse.Namespace) -> None:
     print("\n".join(lines) + "\n", flush=True)
 
 
+def section_groups(dev: Sequence[Bench], test: Sequence[Bench], args: argparse.Namespace) -> None:
+    """The planted-group signal alone (no filter around it): share of benign and of planted
+    retrieved passages it flags, per split and setting, bars from the index profile."""
+    from ragshield.defenses.ragdefender import trigram_cosine_matrix
+    from ragshield.defenses.ragdefender.groups import knn_group_members
+
+    lines = ["### Planted-group signal alone (benign flagged / planted flagged)", "",
+             "| dataset | split | bars (2nd/3rd/4th NN p99.9) | setting | benign flagged | "
+             "planted flagged | questions with every planted passage flagged |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for b in (*dev, *test):
+        calibrated(b, None)  # computes the index profile once
+        bars = b._profile.group_similarity  # type: ignore[attr-defined]
+        for s in ("clean", "poisonedrag", *ADAPTIVE):
+            hits, planted, _, _ = b.hits(s)
+            fb = nb = fp = npl = every = attacked = 0
+            for r in hits:
+                v = np.vstack([h.embedding for h in r])
+                lab = np.array([h.id in planted for h in r])
+                lex = trigram_cosine_matrix([h.text for h in r])
+                flag = knn_group_members(v @ v.T, lex, bars, 0.8).members
+                fb, nb = fb + int((flag & ~lab).sum()), nb + int((~lab).sum())
+                fp, npl = fp + int((flag & lab).sum()), npl + int(lab.sum())
+                if lab.any():
+                    attacked += 1
+                    every += int(flag[lab].all())
+            lines.append(f"| {b.name} | {b.split} | {'/'.join(f'{x:.3f}' for x in bars)} | {s} | "
+                         f"{fb / max(nb, 1):.3f} ({fb}/{nb}) | "
+                         f"{(f'{fp / npl:.2f}' if npl else '–')} | "
+                         f"{(f'{every / attacked:.2f}' if attacked else '–')} |")  # fmt: skip
+    print("\n".join(lines) + "\n", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="hotpotqa,squad")
@@ -388,9 +426,9 @@ def main() -> None:
     if not SHARED.is_dir():
         sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")
     sections = set(args.sections.split(","))
-    unknown = sections - {"main", "ablation", "lofo", "speed"}
+    unknown = sections - {"main", "ablation", "lofo", "speed", "groups"}
     if unknown:
-        sys.exit(f"unknown section(s) {sorted(unknown)}; use main, ablation, lofo, speed")
+        sys.exit(f"unknown section(s) {sorted(unknown)}; use main, ablation, lofo, speed, groups")
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 
     random.seed(args.seed)
@@ -407,6 +445,8 @@ def main() -> None:
         section_lofo([Bench(n, "dev", enc, args) for n in names], test, args)
     if "speed" in sections:
         section_speed(test, args)
+    if "groups" in sections:
+        section_groups([Bench(n, "dev", enc, args) for n in names], test, args)
 
 
 if __name__ == "__main__":

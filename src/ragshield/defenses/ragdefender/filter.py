@@ -85,6 +85,7 @@ from ragshield.defenses.ragdefender.evidence import (
     trigram_cosine_matrix,
     typo_copies,
 )
+from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
 from ragshield.defenses.ragdefender.math import (
     ClusteringEstimate,
     ConcentrationEstimate,
@@ -162,6 +163,15 @@ class RAGDefender(_RAGDefenderBase):
         dev SQuAD PR x5 gold kept 0.758 -> 0.765, no other dev cell changed).
     dense_threshold, natural_similarity: group density that counts as evidence; the
         index's own calibration (``calibrate(profile)``) fills ``natural_similarity``.
+    group_knn, group_similarity, group_lexical: the planted *group* (:mod:`.groups`): a
+        passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
+        at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
+        m-th-NN cosine is attack evidence. ``group_similarity`` None: the index's
+        calibration (per m), else one bar for every m. ``echo_group_margin``: the echo pairs
+        need both passages' 2nd neighbour within this of the 2nd-NN bar. Off by default
+        (2.0): at 0.03 HotpotQA clean benign removed falls 0.023 -> 0.005 but typo'd,
+        question-less and answer-spread groups lose their only evidence (adversarial
+        majority 0.36 -> 0.93 on prefix-typo); measured in docs/results-poisoning.md.
     trusted_ids: passage ids the operator vouches for (never removed); the index's
         calibration adds the ids recorded at index time. Passage metadata is ignored.
 
@@ -205,6 +215,10 @@ class RAGDefender(_RAGDefenderBase):
         "conflict_max_diff": [Interval(int, 1, None)],
         "claim_echo": [_COSINE],
         "conflict_echo_margin": [Interval(Real, 0.0, 2.0)],
+        "group_knn": [Boolean()],
+        "group_similarity": [_COSINE, None],
+        "group_lexical": [Interval(Real, 0.0, 1.0)],
+        "echo_group_margin": [Interval(Real, 0.0, 2.0)],
     }
 
     def __init__(
@@ -247,7 +261,16 @@ class RAGDefender(_RAGDefenderBase):
         conflict_max_diff: int = 6,  # an edited fact: a few words on each side
         conflict_echo_margin: float = 0.05,  # dev: an inserted claim sentence adds >= 0.1
         claim_echo: float = 1.0,  # off: dev HotpotQA clean benign removed 0.004 -> 0.030 at 0.7
+        group_knn: bool = False,  # off: `ragshield add` quarantines a clean batch (see docs)
+        group_similarity: float | None = None,  # None: the index's p99.9 m-th-NN cosine
+        group_lexical: float = 0.8,  # dev SQuAD answer-spread benign flagged 0.209 -> 0.004
+        echo_group_margin: float = 2.0,  # off; 0.03 = clean-first (docs/results-poisoning.md)
     ) -> None:
+        self.echo_group_margin = echo_group_margin
+        self.group_knn = group_knn
+        self.group_similarity = group_similarity
+        self.group_lexical = group_lexical
+        self._group_bars: tuple[float, ...] = DEFAULT_BARS
         self.claim_echo = claim_echo
         self.conflict_echo_margin = conflict_echo_margin
         self.echo_pairs = echo_pairs
@@ -312,6 +335,8 @@ class RAGDefender(_RAGDefenderBase):
         :mod:`ragshield.defenses.calibration`) unless ``natural_similarity`` was set."""
         if self.natural_similarity is None:
             self.natural_similarity = round(float(profile.natural_similarity), 4)
+        if len(profile.group_similarity) == len(DEFAULT_BARS):
+            self._group_bars = tuple(float(v) for v in profile.group_similarity)
         if profile.trusted_ids:
             self.trusted_ids = tuple(sorted({*self.trusted_ids, *profile.trusted_ids}))
 
@@ -332,7 +357,7 @@ class RAGDefender(_RAGDefenderBase):
             "mode": mode, "n_adv": 0, "groups": [], "spared": [], "typo_copies": [],
             "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
-            "echo": None,
+            "echo": None, "knn_group": [],
         }  # fmt: skip
         work = _Work(n)
         texts = [r.text for r in items]
@@ -345,6 +370,7 @@ class RAGDefender(_RAGDefenderBase):
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, texts, work, details)
         self._stage_signals(query, texts, work, details)
+        self._stage_knn_groups(sim, work, details)
         self._stage_echo_pairs(sim, work, details)
         self._stage_conflicts(query, texts, work, details)
         if self.multi_group:
@@ -407,7 +433,7 @@ class RAGDefender(_RAGDefenderBase):
         """The inputs of the wording-free stages: character 3-gram cosine between passages
         and, with an encoder, each passage's question echo (its sentence closest to the
         question, :mod:`~ragshield.defenses.ragdefender.echo`)."""
-        if not (self.echo_pairs or self.copy_conflicts):
+        if not (self.echo_pairs or self.copy_conflicts or self.group_knn):
             return
         work.lex = trigram_cosine_matrix(texts)
         if self.encoder is None:
@@ -415,6 +441,28 @@ class RAGDefender(_RAGDefenderBase):
         qv, sv, owner = self._echo.embed(self.encoder, query, texts)
         work.echo, _ = echo_scores(qv, sv, owner, len(texts))
         details["echo"] = work.echo.round(4).tolist()
+
+    def group_bars(self) -> tuple[float, ...]:
+        """The m-th-NN bars in use: ``group_similarity`` for every m when set, else the
+        index's calibration, else :data:`~.groups.DEFAULT_BARS`."""
+        if self.group_similarity is not None:
+            return (float(self.group_similarity),) * len(self._group_bars)
+        return self._group_bars
+
+    def _stage_knn_groups(self, sim: np.ndarray, work: _Work, details: dict[str, Any]) -> None:
+        """A planted group: passages with m retrieved neighbours as close as only 0.1 % of
+        the index's passages have m neighbours (:func:`~.groups.knn_group_members`). Only
+        the flagged members go: made evidence, a benign one took its whole on-topic group
+        with it (dev clean benign removed HotpotQA 0.002 -> 0.014, SQuAD 0.000 -> 0.013)."""
+        hits = knn_group_members(sim, work.lex, self.group_bars(), self.group_lexical)
+        work.second = hits.kth[:, 0]
+        if not self.group_knn:
+            return
+        for i in np.flatnonzero(hits.members).tolist():
+            m = int(hits.rank[i])
+            work.remove(i, f"one of a group of {m + 1}+ passages closer to each other than "
+                           f"the index's p99.9 {m}-th-neighbour cosine")  # fmt: skip
+            details["knn_group"].append(i)
 
     def _stage_conflicts(
         self, query: str, texts: Sequence[str], work: _Work, details: dict[str, Any]
@@ -455,13 +503,19 @@ class RAGDefender(_RAGDefenderBase):
         sentence within ``echo_threshold`` of it in embedding space) and say the same thing
         in different words (embedding cosine >= ``paraphrase_semantic``, character 3-gram
         cosine below ``paraphrase_lexical``). Natural near-copies are lexical and pass; a
-        reworded, moved or dropped question changes neither measure."""
+        reworded, moved or dropped question changes neither measure. Both must also have a
+        2nd retrieved neighbour within ``echo_group_margin`` of the index's 2nd-NN bar
+        (:mod:`.groups`): alone, the pair evidence took a whole on-topic retrieval of
+        season pages on HotpotQA (8 of 10 benign passages removed)."""
         if not self.echo_pairs or work.echo is None or work.lex is None:
             return
         echo = work.echo
         hi = echo >= self.echo_threshold
         para = (sim >= self.paraphrase_semantic) & (work.lex < self.paraphrase_lexical)
         para &= hi[:, None] & hi[None, :]
+        if work.second is not None:  # the second signal: both sit in a dense neighbourhood
+            dense = work.second >= self.group_bars()[0] - self.echo_group_margin
+            para &= dense[:, None] & dense[None, :]
         np.fill_diagonal(para, False)
         for i in np.flatnonzero(para.any(axis=1)).tolist():
             j = int(np.flatnonzero(para[i])[0])
@@ -651,6 +705,7 @@ class _Work:
         self.reasons: dict[int, str] = {}
         self.echo: np.ndarray | None = None  # closest sentence to the question, per passage
         self.lex: np.ndarray | None = None  # character 3-gram cosine between passages
+        self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
 
     def remove(self, i: int, reason: str) -> None:
         self.removed[i] = True
