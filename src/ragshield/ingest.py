@@ -56,6 +56,11 @@ from ragshield.types import FilterResult, Passage, RetrievedPassage
 
 #: The screening chain (the scan's combined chain: RAGDefender + EcoSafeRAG).
 DEFAULT_SCREEN = "ragdefender,ecosaferag"
+#: What the screen changes in its filters: RAGDefender's planted-group signal is off at
+#: ingestion, where a batch of related new documents (versions, a series, one source's
+#: boilerplate) is normal and is judged as a group among itself; it applies at retrieval,
+#: where the group must also sit around one question (tests/test_add.py's clean batch).
+SCREEN_PARAMS: dict[str, dict[str, object]] = {"ragdefender": {"group_knn": False}}
 #: Indexed neighbours per new document (the retrieval depth the scan uses, k=10).
 DEFAULT_K = 10
 QUARANTINE = "quarantine.jsonl"
@@ -372,7 +377,7 @@ def add_documents(
     if spec == "none":
         screened = [Screened(p, (), ()) for p in passages]
     else:
-        chain = build_chain(spec, enc)
+        chain = build_chain(spec, enc, SCREEN_PARAMS)
         chain.warm_up()
         calibrate(chain, getattr(store, "profile", None))
         screened = screen_documents(store, enc, passages, vectors, chain, k)

@@ -261,7 +261,7 @@ class RAGDefender(_RAGDefenderBase):
         conflict_max_diff: int = 6,  # an edited fact: a few words on each side
         conflict_echo_margin: float = 0.05,  # dev: an inserted claim sentence adds >= 0.1
         claim_echo: float = 1.0,  # off: dev HotpotQA clean benign removed 0.004 -> 0.030 at 0.7
-        group_knn: bool = False,  # off: `ragshield add` quarantines a clean batch (see docs)
+        group_knn: bool = True,  # dev: benign flagged <= 0.005; `add` screens without it
         group_similarity: float | None = None,  # None: the index's p99.9 m-th-NN cosine
         group_lexical: float = 0.8,  # dev SQuAD answer-spread benign flagged 0.209 -> 0.004
         echo_group_margin: float = 2.0,  # off; 0.03 = clean-first (docs/results-poisoning.md)
