@@ -211,7 +211,8 @@ class Bench:
 
 def calibrated(bench: Bench, defense: Any) -> Any:
     """As a pipeline over a saved index does: hand the index profile to the defense."""
-    from ragshield.defenses.calibration import calibrate, profile_vectors
+    from ragshield.defenses.calibration import calibrate
+    from ragshield.store.profile import profile_vectors
 
     if not hasattr(bench, "_profile"):
         bench._profile = profile_vectors(bench.store.vectors)  # type: ignore[attr-defined]

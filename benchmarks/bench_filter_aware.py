@@ -178,10 +178,11 @@ def main() -> None:
     budgets = sorted({int(b) for b in args.budgets.split(",")})
     sections = set(args.sections.split(","))
 
-    from ragshield.defenses.calibration import calibrate, profile_vectors
+    from ragshield.defenses.calibration import calibrate
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.ontopic import load_ontopic
     from ragshield.eval.real_retrieval import build_base_store
+    from ragshield.store.profile import profile_vectors
 
     enc = SentenceTransformerEncoder()
     dump: dict[str, Any] = {"seed": args.seed, "k": args.k, "context_k": 5, "budgets": budgets}

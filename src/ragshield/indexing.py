@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Literal
 
 from ragshield.corpus import MAX_CHARS, chunk_passages, read_corpus
-from ragshield.defenses.calibration import profile_vectors
 from ragshield.defenses.canary import MARKER_CHARS
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.errors import InputError
 from ragshield.store.base import VectorStore
 from ragshield.store.faiss_store import FaissStore
 from ragshield.store.persist import check_out_dir, load_store
+from ragshield.store.profile import profile_vectors
 from ragshield.types import Passage
 
 IndexType = Literal["flat", "hnsw", "ivf"]

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragshield.defenses.calibration import IndexProfile, calibrate, profile_vectors
+from ragshield.defenses.calibration import calibrate
 from ragshield.defenses.ragdefender import RAGDefender
 from ragshield.errors import InputError
 from ragshield.store.faiss_store import FaissStore
+from ragshield.store.profile import IndexProfile, profile_vectors
 from ragshield.types import Passage
 
 

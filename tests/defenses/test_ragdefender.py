@@ -658,7 +658,7 @@ class TestEvidence:
         assert res.kept_ids == [] and res.details["trusted_kept"] == []
 
     def test_trusted_ids_come_from_the_index_profile(self) -> None:
-        from ragshield.defenses.calibration import IndexProfile
+        from ragshield.store.profile import IndexProfile
 
         items = self._restating_set(2, [{}, {}, {}])
         d = RAGDefender()

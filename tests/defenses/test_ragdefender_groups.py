@@ -9,9 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from ragshield.defenses.calibration import GROUP_RANKS, IndexProfile, calibrate, profile_vectors
+from ragshield.defenses.calibration import calibrate
 from ragshield.defenses.ragdefender import RAGDefender
 from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
+from ragshield.store.profile import GROUP_RANKS, IndexProfile, profile_vectors
 from ragshield.types import Passage, RetrievedPassage
 
 DIM = 32

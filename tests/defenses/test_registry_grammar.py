@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from ragshield.defenses import registry
-from ragshield.defenses.calibration import IndexProfile
 from ragshield.errors import InputError
+from ragshield.store.profile import IndexProfile
 from ragshield.types import FilterResult, RetrievedPassage
 
 

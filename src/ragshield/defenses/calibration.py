@@ -1,136 +1,15 @@
-"""Index-time calibration: how similar a passage's nearest neighbour naturally is.
+"""Hand the index profile (:mod:`ragshield.store.profile`) to the defenses that read it.
 
-Example::
-
-    from ragshield.defenses.calibration import profile_vectors, calibrate
-
-    profile = profile_vectors(store.vectors)          # once, when the index is built
-    calibrate(chain, profile)                         # RAGDefender reads natural_similarity
-
-Why: a retrieval-time defense that judges "too similar to be natural" needs to know what
-natural is *for this index and this encoder*. Paragraphs of one Wikipedia article under
-MiniLM have a median nearest-neighbour cosine of 0.69 and a 99.9th percentile of 0.90;
-HotpotQA's corpus (which holds near-duplicate paragraphs) reaches 0.996. A fixed threshold
-is wrong for one of them. The profile is computed from the corpus a user indexes (before an
-attacker plants anything later) and kept in the index metadata (``meta.json`` →
-``profile``), so every pipeline that opens the index calibrates the same way.
-
-The same pass records the *group* statistic (``group_similarity``): the p99.9 of each
-passage's 2nd, 3rd and 4th nearest-neighbour cosine. Planted passages come as a group of
-several mutually similar texts; natural near-duplicates (mirrors, versions) mostly come as
-pairs, so the 1-NN bar is broken by them (HotpotQA 0.996) while the m-th-NN bar is not as
-much (HotpotQA 2nd/3rd/4th: 0.968 / 0.954 / 0.944; SQuAD: 0.843 / 0.819 / 0.807).
-
-Caveat (documented, not hidden): a corpus that is *already* heavily poisoned when it is
-indexed raises its own natural level; ragshield's other evidence (a restated question, typo
-copies, the answer signature) does not depend on it.
+Why a function of its own: a chain holds several filters, each of which may or may not
+take a profile; one call calibrates whatever is there, and a value the user set wins.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
-from ragshield.embed.base import l2_normalize
-from ragshield.errors import InputError
-
-QUANTILES = (0.5, 0.9, 0.99, 0.999)
-NATURAL_QUANTILE = 0.999  # the densest 0.1 % of natural neighbourhoods still pass
-GROUP_MIN_SAMPLE = 200  # below this, the group bar is just above the largest m-th-NN cosine
-GROUP_RANKS: tuple[int, ...] = (
-    2,
-    3,
-    4,
-)  # m-th neighbours of the group statistic (groups of 3, 4, 5)
-
-
-@dataclass(frozen=True)
-class IndexProfile:
-    """Nearest-neighbour cosine statistics of an index's passages, and the passage ids the
-    operator vouched for when building it (``ragshield index --trusted-ids FILE``)."""
-
-    n: int
-    sampled: int
-    quantiles: dict[str, float]
-    natural_similarity: float
-    trusted_ids: tuple[str, ...] = ()
-    #: p99.9 of the m-th nearest-neighbour cosine for m in ``GROUP_RANKS`` (``()`` for an
-    #: index profiled before this field existed: the filter then uses its defaults).
-    group_similarity: tuple[float, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> IndexProfile:
-        try:
-            return cls(
-                n=int(data["n"]),
-                sampled=int(data["sampled"]),
-                quantiles={str(k): float(v) for k, v in dict(data["quantiles"]).items()},
-                natural_similarity=float(data["natural_similarity"]),
-                trusted_ids=_str_tuple(data.get("trusted_ids", ())),
-                group_similarity=tuple(float(v) for v in data.get("group_similarity", ())),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"unreadable index profile ({exc}); rebuild the index") from exc
-
-
-def _str_tuple(value: object) -> tuple[str, ...]:
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise TypeError("trusted_ids must be a list of strings")
-    return tuple(value)
-
-
-def profile_vectors(
-    vectors: np.ndarray, *, sample: int = 5000, seed: int = 0, block: int = 1024
-) -> IndexProfile | None:
-    """1-NN (and 2nd-4th-NN) cosine of (a seeded sample of) the passages against the whole
-    index, blockwise so memory stays at ``block × n`` floats. ``None`` for fewer than 3
-    passages; the group statistic needs more than ``max(GROUP_RANKS)`` passages."""
-    x = l2_normalize(np.asarray(vectors, dtype=np.float32))
-    n = x.shape[0]
-    if n < 3:
-        return None
-    rows = np.arange(n)
-    if n > sample:
-        rows = np.sort(np.random.default_rng(seed).choice(n, sample, replace=False))
-    ranks = max(GROUP_RANKS) if n > max(GROUP_RANKS) else 1
-    nn = np.empty((rows.size, ranks), dtype=np.float64)
-    for start in range(0, rows.size, block):
-        idx = rows[start : start + block]
-        sim = x[idx] @ x.T
-        sim[np.arange(idx.size), idx] = -np.inf  # not its own neighbour
-        part = -np.partition(-sim, ranks - 1, axis=1)[:, :ranks]
-        nn[start : start + idx.size] = -np.sort(-part, axis=1)
-    qs = {f"p{q * 100:g}": float(np.quantile(nn[:, 0], q)) for q in QUANTILES}
-    natural = float(np.clip(np.quantile(nn[:, 0], NATURAL_QUANTILE), -1.0, 1.0))
-    group: tuple[float, ...] = ()
-    if ranks > 1:
-        group = tuple(_group_bar(nn[:, m - 1]) for m in GROUP_RANKS)
-    return IndexProfile(
-        n=n,
-        sampled=int(rows.size),
-        quantiles=qs,
-        natural_similarity=natural,
-        group_similarity=group,
-    )
-
-
-def _group_bar(values: np.ndarray) -> float:
-    """The p99.9 of one m-th-NN column, rounded *up* (a rounded-down bar would flag the
-    passage that sets it). With fewer than ``GROUP_MIN_SAMPLE`` passages the tail cannot be
-    estimated (the quantile is an interpolation towards the largest value, which the
-    passage holding it then reaches): the bar is just above the largest value, which no
-    natural passage of the index can reach among its retrieved neighbours."""
-    if values.size < GROUP_MIN_SAMPLE:
-        bar = float(values.max()) + 1e-4
-    else:
-        bar = float(np.quantile(values, NATURAL_QUANTILE))
-    return float(np.clip(np.ceil(bar * 1e4) / 1e4, -1.0, 1.0))
+from ragshield.store.profile import IndexProfile
 
 
 def calibrate(defense: object, profile: IndexProfile | Mapping[str, Any] | None) -> None:

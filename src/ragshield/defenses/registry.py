@@ -215,7 +215,7 @@ def build_chain(
 ) -> FilterChain:
     """``"ragdefender,ecosaferag"`` or a list of names -> a chain (empty spec = no defense).
 
-    ``profile`` is the index's :class:`~ragshield.defenses.calibration.IndexProfile` (or its
+    ``profile`` is the index's :class:`~ragshield.store.profile.IndexProfile` (or its
     dict): every filter that takes one is calibrated from it, a value the user set wins.
     ``cache`` (name -> built filter) lets several chains over one index share filters."""
     from ragshield.defenses.calibration import calibrate

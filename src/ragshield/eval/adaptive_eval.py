@@ -95,7 +95,8 @@ def run_settings(
     cache = str(cache_dir) if cache_dir else None
     store = base_store or build_base_store(data, encoder, cache)
     if calibrate_index and searched:  # the attacker meets the chain as deployed
-        from ragshield.defenses.calibration import calibrate, profile_vectors
+        from ragshield.defenses.calibration import calibrate
+        from ragshield.store.profile import profile_vectors
 
         profile = profile_vectors(store.vectors)
         for defense in defenses.values():

@@ -262,7 +262,8 @@ def run_real_eval(
     generator = answer_once(generator)  # a repeated (question, context) is answered once
     store = base_store or build_base_store(data, encoder, cache)
     if calibrate_index:  # as a pipeline over a saved index does (config.assemble)
-        from ragshield.defenses.calibration import calibrate, profile_vectors
+        from ragshield.defenses.calibration import calibrate
+        from ragshield.store.profile import profile_vectors
 
         profile = profile_vectors(store.vectors)
         for defense in defenses.values():

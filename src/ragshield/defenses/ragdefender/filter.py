@@ -107,7 +107,7 @@ from ragshield.embed.base import Encoder
 from ragshield.types import FilterResult, RetrievedPassage
 
 if TYPE_CHECKING:
-    from ragshield.defenses.calibration import IndexProfile
+    from ragshield.store.profile import IndexProfile
 
 __all__ = [
     "ClusteringEstimate", "ConcentrationEstimate", "PairScores", "PaperRAGDefender",

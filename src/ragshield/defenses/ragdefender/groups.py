@@ -12,7 +12,7 @@ passages (PoisonedRAG: N = 5) that all say the same thing about the same questio
 of them has two, three, four retrieved neighbours that are very close. A natural passage
 rarely does: its m-th nearest neighbour *in the whole index* bounds its m-th nearest
 neighbour among the retrieved passages (a subset), and the index's p99.9 of that statistic
-is recorded at index time (:func:`ragshield.defenses.calibration.profile_vectors`). So a
+is recorded at index time (:func:`ragshield.store.profile.profile_vectors`). So a
 benign passage is flagged at most as often as 0.1 % of the index's passages per rank,
 whatever the wording of the planted texts; the attacker's wording does not enter.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragshield.defenses.calibration import GROUP_RANKS
+from ragshield.store.profile import GROUP_RANKS
 
 #: Bars when the index was not profiled: the HotpotQA on-topic index's p99.9 of the 2nd /
 #: 3rd / 4th-NN cosine under MiniLM, the densest corpus measured (SQuAD: 0.843 / 0.819 /
