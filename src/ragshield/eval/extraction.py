@@ -39,6 +39,9 @@ Example::
     report.save("runs/extraction")
 
 The knowledge bases (loading, encoding, the store) live in :mod:`ragshield.eval.extraction_data`.
+
+Over 500 lines because the attack loop, the utility run and the defended pipeline share one
+run's state (answer cache, batching, per-query logs); its data loading is in extraction_data.
 """
 
 from __future__ import annotations

@@ -58,6 +58,9 @@ Metrics per row (means over questions and seeds):
 * ``asr`` / ``accuracy`` — end to end, only when a generator is given: the response
   contains the target answer (or, for a set carrying a refusal instruction, "I don't
   know"); the response contains the correct answer.
+
+Over 500 lines because the eval-only hard negatives (about 110 lines of fixed text) sit
+beside the harness that is their only reader.
 """
 
 from __future__ import annotations

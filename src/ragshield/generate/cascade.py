@@ -38,6 +38,9 @@ Cost accounting
     estimated as 2·params·tokens (prefill included), next to the same estimate for decoding
     with the reference alone, which is what paper Table 3 compares. ``gamma=0`` runs the
     reference alone through the same prompt and decoding code: the undefended baseline.
+
+Over 500 lines because the draft/reference loop, its KV-cache rollback and the rejection rule
+share per-step state that a split would pass around as arguments.
 """
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ Why it is written this way:
   cache back after rejected drafts; that stays on the reference path: :attr:`model_`,
   :attr:`tokenizer_` and :attr:`reference_` are a :class:`LocalLLMGenerator` of the same
   model with the same settings, loaded only when the cascade asks for them.
+
+Over 500 lines because batched decoding with a shared prompt prefix and its KV-cache
+bookkeeping are state around one ``Llama`` object; options and prompts are in engine_options.
 """
 
 from __future__ import annotations

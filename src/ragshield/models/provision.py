@@ -22,6 +22,9 @@ Safety properties, each covered by a test:
   a crash never leaves a half-converted model that later loads;
 * a file lock serialises conversions, so two processes (pytest-xdist, two workers) never
   convert the same model at the same time; the second one waits and reuses the result.
+
+Over 500 lines because the GGUF assembly, the float32 conversion and the bf16 re-encoding
+share one locked build-once routine and one verification.
 """
 
 from __future__ import annotations

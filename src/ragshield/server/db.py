@@ -17,6 +17,9 @@ Example::
     db = Database("sqlite:///server.db")
     db.migrate()
     print(db.count_audit())
+
+Over 500 lines because keys, budgets, the served-chunk ledger and the audit log share one
+connection, one schema and one transaction per request, in both SQL dialects side by side.
 """
 
 from __future__ import annotations

@@ -157,6 +157,9 @@ sentence judged malicious, where ``e`` in [0, 1] is the evidence — cosine simi
 the nearest bait for a bait-cluster flag, ``1 − variance / variance_threshold`` for a
 low-diversity or absolute-cutoff flag, 1 for a restated question. So ``suspicion ≥ 0.5``
 means "judged malicious".
+
+Over 500 lines because the class wires the paper's stages with their documented parameters;
+the computations live in stages, vectors and baits.
 """
 
 from __future__ import annotations
