@@ -125,11 +125,13 @@ def index(
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.errors import check_int
     from ragshield.indexing import build_index, canary_secret, read_trusted_ids, resolve_trusted
+    from ragshield.limits import InputLimits
     from ragshield.store.persist import check_out_dir
 
     if index_type not in ("flat", "hnsw", "ivf"):
         raise InputError(f"--index-type must be flat, hnsw or ivf; got {index_type!r}")
-    check_int(max_chars, "--max-chars", "index", low=1)
+    # a chunk longer than a defense accepts would be refused at every question (limits.py)
+    check_int(max_chars, "--max-chars", "index", low=1, high=InputLimits().max_passage_chars)
     check_out_dir(out_dir, probe=True)
     fields = [f.strip() for f in text_field.split(",")] if text_field else None
     trusted = read_trusted_ids(trusted_ids) if trusted_ids is not None else []

@@ -118,3 +118,20 @@ def test_cli_index_max_chars(tmp_path: Path) -> None:
     assert all(len(p.text) <= 200 for p in store.passages)  # canary included (on by default)
     plain = [strip_canaries(p.text) for p in store.passages[:-1]]
     assert " ".join(plain) == long_text
+
+
+@pytest.mark.parametrize("value", ["0", "1000001", "1" + "0" * 30])
+def test_cli_index_max_chars_out_of_range_is_refused_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """A chunk size above what a defense accepts (``InputLimits.max_passage_chars``) would
+    build an index whose long passages are refused at every question: refused at once,
+    before encoding and before ``--out`` exists."""
+    from ragshield.cli import run
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "Paris."}) + "\n", encoding="utf-8")
+    assert run(["index", str(corpus), "--out", str(tmp_path / "idx"), "--max-chars", value]) == 2
+    err = capsys.readouterr().err
+    assert "--max-chars" in err and "[1, 1000000]" in err and "Traceback" not in err
+    assert not (tmp_path / "idx").exists()
