@@ -29,6 +29,7 @@ import dataclasses
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -358,6 +359,11 @@ def main() -> None:
         )
         return
 
+    # claimed (created and marked) before any work: the per-query logs go inside it as the
+    # run goes, and an unmarked folder holding them would be refused when the report is saved
+    from ragshield.eval.outdir import claim_out_dir
+
+    claim_out_dir(args.out, "extraction", ex.REPORT_FILES)
     t_start = time.perf_counter()
     encoder = SentenceTransformerEncoder()
     kb = load_knowledge_base(
@@ -502,4 +508,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ragshield.errors import InputError
+
+    try:
+        main()
+    except InputError as exc:  # bad input: one line, exit 2, as the CLI does
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
