@@ -98,9 +98,15 @@ def survives(kept_text: str, planted: str) -> bool:
 
 
 def make_guard(
-    enc: Any, head: InjectionHead, cal: dict[str, Any], op: str = "fpr1"
+    enc: Any, head: InjectionHead, cal: dict[str, Any], op: str | None = None
 ) -> InjectionGuard:
-    g = InjectionGuard(encoder=enc, operating_point=op)  # type: ignore[arg-type]
+    """A guard reading ``head`` with the index calibration ``cal`` at operating point
+    ``op`` (``None``: the guard's default)."""
+    g = (
+        InjectionGuard(encoder=enc)
+        if op is None
+        else InjectionGuard(encoder=enc, operating_point=op)
+    )  # type: ignore[arg-type]
     g._head = head
     g.calibrate_injection(cal)
     return g

@@ -50,7 +50,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +72,16 @@ from ragshield.attacks.injection_families import (
 )
 from ragshield.defenses.ecosaferag.baits import BAIT_TEMPLATES
 from ragshield.defenses.injection.calibration import thresholds_for
-from ragshield.defenses.injection.detector import head_rows, segment, window_scores
+from ragshield.defenses.injection.detector import (
+    head_rows,
+    mention_mask,
+    pair_scores,
+    segment,
+    window_scores,
+)
 from ragshield.defenses.injection.features import feature_matrix
 from ragshield.defenses.injection.head import InjectionHead
-from ragshield.defenses.injection.rules import classifier_view
+from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.text import normalize
 from ragshield.embed.base import l2_normalize
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
@@ -461,6 +467,11 @@ HARD_SOURCES = frozenset(
 HARD_WEIGHT = 2.0
 #: Whether :data:`ABOUT_DOCS` is trained on (dev choice, docs/results-injection.md).
 DOCS = False
+#: Factor on the head's score of a sentence that ``features.mention_kind`` reads as a
+#: notice to a person or a description of AI (dev choice, docs/results-injection.md: 0.5
+#: with the fpr0.1 operating point took dev hard negatives 0.114 -> 0.014 for bare-row
+#: recall 1.000 -> 0.979 of the whole guard).
+MENTION_DISCOUNT = 0.5
 
 
 def view(text: str) -> str:
@@ -655,6 +666,7 @@ def train_head(
     features: tuple[str, ...] = FEATURES,
     hard_weight: float = HARD_WEIGHT,
     docs: bool = DOCS,
+    mention_discount: float = MENTION_DISCOUNT,
 ) -> InjectionHead:
     ex = assemble(
         data_root,
@@ -669,9 +681,10 @@ def train_head(
     w[: len(ex)] = [hard_weight if e.source in HARD_SOURCES else 1.0 for e in ex]
     model = fit(x, y, kind=kind, c=c, seed=seed, weight=w)
     head = InjectionHead.from_sklearn(model, encoder=enc.name, features=features)
+    head = replace(head, mention_discount=mention_discount)
     benign = [normalize(e.text) for e in ex if e.source == "ontopic-dev"]
     bv = head_rows(head, l2_normalize(enc.encode([classifier_view(t) for t in benign])), benign)
-    thresholds = thresholds_for(window_scores(head, bv))
+    thresholds = thresholds_for(window_scores(head, bv, mention_mask(benign)))
     counts: dict[str, int] = {}
     for e in ex:
         counts[f"{e.source}:{e.label}"] = counts.get(f"{e.source}:{e.label}", 0) + 1
@@ -682,6 +695,7 @@ def train_head(
         "C": c,
         "features": list(features),
         "hard_weight": hard_weight,
+        "mention_discount": mention_discount,
         "seed": seed,
         "leave_out_family": leave_out,
         "leave_out_lang": leave_lang,
@@ -697,7 +711,7 @@ def train_head(
         ],
         "thresholds_measured_on": "ontopic dev sentences (training benign text)",
     }
-    return InjectionHead(head.layers, enc.name, thresholds, meta, features)
+    return InjectionHead(head.layers, enc.name, thresholds, meta, features, mention_discount)
 
 
 def dev_report(
@@ -711,6 +725,7 @@ def dev_report(
     features: tuple[str, ...] = FEATURES,
     hard_weight: float = HARD_WEIGHT,
     docs: bool = DOCS,
+    mention_discount: float = MENTION_DISCOUNT,
 ) -> dict[str, float]:
     """Dev figures that choose the recipe (no test text; printed by ``--dev``): per held-out
     family, the head trained without it on that family's bare English rows (head alone, at
@@ -724,21 +739,27 @@ def dev_report(
         head = train_head(
             data_root, enc, kind=kind, c=c, leave_out=fam, seed=seed, about=about,
             features=features, hard_weight=hard_weight, docs=docs,
+            mention_discount=mention_discount,
         )  # fmt: skip
         rows = [fill(r.text, canary_word(r.id)) for r in family_rows(fam) if r.lang == "en"]
-        sc = head.score(head_matrix(head, enc, rows))
+        sc = head_scores(head, enc, rows)
         tprs.append(float(np.mean(sc >= head.thresholds["fpr1"])))
+        out[f"tpr0.1:{fam}"] = float(np.mean(sc >= head.thresholds["fpr0.1"]))
         out[f"tpr:{fam}"] = tprs[-1]
     out["tpr:mean"] = float(np.mean(tprs))
+    out["tpr0.1:mean"] = float(np.mean([out[f"tpr0.1:{f}"] for f in FAMILIES]))
     full = train_head(
         data_root, enc, kind=kind, c=c, seed=seed, about=about, features=features,
-        hard_weight=hard_weight, docs=docs,
+        hard_weight=hard_weight, docs=docs, mention_discount=mention_discount,
     )  # fmt: skip
     for name, texts in (
         ("dev_hard_negatives", DEV_HARD_NEGATIVES),
         ("dev_hard_negatives_2", DEV_HARD_NEGATIVES_2),
     ):
-        sc = full.score(head_matrix(full, enc, list(texts)))
+        sc = head_scores(full, enc, list(texts))
+        ruled = np.array([bool(rule_hits(t)) for t in texts])
+        out[f"guard:{name}@fpr1"] = float(np.mean(ruled | (sc >= full.thresholds["fpr1"])))
+        out[f"guard:{name}@fpr0.1"] = float(np.mean(ruled | (sc >= full.thresholds["fpr0.1"])))
         out[f"flagged:{name}@fpr1"] = float(np.mean(sc >= full.thresholds["fpr1"]))
         out[f"flagged:{name}@fpr0.1"] = float(np.mean(sc >= full.thresholds["fpr0.1"]))
     return out
@@ -748,6 +769,12 @@ def head_matrix(head: InjectionHead, enc: Any, texts: list[str]) -> np.ndarray:
     """Rows the head reads for standalone sentences (as the filter builds them)."""
     norm = [normalize(t) for t in texts]
     return head_rows(head, l2_normalize(enc.encode([classifier_view(t) for t in norm])), norm)
+
+
+def head_scores(head: InjectionHead, enc: Any, texts: list[str]) -> np.ndarray:
+    """Standalone sentences' scores as the filter computes them (mention discount too)."""
+    norm = [normalize(t) for t in texts]
+    return pair_scores(head, head_matrix(head, enc, texts), mention_mask(norm))[0]
 
 
 def cached_encoder() -> DiskCachedEncoder:
@@ -766,28 +793,32 @@ def main() -> None:
     ap.add_argument("--no-about", action="store_true", help="without ABOUT_AI & co (ablation)")
     ap.add_argument("--dev", action="store_true", help="print the dev figures; write nothing")
     ap.add_argument("--no-features", action="store_true", help="vector only (ablation)")
+    ap.add_argument("--features", default=",".join(FEATURES), help="comma-separated names")
     ap.add_argument("--hard-weight", type=float, default=HARD_WEIGHT)
     ap.add_argument("--docs", action="store_true", default=DOCS, help="train on ABOUT_DOCS")
+    ap.add_argument("--mention-discount", type=float, default=MENTION_DISCOUNT)
     args = ap.parse_args()
     t0 = time.time()
     enc = cached_encoder()
     if args.dev:
         rep = dev_report(
             Path(args.data), enc, kind=args.kind, c=args.C, seed=args.seed,
-            about=not args.no_about, features=() if args.no_features else FEATURES,
+            about=not args.no_about, features=() if args.no_features else tuple(args.features.split(",")),
             hard_weight=args.hard_weight, docs=args.docs,
+            mention_discount=args.mention_discount,
         )  # fmt: skip
         enc.save()
         print(json.dumps({"kind": args.kind, "C": args.C, "about": not args.no_about,
-                          "features": not args.no_features, "hard_weight": args.hard_weight,
+                          "mention_discount": args.mention_discount,
+                          "features": [] if args.no_features else args.features.split(","), "hard_weight": args.hard_weight,
                           "docs": args.docs,
                           **rep}))  # fmt: skip
         return
     head = train_head(
         Path(args.data), enc, kind=args.kind, c=args.C, leave_out=args.leave_out,
         leave_lang=args.leave_lang, seed=args.seed,
-        features=() if args.no_features else FEATURES, hard_weight=args.hard_weight,
-        docs=args.docs,
+        features=() if args.no_features else tuple(args.features.split(",")), hard_weight=args.hard_weight,
+        docs=args.docs, mention_discount=args.mention_discount,
     )  # fmt: skip
     enc.save()
     head.save(args.out)

@@ -100,6 +100,7 @@ def calibrate_index(
         "head": str(guard.head_().meta.get("id", "packaged") if head is None else head
                     if isinstance(head, str) else head.meta.get("id", "custom")),
         "encoder": str(getattr(encoder, "name", "")),
+        "mention_discount": guard.discount_(),
         "seed": seed,
     }  # fmt: skip
 

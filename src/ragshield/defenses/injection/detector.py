@@ -27,8 +27,14 @@ over two sentences is still read whole. A sentence is removed when
   markers, tool-call syntax, encoded instructions, exfiltration URLs) — always; or
 * its score, ``max(own, window with the previous, window with the next)``, reaches the
   threshold: the index's own calibration at ``operating_point`` (``"fpr1"``: ≤ 1 % of the
-  index's sentences would be flagged; ``"fpr0.1"``: ≤ 0.1 %), else the head's training
-  operating point, unless ``threshold`` is given explicitly.
+  index's sentences would be flagged; ``"fpr0.1"``, the default: ≤ 0.1 %), else the
+  head's training operating point, unless ``threshold`` is given explicitly.
+
+The head's score of a sentence that reads as a notice to a person or a description of AI
+(:func:`ragshield.defenses.injection.features.mention_kind`: benign text that mentions
+instructions rather than giving them to a model) is multiplied by the head's
+``mention_discount`` before the threshold; calibration applies the same discount, so the
+index's own text keeps its flag rate. The rules still apply in full.
 
 Every score is computed on :func:`ragshield.defenses.injection.text.normalize`'s output
 (NFKC, format characters removed, homoglyphs, spaced letters and leetspeak folded), so the
@@ -69,7 +75,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ragshield.defenses.base import check_retrieved
-from ragshield.defenses.injection.features import feature_matrix
+from ragshield.defenses.injection.features import feature_matrix, mention_kind
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.text import normalize
@@ -81,7 +87,7 @@ from ragshield.types import Decision, FilterResult, RetrievedPassage
 
 __all__ = [
     "CLASSIFIER", "COLLATERAL", "OPERATING_POINTS", "RULE", "InjectionGuard", "Scored",
-    "head_rows", "pair_scores", "segment", "window_flags", "window_scores",
+    "head_rows", "mention_mask", "pair_scores", "segment", "window_flags", "window_scores",
 ]  # fmt: skip
 
 #: Operating point name -> the share of the index's own sentences allowed to be flagged.
@@ -110,18 +116,38 @@ def head_rows(head: InjectionHead, vectors: np.ndarray, texts: Sequence[str]) ->
     return np.hstack([vectors, feature_matrix(head.features, texts)])
 
 
-def pair_scores(head: InjectionHead, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def mention_mask(texts: Sequence[str]) -> np.ndarray:
+    """Per normalised sentence: does :func:`~ragshield.defenses.injection.features.
+    mention_kind` read it as a notice to a person or a description of AI?"""
+    return np.array([bool(mention_kind(t)) for t in texts], dtype=bool)
+
+
+def pair_scores(
+    head: InjectionHead,
+    rows: np.ndarray,
+    mask: np.ndarray | None = None,
+    discount: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """``(own, pair)``: each sentence's score, and each neighbouring pair's (the mean of
     the two unit vectors, re-normalised, with the larger of the two feature values;
-    ``n - 1`` of them). ``rows`` as :func:`head_rows` makes them."""
+    ``n - 1`` of them). ``rows`` as :func:`head_rows` makes them. With ``mask``
+    (:func:`mention_mask`), a masked sentence's score is multiplied by ``discount``
+    (default: the head's ``mention_discount``), and a window's when both its sentences
+    are masked."""
+    lam = head.mention_discount if discount is None else discount
     own = head.score(rows) if len(rows) else np.zeros(0, dtype=np.float64)
+    if mask is not None and lam < 1.0 and own.size:
+        own = np.where(mask, own * lam, own)
     if len(rows) < 2:
         return own, np.zeros(0, dtype=np.float64)
     d = head.vector_dim
     pair = l2_normalize((rows[:-1, :d] + rows[1:, :d]) / 2.0)
     if rows.shape[1] > d:
         pair = np.hstack([pair, np.maximum(rows[:-1, d:], rows[1:, d:])])
-    return own, head.score(pair)
+    ps = head.score(pair)
+    if mask is not None and lam < 1.0:
+        ps = np.where(mask[:-1] & mask[1:], ps * lam, ps)
+    return own, ps
 
 
 def window_flags(own: np.ndarray, pair: np.ndarray, threshold: float) -> np.ndarray:
@@ -138,11 +164,13 @@ def window_flags(own: np.ndarray, pair: np.ndarray, threshold: float) -> np.ndar
     return flag
 
 
-def window_scores(head: InjectionHead, vectors: np.ndarray) -> np.ndarray:
+def window_scores(
+    head: InjectionHead, vectors: np.ndarray, mask: np.ndarray | None = None
+) -> np.ndarray:
     """Per sentence: ``max(own score, pair score with the previous, with the next)`` — an
     upper bound of what :func:`window_flags` flags at any threshold, so a threshold
     calibrated on it flags at most the calibrated share of benign sentences."""
-    own, pair = pair_scores(head, vectors)
+    own, pair = pair_scores(head, vectors, mask)
     best = own.copy()
     if pair.size:
         best[:-1] = np.maximum(best[:-1], pair)
@@ -175,7 +203,7 @@ class InjectionGuard(ParamsMixin):
     Parameters
     ----------
     encoder: the sentence encoder the head was trained on (MiniLM by default).
-    operating_point: ``"fpr1"`` or ``"fpr0.1"``: which calibrated threshold is used.
+    operating_point: ``"fpr1"`` or ``"fpr0.1"`` (default): which calibrated threshold is used.
     threshold: an explicit score threshold in (0, 1]; overrides any calibration.
     rules: apply the deterministic rules (``False``: classifier only, for ablations).
     classifier: apply the classifier head (``False``: rules only).
@@ -203,7 +231,9 @@ class InjectionGuard(ParamsMixin):
         self,
         encoder: Encoder | None = None,
         *,
-        operating_point: OperatingPoint = "fpr1",  # issue #23 target: <= 1 % of index text
+        # issue #23: <= 1 % of index text; fpr0.1 is the dev choice (docs/results-injection.md:
+        # the only point with dev hard negatives <= 0.05, with the mention discount)
+        operating_point: OperatingPoint = "fpr0.1",
         threshold: float | None = None,
         rules: bool = True,
         classifier: bool = True,
@@ -272,6 +302,14 @@ class InjectionGuard(ParamsMixin):
             return float(self.calibration_["thresholds"][self.operating_point])
         return float(self.head_().thresholds.get(self.operating_point, 0.5))
 
+    def discount_(self) -> float:
+        """The head's mention discount, or the one the index was calibrated with (an index
+        calibrated before the discount existed records none: its thresholds hold for
+        undiscounted scores, so none is applied until it is rebuilt)."""
+        if self.calibration_ is not None and self.threshold is None:
+            return float(self.calibration_.get("mention_discount", 1.0))
+        return float(self.head_().mention_discount)
+
     def threshold_source(self) -> str:
         if self.threshold is not None:
             return "explicit"
@@ -287,7 +325,7 @@ class InjectionGuard(ParamsMixin):
         return (cut[:space] if space > 0 else cut), True
 
     def _key(self, text: str) -> bytes:
-        raw = f"{self.language}\x00{int(self.windows)}\x00{text}".encode()
+        raw = f"{self.language}\x00{int(self.windows)}\x00{self.discount_()}\x00{text}".encode()
         return hashlib.blake2b(raw, digest_size=16).digest()
 
     def score_texts(self, texts: Sequence[str]) -> list[Scored]:
@@ -309,12 +347,18 @@ class InjectionGuard(ParamsMixin):
                 if self.classifier and norm and self.encoder is not None
                 else None
             )
+            mask = mention_mask(norm) if vecs is not None else None
             at = 0
             for k, ss in segs.items():
                 n = len(ss)
                 own = pair = np.zeros(0, dtype=np.float64)
                 if vecs is not None and n:
-                    own, pair = pair_scores(self.head_(), vecs[at : at + n])
+                    own, pair = pair_scores(
+                        self.head_(),
+                        vecs[at : at + n],
+                        None if mask is None else mask[at : at + n],
+                        self.discount_(),
+                    )
                     if not self.windows:
                         pair = np.zeros(0, dtype=np.float64)
                 elif n:

@@ -26,7 +26,10 @@ import numpy as np
 
 from ragshield.defenses.injection.rules import RULES, fold_accents, unquoted
 
-__all__ = ["FEATURES", "addressed", "feature_matrix"]
+__all__ = [
+    "FEATURES", "MENTION_KINDS", "addressed", "directive", "feature_matrix", "mention_kind",
+    "reported", "targets_model", "uses_model",
+]  # fmt: skip
 
 _SECOND_PERSON = re.compile(
     r"\b(?:you|your|yours|yourself|yourselves|dein\w*|dich|dir|tu|tes|vous|votre|vos|usted|"
@@ -196,7 +199,15 @@ _IMPERATIVES = frozenset(
 )
 _LEAD = re.compile(
     r"^\W*(?:[A-Za-z][\w ]{0,30}:\s+)?(?:(?:please|now|then|also|just|and|so|first|kindly|"
-    r"bitte|jetzt|maintenant|ahora|ora)\s*,?\s+)?([A-Za-z'-]+)"
+    r"bitte|jetzt|maintenant|ahora|ora)\s*,?\s+)?([A-Za-z'-]+)",
+    re.IGNORECASE,  # "Please ignore ...": the softener is capitalised at a sentence start
+)
+#: An imperative after an opening purpose / condition clause ("To file this, call ...",
+#: "Before you answer, send ...").
+_AFTER_CLAUSE = re.compile(
+    r"^\W*(?:to|for|before|after|when|once|if|um|pour|para|per|prima)\b[^,.;:]{2,80},\s*"
+    r"(?:(?:please|then|also|just|kindly)\s+)?([A-Za-z'-]+)",
+    re.IGNORECASE,
 )
 _ADDRESS = next(r.pattern for r in RULES if r.name == "addressed_to_model")
 
@@ -209,13 +220,106 @@ def addressed(text: str) -> float:
     m = _LEAD.match(plain)
     if m and m.group(1).lower() in _IMPERATIVES:
         return 1.0
+    m = _AFTER_CLAUSE.match(plain)  # "To close this ticket, call ..."
+    if m and m.group(1).lower() in _IMPERATIVES:
+        return 1.0
     if _SECOND_PERSON.search(plain) or _ADDRESS.search(plain):
         return 1.0
     return 0.0
 
 
+#: What an injection acts on: the model and its instructions, the conversation, the answer
+#: it writes, the user's data and secrets, tools and where data is sent (en/de/fr/es/it,
+#: accents folded). A notice to a person ("Enter your student number and click Submit")
+#: names none of them.
+_MODEL_OBJECT = re.compile(
+    r"\b(?:assistant|ai|a\.i\.|llm|gpt|chatbot|bot|model|language model|agent|copilot|"
+    r"system|prompt|prompts|instruction|instructions|directive|directives|guidelines?|"
+    r"rules|restrictions?|filters?|safety|policy|policies|previous|prior|above|earlier|"
+    r"conversation|chat|context|messages|user|user's|users|"
+    r"(?:your|the|this|every|each|its|their|any)\s+(?:[a-z]+\s+)?(?:response|responses|"
+    r"answer|answers|reply|replies|output|summary|session|turn|task)|from now on|"
+    r"for all future|for the rest of|remainder of|you are now|you now|developer mode|"
+    r"without (?:any )?(?:limits|restrictions|rules|filters)|unrestricted|unfiltered|"
+    r"jailbreak\w*|password|passwords|credentials?|api key|token|"
+    r"secret|secrets|confidential|tool|tools|memory|customer|customers|"
+    r"ki|assistent|modell|\w*anweisung\w*|regeln|kunden\w*|vorherigen|antwort|benutzer\w*|"
+    r"ia|modele|consignes?|regles|precedentes?|reponse|utilisateur\w*|"
+    r"asistente|modelo|instrucciones|reglas|anteriores|respuesta|usuario\w*|"
+    r"assistente|modello|istruzioni|regole|precedenti|risposta|utente)\b"
+    r"|https?://|www\.|[\w.+-]+@[\w-]+\.[\w.]+|\b[a-z]+_[a-z_]+\b"
+    r"|\b[\w-]+\.(?:com|net|org|io|example|shop|xyz|info)\b",  # normalize folds @ to a
+    re.IGNORECASE,
+)
+#: A third-person frame that describes or reports (the subject, then a reporting verb):
+#: "The article explains ...", "Der Bericht beschreibt ...", "L'articolo descrive ...".
+_REPORTING = re.compile(
+    r"^\W*(?:(?:the|a|an|this|that|these|its|his|her|their|our|many|most|some|der|die|das|"
+    r"ein|eine|dieser|le|la|les|l'|un|une|ce|cette|el|los|las|un|una|este|esta|il|lo|gli|"
+    r"i|l'|uno|questo|questa)\s*)?(?:[\w'-]+\s+){0,5}?"
+    r"(?:describes?|described|explains?|explained|shows?|showed|shown|says?|said|reports?|"
+    r"reported|warns?|warned|notes?|noted|recommends?|recommended|suggests?|suggested|"
+    r"states?|stated|claims?|claimed|found|finds|argues?|argued|lists?|listed|"
+    r"demonstrated|discovered|tested|studied|told|asked|ordered|instructed|"
+    r"beschreibt|beschrieb|erklart|erklarte|zeigt|zeigte|berichtet|warnt|empfiehlt|"
+    r"untersuchten|decrit|explique|indique|montre|rapporte|recommande|affirme|"
+    r"describe|explica|muestra|indica|informa|recomienda|recomiendan|advierte|"
+    r"descrive|spiega|mostra|indica|riporta|raccomanda|avverte)\b",
+    re.IGNORECASE,
+)
+
+
+#: An obligation put on someone (a directive written in the third person: "AI systems
+#: reading this must ...", "the assistant should ..."), en/de/fr/es/it.
+_MODAL = re.compile(
+    r"\b(?:must|should|shall|has to|have to|need to|needs to|is to|are to|is required to|"
+    r"are required to|is expected to|are expected to|is instructed to|are instructed to|"
+    r"muss|mussen|soll|sollen|sollte|doit|doivent|devra|faut|debe|deben|debera|tiene que|"
+    r"deve|devono|dovra|bisogna|i will|i'll|i shall|i must|i am going to)\b",
+    re.IGNORECASE,
+)
+
+
+def directive(text: str) -> float:
+    """1.0 when ``text`` (outside quotation marks) puts an obligation on someone ("must",
+    "should", "is expected to"; German, French, Spanish, Italian forms); else 0.0. Why: an
+    injection written in the third person ("AI assistants reading this must ...") still
+    directs; a description ("The assistant summarised the page") does not."""
+    return 1.0 if _MODAL.search(fold_accents(unquoted(text))) else 0.0
+
+
+def targets_model(text: str) -> float:
+    """1.0 when ``text`` (outside quotation marks) names what an injection acts on — the
+    model, its instructions or rules, the conversation, the answer it writes, the user's
+    data, secrets, tools, a URL or an e-mail address; else 0.0. Why: a how-to step or a
+    notice to a person is an imperative too, but about the world, not about the reader's
+    model-side behaviour."""
+    return 1.0 if _MODEL_OBJECT.search(fold_accents(unquoted(text))) else 0.0
+
+
+def uses_model(text: str) -> float:
+    """1.0 when ``text`` both speaks to its reader (:func:`addressed`) and names what an
+    injection acts on (:func:`targets_model`): the *use* of an instruction to a model. A
+    logistic head cannot form this product from the two features itself."""
+    return addressed(text) * targets_model(text)
+
+
+def reported(text: str) -> float:
+    """1.0 when ``text`` opens with a third-person reporting frame ("The article explains
+    ...", "Researchers found ...", "Der Bericht beschreibt ...") and does not speak to its
+    reader; else 0.0. Why: security writing *mentions* instructions inside such frames."""
+    plain = fold_accents(unquoted(text))
+    return 1.0 if _REPORTING.search(plain) and not addressed(text) else 0.0
+
+
 #: Feature name -> function of one normalised sentence (a head lists the ones it reads).
-FEATURES: Mapping[str, Callable[[str], float]] = {"addressed": addressed}
+FEATURES: Mapping[str, Callable[[str], float]] = {
+    "addressed": addressed,
+    "targets_model": targets_model,
+    "uses_model": uses_model,
+    "reported": reported,
+    "directive": directive,
+}
 
 
 def feature_matrix(names: Sequence[str], texts: Sequence[str]) -> np.ndarray:
@@ -224,3 +328,31 @@ def feature_matrix(names: Sequence[str], texts: Sequence[str]) -> np.ndarray:
     return np.array([[f(t) for f in fns] for t in texts], dtype=np.float32).reshape(
         len(texts), len(fns)
     )
+
+
+#: What :func:`mention_kind` returns for a sentence that is not an instruction to a model.
+MENTION_KINDS: tuple[str, ...] = ("person", "about")
+
+
+def mention_kind(text: str) -> str:
+    """Why ``text`` (normalised) reads like an instruction without being one to a model:
+    ``"person"`` — it speaks to a person about the world (an imperative or "you", and
+    nothing a model acts on: "Enter your student number and click Submit"); ``"about"`` —
+    it names the model-side machinery without speaking to anyone or putting an obligation
+    on anyone ("The system message is hidden from the user", "Der Bericht beschreibt ...");
+    ``""`` otherwise (ordinary prose, or a sentence that may direct a model).
+
+    Why: the head's sentence vector reads topic, and text about assistants and prompts or a
+    notice to a reader shares the topic of an injection; these two shapes are where
+    benign text that quotes, describes or resembles injections sits (the hard negatives),
+    while an injection either addresses its reader about the model's behaviour or puts an
+    obligation on it. The detector discounts the head's score of such a sentence
+    (:attr:`ragshield.defenses.injection.head.InjectionHead.mention_discount`); the rules
+    still apply to it in full."""
+    a = addressed(text) > 0
+    t = targets_model(text) > 0
+    if a and not t:
+        return "person"
+    if not a and t and not directive(text):
+        return "about"
+    return ""

@@ -54,6 +54,10 @@ class InjectionHead:
     #: hand-made features appended to each sentence vector, in this order
     #: (:data:`ragshield.defenses.injection.features.FEATURES`)
     features: tuple[str, ...] = ()
+    #: factor on the score of a sentence that :func:`~ragshield.defenses.injection.
+    #: features.mention_kind` reads as a notice to a person or a description of AI (1.0:
+    #: none; the shipped head's value is a dev choice, docs/results-injection.md)
+    mention_discount: float = 1.0
 
     @property
     def dim(self) -> int:
@@ -91,6 +95,7 @@ class InjectionHead:
             "thresholds": dict(self.thresholds),
             "meta": dict(self.meta),
             "features": list(self.features),
+            "mention_discount": self.mention_discount,
         }
 
     @classmethod
@@ -114,12 +119,16 @@ class InjectionHead:
                 raise ValueError(f"unknown features {unknown}")
             if len(features) >= layers[0][0].shape[0]:
                 raise ValueError("more features than inputs")
+            discount = float(data.get("mention_discount", 1.0))
+            if not 0.0 < discount <= 1.0:
+                raise ValueError(f"mention_discount must be in (0, 1], got {discount}")
             return cls(
                 layers=layers,
                 encoder=str(data.get("encoder", "")),
                 thresholds={str(k): float(v) for k, v in dict(data.get("thresholds", {})).items()},
                 meta=dict(data.get("meta", {})),
                 features=features,
+                mention_discount=discount,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"unreadable injection head ({exc}); retrain or reinstall it") from exc

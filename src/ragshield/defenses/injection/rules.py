@@ -360,6 +360,7 @@ _INSTRUCTION = re.compile(
     _I,
 )
 ENCODED = "encoded_instruction"
+_LABEL = re.compile(r"^[^:\n]{0,40}:\s*")  # "Reference (rot13): ..." -> what follows
 
 
 def rule_hits(text: str) -> list[str]:
@@ -374,9 +375,12 @@ def rule_hits(text: str) -> list[str]:
     payloads = decoded_payloads(norm if norm.isascii() else text)
     if norm != text:
         payloads += decoded_payloads(text)
+    from ragshield.defenses.injection.features import addressed, targets_model
+
     for payload in payloads:
         if (
             _INSTRUCTION.search(payload)
+            or addressed(body := _LABEL.sub("", payload)) * targets_model(body)  # speaks to a model
             or any(r.pattern.search(payload) for r in RULES)
             or any(r.pattern.search(fold_accents(payload)) for r in IMPERATIVE_RULES)
         ):

@@ -23,7 +23,8 @@ Every check of :mod:`ragshield.defenses.injection.rules` and the classifier head
    (``confusable_homoglyphs``, Unicode TR39 data) lists as a look-alike of one ASCII
    letter or digit becomes that character (Cyrillic ``а`` → ``a``), inside words that
    also hold Latin letters, so genuine Greek or Russian text is left alone;
-4. spaced-out letters joined (``I g n o r e`` → ``Ignore``: runs of ≥ 4 single letters);
+4. spaced-out letters joined (``I g n o r e`` → ``Ignore``: runs of ≥ 4 single letters;
+   and every word of a text whose words are letter-spaced between wider gaps);
 5. leetspeak folded inside words that mix letters and the digits ``0 1 3 4 5 7`` or
    ``@ $`` (``1gn0r3`` → ``ignore``); numbers and codes without letters stay as they are.
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import re
 import unicodedata
@@ -113,8 +115,25 @@ def normalize(text: str) -> str:
     t = "".join(c for c in t if unicodedata.category(c) != "Cf")
     if not t.isascii():
         t = fold_confusables(t)
-    t = _SPACED.sub(lambda m: m.group(0).replace(" ", ""), t)
+    t = _SPACED.sub(lambda m: m.group(0).replace(" ", ""), _join_spaced_words(t))
     return _LEET_SHORT.sub(_unleet, _LEET_WORD.sub(_unleet, t))
+
+
+_LETTER_SPACED = re.compile(r"\S(?: \S)+")
+
+
+def _join_spaced_words(t: str) -> str:
+    """Letters spaced out with words kept apart by wider gaps (``E n d  y o u r``): when at
+    least three chunks between 2+-space gaps are letter-spaced (and a third of them),
+    every such chunk is joined and the gaps become one space; short words that step 4
+    alone would miss (``E n d``) are read too."""
+    if "  " not in t:
+        return t
+    chunks = re.split(r" {2,}", t)
+    spaced = [bool(_LETTER_SPACED.fullmatch(c)) for c in chunks]
+    if sum(spaced) < 3 or sum(spaced) < len(chunks) / 3:
+        return t
+    return " ".join(c.replace(" ", "") if sp else c for c, sp in zip(chunks, spaced, strict=True))
 
 
 # ------------------------------------------------------------------ encoded payloads
@@ -201,12 +220,34 @@ def _texty(raw: bytes) -> str | None:
     return s.strip()
 
 
-def decoded_payloads(text: str) -> list[str]:
-    """Natural-language text hidden in ``text`` as base64 (standard or URL-safe), base32,
-    hex, percent-encoding, binary, ``\\u`` escapes, base85 / ascii85 (``<~ ~>``), Morse,
-    Unicode tag characters (invisible ASCII), ROT13 or reversed text. A block that does not decode to readable words
-    (an id, a hash, a key) yields nothing, so only a *hidden message* is returned."""
+def _printable(raw: bytes) -> str | None:
+    """``raw`` as text when it is printable ASCII that is *not* natural language (``None``
+    otherwise): a block that may itself be an encoding (base64 of hex, hex of base85 ...)
+    and is worth decoding again."""
+    try:
+        s = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    if len(s) < 8 or not all(c.isprintable() or c.isspace() for c in s):
+        return None
+    return s.strip()
+
+
+def _layer(text: str) -> tuple[list[str], list[str]]:
+    """One layer of decoding: ``(natural-language payloads, printable blocks that may be
+    another encoding)`` (see :func:`decoded_payloads`)."""
     out: list[str] = []
+    inner: list[str] = []
+
+    def take(raw: bytes) -> bool:
+        if got := _texty(raw):
+            out.append(got)
+            return True
+        if got := _printable(raw):
+            inner.append(got)
+            return True
+        return False
+
     for m in _B64.finditer(text):
         s = m.group(0)
         if s.isalpha() and (s.islower() or s.isupper()):
@@ -214,23 +255,20 @@ def decoded_payloads(text: str) -> list[str]:
         pad = s + "=" * (-len(s) % 4)
         for decode in (base64.b64decode, base64.urlsafe_b64decode):
             try:
-                got = _texty(decode(pad))
+                if take(decode(pad)):
+                    break
             except (binascii.Error, ValueError):
-                got = None
-            if got:
-                out.append(got)
-                break
+                continue
     for m in _HEX.finditer(text):
         digits = re.sub(r"[ :]", "", m.group(0))
-        if len(digits) % 2 == 0 and (got := _texty(bytes.fromhex(digits))):
-            out.append(got)
+        if len(digits) % 2 == 0:
+            take(bytes.fromhex(digits))
     for m in (*_PCT.finditer(text), *_PCT_WORD.finditer(text)):
         if got := _texty(unquote(m.group(0)).encode("utf-8", "replace")):
             out.append(got)
     for m in _BIN.finditer(text):
         bits = m.group(0).split()
-        if got := _texty(bytes(int(b, 2) for b in bits if len(b) == 8)):
-            out.append(got)
+        take(bytes(int(b, 2) for b in bits if len(b) == 8))
     for m in _UESC.finditer(text):
         codes = re.findall(r"[0-9a-fA-F]{4}", m.group(0))
         if got := _texty("".join(chr(int(c, 16)) for c in codes).encode("utf-8", "replace")):
@@ -238,27 +276,17 @@ def decoded_payloads(text: str) -> list[str]:
     for m in _B85.finditer(text):
         for decode85 in (base64.b85decode, base64.a85decode):
             try:
-                got = _texty(decode85(m.group(0)))
+                if take(decode85(m.group(0))):
+                    break
             except (ValueError, binascii.Error):
-                got = None
-            if got:
-                out.append(got)
-                break
+                continue
     for m in _A85.finditer(text):
-        try:
-            got = _texty(base64.a85decode(m.group(1), ignorechars=b" \t\n\r"))
-        except (ValueError, binascii.Error):
-            got = None
-        if got:
-            out.append(got)
+        with contextlib.suppress(ValueError, binascii.Error):
+            take(base64.a85decode(m.group(1), ignorechars=b" \t\n\r"))
     for m in _B32.finditer(text):
         pad = m.group(0).rstrip("=")
-        try:
-            got = _texty(base64.b32decode(pad + "=" * (-len(pad) % 8)))
-        except (ValueError, binascii.Error):
-            got = None
-        if got:
-            out.append(got)
+        with contextlib.suppress(ValueError, binascii.Error):
+            take(base64.b32decode(pad + "=" * (-len(pad) % 8)))
     for m in _MORSE_BLOCK.finditer(text):
         if (got := _morse(m.group(0))).count("?") <= len(got) // 10 and _texty(got.encode()):
             out.append(got)
@@ -266,6 +294,35 @@ def decoded_payloads(text: str) -> list[str]:
         if got := _texty("".join(chr(ord(c) - 0xE0000) for c in m.group(0)).encode()):
             out.append(got)
     out += _rotated(text)
+    return out, inner
+
+
+#: Layers of encoding undone (base64 of hex of text is 2): the obfuscation family of
+#: bastioncorpus nests two; a third costs nothing on text that decodes to nothing.
+MAX_LAYERS = 3
+
+
+def decoded_payloads(text: str, depth: int = MAX_LAYERS) -> list[str]:
+    """Natural-language text hidden in ``text`` as base64 (standard or URL-safe), base32,
+    hex, percent-encoding, binary, ``\\u`` escapes, base85 / ascii85 (``<~ ~>``), Morse,
+    Unicode tag characters (invisible ASCII), ROT13 or reversed text — also nested up to
+    ``depth`` layers (base64 of hex, ROT13 inside base64, ...: a decoded block that is
+    printable but not prose is decoded again, and decoded prose is read again for a
+    block inside it). A block that does not decode to readable words (an id, a hash, a
+    key) yields nothing, so only a *hidden message* is returned."""
+    out: list[str] = []
+    seen = {text}
+    frontier = [text]
+    for _ in range(max(depth, 1)):
+        nxt: list[str] = []
+        for t in frontier:
+            texty, inner = _layer(t)
+            out += texty
+            nxt += [x for x in (*texty, *inner) if x not in seen]
+        seen.update(nxt)
+        frontier = list(dict.fromkeys(nxt))
+        if not frontier:
+            break
     return list(dict.fromkeys(out))
 
 
@@ -297,6 +354,19 @@ _COMMON = frozenset(
         "answer",
         "from",
         "now",
+        "user",
+        "link",
+        "by",
+        "their",
+        "in",
+        "it",
+        "be",
+        "not",
+        "only",
+        "every",
+        "any",
+        "show",
+        "code",
     ]
 )
 _ROT13 = str.maketrans(
