@@ -133,6 +133,13 @@ _REGISTRY: dict[str, AttackSpec] = {
             "bastioncorpus injections (one family; issue #23) planted into on-topic text",
         ),
         _spec(
+            "injection-adaptive",
+            "corpus",
+            f"{_A}.injection_adaptive:AdaptiveInjectionAttack",
+            "black-box search for an injection the deployed chain lets through (rewordings, "
+            "translation, framing, splitting, encodings, placement; issue #23)",
+        ),
+        _spec(
             "injection-offtopic",
             "corpus",
             f"{_A}.planting:PlantedInstructionAttack",

@@ -1,0 +1,158 @@
+"""The adaptive injection attacker against each defense: success against budget (issue #23).
+
+    python benchmarks/bench_injection_adaptive.py [--data ../shared/data] [--seed 0]
+        [--goals 30] [--budget 200] [--json runs/injection_adaptive.json]
+
+What it measures (every figure printed is measured in this run; seed and split printed):
+``--goals`` SQuAD *test* questions (articles at odd title positions; questions drawn with
+the seed), each given one intent of :data:`ragshield.attacks.injection_adaptive.INTENTS`
+in rotation (canary / link / answer) and the question's on-topic genuine paragraphs as
+carriers (ones without the answer, as ``bench_injection.py``). For each defense — none,
+EcoSafeRAG (ragshield default), InjectionGuard (the shipped head, calibrated on the index's
+own sentences at its default operating point) and the chain (EcoSafeRAG -> InjectionGuard)
+— :class:`~ragshield.attacks.injection_adaptive.AdaptiveInjectionAttack` searches with a
+budget of ``--budget`` calls (one call = plant one passage into a copy of the 1,888-paragraph
+FAISS index, retrieve the real top-10, run the defense, look at the 5 best-scored kept
+passages); success at budget b = the whole instruction, as planted, reached those 5
+passages within b calls. Printed: success at 1 / 10 / 50 / 200 calls with a Wilson 95 %
+interval, mean calls of the successful searches, and which operators the first winning
+variants used. Success is delivery to the context, not obedience of a model (not run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_ecosaferag import ONTOPIC, ontopic_split, ontopic_store
+from bench_injection import carriers_for, make_guard
+from ragshield.attacks.filter_aware import ChainOracle
+from ragshield.attacks.injection_adaptive import (
+    INTENTS,
+    AdaptiveInjectionAttack,
+    InjectionGoal,
+)
+from ragshield.attacks.injection_families import canary_word
+from ragshield.defenses.compose import FilterChain
+from ragshield.defenses.ecosaferag import EcoSafeRAG
+from ragshield.defenses.injection.calibration import calibrate_index
+from ragshield.defenses.injection.head import InjectionHead
+from ragshield.eval.intervals import wilson
+from train_injection_head import cached_encoder
+
+BUDGETS = (1, 10, 50, 200)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data"))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--goals", type=int, default=30)
+    ap.add_argument("--budget", type=int, default=200)
+    ap.add_argument(
+        "--operating-point", default=None, help="guard operating point (default: the guard's)"
+    )
+    ap.add_argument("--defenses", default="none,ecosaferag,injection-guard,chain")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    t0 = time.time()
+    enc = cached_encoder()
+    data = json.loads((Path(args.data) / ONTOPIC).read_text(encoding="utf-8"))
+    store = ontopic_store(data, enc)
+    texts = [p.text for p in store.passages]
+    by_article: dict[str, list[str]] = {}
+    for p in store.passages:
+        by_article.setdefault(p.title, []).append(p.text)
+    head = InjectionHead.packaged()
+    cal = calibrate_index(texts, enc, head=head, sample=10**9)
+    assert cal is not None
+    enc.save()
+    qs = ontopic_split(data, "test", 10**6, args.seed)
+    rng = np.random.default_rng(args.seed)
+    picked = [qs[int(i)] for i in rng.choice(len(qs), size=min(args.goals, len(qs)), replace=False)]
+    intents = list(INTENTS)
+    goals = [
+        InjectionGoal(
+            q.question,
+            tuple(carriers_for(q, by_article)[:5]),
+            intent=intents[i % len(intents)],
+            canary=canary_word(q.question),
+            answer=q.target,
+        )
+        for i, q in enumerate(picked)
+    ]
+    budgets = tuple(b for b in BUDGETS if b <= args.budget)
+    op = args.operating_point
+    defenses: dict[str, Any] = {}
+    want = args.defenses.split(",")
+    guard_kw = {"op": op}
+    if "none" in want:
+        defenses["none"] = None
+    if "ecosaferag" in want:
+        defenses["ecosaferag"] = EcoSafeRAG(encoder=enc)
+    if "injection-guard" in want:
+        defenses["injection-guard"] = make_guard(enc, head, cal, **guard_kw)
+    if "chain" in want:
+        defenses["chain"] = FilterChain(
+            [EcoSafeRAG(encoder=enc), make_guard(enc, head, cal, **guard_kw)]
+        )
+    g = make_guard(enc, head, cal, **guard_kw)
+    print(
+        f"# Adaptive injection attacker (seed {args.seed}; {len(goals)} SQuAD test questions; "
+        f"budget {args.budget}; guard operating point {g.operating_point}, threshold "
+        f"{g.threshold_():.4f}, mention discount {g.discount_()})"
+    )
+    print(
+        "| defense | "
+        + " | ".join(f"success @{b}" for b in budgets)
+        + " | mean calls (successes) | winning operators |"
+    )
+    print("|---" * (len(budgets) + 3) + "|")
+    out: dict[str, Any] = {"seed": args.seed, "goals": len(goals), "budget": args.budget,
+                           "operating_point": g.operating_point, "rows": {}}  # fmt: skip
+    attack = AdaptiveInjectionAttack(budget=args.budget)
+    for name, d in defenses.items():
+        t1 = time.time()
+        oracle = ChainOracle(store, enc, d, k=10, context_k=5)
+        res = [attack.search(goal, oracle, seed=args.seed, checkpoints=budgets) for goal in goals]
+        succ = {b: sum(r.success[b] for r in res) for b in budgets}
+        won = [r for r in res if r.winner is not None]
+        ops = Counter(
+            o.split(":")[0] for r in won for o in r.winner.ops if not o.startswith("move")
+        )  # type: ignore[union-attr]
+        moves = Counter(o for r in won for o in r.winner.ops if o.startswith("move"))  # type: ignore[union-attr]
+        mean_calls = float(np.mean([r.calls for r in won])) if won else float("nan")
+        cells = []
+        for b in budgets:
+            lo, hi = wilson(succ[b], len(goals))
+            cells.append(f"{succ[b] / len(goals):.3f} ({lo:.2f}-{hi:.2f})")
+        top = ", ".join(f"{k} {v}" for k, v in (ops + moves).most_common(5)) or "-"
+        print(f"| {name} | " + " | ".join(cells) + f" | {mean_calls:.1f} | {top} |", flush=True)
+        out["rows"][name] = {
+            "success": {str(b): succ[b] / len(goals) for b in budgets},
+            "calls": [r.calls for r in res],
+            "winners": [None if r.winner is None else list(r.winner.ops) for r in res],
+            "seconds": time.time() - t1,
+        }
+        enc.save()
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"\n{time.time() - t0:.0f} s; load average {' '.join(load)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
