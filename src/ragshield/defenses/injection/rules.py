@@ -91,6 +91,7 @@ RULES: tuple[Rule, ...] = (
             r"|\[/?INST\]|<</?SYS>>"
             r"|</?\s*(?:system|assistant|system_prompt|instructions?|thinking|reasoning|scratchpad)\s*>"
             r"|^\W{0,3}reasoning(?:\s+trace)?\s*\(\s*assistant\s*\)\s*:"
+            r"|^\W{0,3}\[\s*(?:system|assistant|developer|admin)\s*\]"
             r"|\bas\s+(?:the|an|your)\s+(?:ai\s+)?assistant,\s+i\b"
             r"|#{2,}\s*(?:system|assistant|instructions?|new instructions?|admin|developer)\b"
             r"|^\W{0,3}(?:system|assistant|developer)(?:\s+(?:note|message|prompt|override|"
@@ -361,13 +362,18 @@ _INSTRUCTION = re.compile(
 )
 ENCODED = "encoded_instruction"
 _LABEL = re.compile(r"^[^:\n]{0,40}:\s*")  # "Reference (rot13): ..." -> what follows
+_COMMENT = re.compile(r"<!--(.*?)(?:-->|$)", re.DOTALL)
+HIDDEN = "hidden_instruction"
 
 
 def rule_hits(text: str) -> list[str]:
     """Names of the rules that fire on ``text`` (normalised first), in :data:`RULES` then
     :data:`IMPERATIVE_RULES` order, then ``encoded_instruction`` when a hidden payload is
     an instruction (payloads are read from the text as written too: leetspeak folding
-    would corrupt a base32 / base85 block)."""
+    would corrupt a base32 / base85 block; a payload that both speaks to its reader and
+    names what a model acts on counts, with or without a "Label:" before it), then
+    ``hidden_instruction`` when an HTML comment — markup a page's human readers never see —
+    speaks to its reader (removing it loses nothing a reader of the page saw)."""
     norm = normalize(text)
     hits = [r.name for r in RULES if r.pattern.search(norm)]
     plain = fold_accents(unquoted(norm))
@@ -380,10 +386,16 @@ def rule_hits(text: str) -> list[str]:
     for payload in payloads:
         if (
             _INSTRUCTION.search(payload)
-            or addressed(body := _LABEL.sub("", payload)) * targets_model(body)  # speaks to a model
+            or any(addressed(b) * targets_model(b) for b in (payload, _LABEL.sub("", payload)))
             or any(r.pattern.search(payload) for r in RULES)
             or any(r.pattern.search(fold_accents(payload)) for r in IMPERATIVE_RULES)
         ):
             hits.append(ENCODED)
+            break
+    # markup a page's human readers never see (an HTML comment) that speaks to the reader
+    for m in _COMMENT.finditer(norm):
+        body = m.group(1).strip()
+        if len(body.split()) >= 3 and addressed(body):
+            hits.append(HIDDEN)
             break
     return hits
