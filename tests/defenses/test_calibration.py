@@ -83,7 +83,7 @@ def test_one_call_hands_both_parts_of_the_profile_to_a_chain() -> None:
     chain = FilterChain([rd, guard])
     calibrate(chain, {**p.to_dict(), KEY: {"thresholds": {"fpr1": 0.71, "fpr0.1": 0.83}}})
     assert rd.natural_similarity == 0.93
-    assert guard.threshold_source() == "index" and guard.threshold_() == 0.71
+    assert guard.threshold_source() == "index" and guard.threshold_() == 0.83  # fpr0.1: the default
 
 
 def test_profile_index_records_both_parts() -> None:

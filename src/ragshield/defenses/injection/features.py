@@ -24,12 +24,30 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ragshield.defenses.injection.rules import RULES, fold_accents, unquoted
+from ragshield.defenses.injection.text import fold_accents, unquoted
 
 __all__ = [
-    "FEATURES", "MENTION_KINDS", "addressed", "directive", "feature_matrix", "mention_kind",
-    "reported", "targets_model", "uses_model",
+    "ADDRESS_TO_MODEL", "FEATURES", "MENTION_KINDS", "addressed", "directive",
+    "feature_matrix", "mention_kind", "reported", "targets_model", "uses_model",
 ]  # fmt: skip
+
+#: Text that addresses the AI reading it (the ``addressed_to_model`` rule reads it too).
+ADDRESS_TO_MODEL = re.compile(
+    r"\b(?:note|message|notice|instructions?|reminder|attention)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
+    r"(?:ai|a\.i\.|bot|chat\s?bot|assistant|llm|language\s+model|model|agent)s?\b"
+    r"|\bif\s+you\s+are\s+(?:an?\s+)?(?:ai|a\.i\.|bot|chat\s?bot|assistant|llm|"
+    r"language\s+model|large\s+language\s+model|ai\s+(?:assistant|agent|model|system))\b"
+    r"|^\W{0,3}(?:dear\s+|hey\s+|attention\s+)?(?:ai|a\.i\.|bot|chat\s?bot|"
+    r"(?:ai\s+)?assistant|llm|language\s+model|ai\s+(?:agent|model|system)s?)\s*[,:]"
+    r"|\b(?:ai|llm)\s+(?:coding\s+)?(?:assistant|agent|model|system)s?\s+(?:reading|processing|"
+    r"reviewing|summari[sz]ing|integrating|using|installing|running)\s+this\b"
+    r"|\(\s*for\s+(?:ai|llm)\s+(?:\w+\s+)?(?:agents?|assistants?|models?)\s*\)"
+    r"|\b(?:important|urgent)\s+(?:note\s+)?(?:to|for)\s+(?:the\s+)?(?:ai|assistant|"
+    r"model|agent|llm)\b"
+    r"|^\W{0,3}(?:note\s+syst[eè]me|nota\s+(?:del|di)\s+sistema|systemhinweis|"
+    r"hinweis\s+an\s+(?:die\s+)?ki)\s*:",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 _SECOND_PERSON = re.compile(
     r"\b(?:you|your|yours|yourself|yourselves|dein\w*|dich|dir|tu|tes|vous|votre|vos|usted|"
@@ -209,7 +227,7 @@ _AFTER_CLAUSE = re.compile(
     r"(?:(?:please|then|also|just|kindly)\s+)?([A-Za-z'-]+)",
     re.IGNORECASE,
 )
-_ADDRESS = next(r.pattern for r in RULES if r.name == "addressed_to_model")
+_ADDRESS = ADDRESS_TO_MODEL
 
 
 def addressed(text: str) -> float:

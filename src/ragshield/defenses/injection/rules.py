@@ -55,10 +55,10 @@ need calibration; its false positives on the index's own text are measured by
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 
-from ragshield.defenses.injection.text import decoded_payloads, normalize
+from ragshield.defenses.injection.features import ADDRESS_TO_MODEL, addressed, targets_model
+from ragshield.defenses.injection.text import decoded_payloads, fold_accents, normalize, unquoted
 
 __all__ = ["RULES", "Rule", "rule_hits"]
 
@@ -104,22 +104,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "addressed_to_model",
-        re.compile(
-            r"\b(?:note|message|notice|instructions?|reminder|attention)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
-            r"(?:ai|a\.i\.|bot|chat\s?bot|assistant|llm|language\s+model|model|agent)s?\b"
-            r"|\bif\s+you\s+are\s+(?:an?\s+)?(?:ai|a\.i\.|bot|chat\s?bot|assistant|llm|"
-            r"language\s+model|large\s+language\s+model|ai\s+(?:assistant|agent|model|system))\b"
-            r"|^\W{0,3}(?:dear\s+|hey\s+|attention\s+)?(?:ai|a\.i\.|bot|chat\s?bot|"
-            r"(?:ai\s+)?assistant|llm|language\s+model|ai\s+(?:agent|model|system)s?)\s*[,:]"
-            r"|\b(?:ai|llm)\s+(?:coding\s+)?(?:assistant|agent|model|system)s?\s+(?:reading|processing|"
-            r"reviewing|summari[sz]ing|integrating|using|installing|running)\s+this\b"
-            r"|\(\s*for\s+(?:ai|llm)\s+(?:\w+\s+)?(?:agents?|assistants?|models?)\s*\)"
-            r"|\b(?:important|urgent)\s+(?:note\s+)?(?:to|for)\s+(?:the\s+)?(?:ai|assistant|"
-            r"model|agent|llm)\b"
-            r"|^\W{0,3}(?:note\s+syst[eè]me|nota\s+(?:del|di)\s+sistema|systemhinweis|"
-            r"hinweis\s+an\s+(?:die\s+)?ki)\s*:",
-            _I | re.MULTILINE,
-        ),
+        ADDRESS_TO_MODEL,
         "retrieved reference text does not address the AI that reads it",
     ),
     Rule(
@@ -315,19 +300,6 @@ IMPERATIVE_RULES: tuple[Rule, ...] = (
     ),
 )
 
-_QUOTE = re.compile(
-    r"[\"“„«‹][^\"“”„«»‹›]{2,300}[\"”»›“]|(?<![A-Za-z])['‘][^'‘’\n]{2,300}['’](?![A-Za-z])"
-)
-
-
-def unquoted(text: str) -> str:
-    """``text`` with quoted spans replaced by ``"…"`` when what stays outside the quotes
-    is a sentence of its own (3+ words); a text that is one quotation is kept whole, so an
-    attacker cannot hide an instruction by putting it between quotes."""
-    rest = _QUOTE.sub(" \u2026 ", text)
-    return rest if len(re.findall(r"[^\W\d_]{2,}", rest)) >= 3 else text
-
-
 _SECOND_PERSON = re.compile(
     r"\b(?:you|your|yours|yourself|du|dein\w*|dich|dir|tu|ton|ta|tes|vous|votre|vos|"
     r"usted|tus?|tuo|tua|tuoi|tue)\b",
@@ -345,12 +317,6 @@ def classifier_view(text: str) -> str:
     if rest == text or _SECOND_PERSON.search(rest):
         return text
     return rest
-
-
-def fold_accents(text: str) -> str:
-    """Accents dropped (``précédentes`` -> ``precedentes``): the multilingual phrases are
-    written without them."""
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
 _INSTRUCTION = re.compile(
@@ -381,8 +347,6 @@ def rule_hits(text: str) -> list[str]:
     payloads = decoded_payloads(norm if norm.isascii() else text)
     if norm != text:
         payloads += decoded_payloads(text)
-    from ragshield.defenses.injection.features import addressed, targets_model
-
     for payload in payloads:
         if (
             _INSTRUCTION.search(payload)

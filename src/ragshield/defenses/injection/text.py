@@ -44,7 +44,7 @@ from functools import lru_cache
 from importlib import resources
 from urllib.parse import unquote
 
-__all__ = ["decoded_payloads", "fold_confusables", "normalize"]
+__all__ = ["decoded_payloads", "fold_accents", "fold_confusables", "normalize", "unquoted"]
 
 _LEET = str.maketrans(
     {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "@": "a", "$": "s"}
@@ -389,3 +389,24 @@ def _rotated(text: str) -> list[str]:
         if n >= 4 and n >= 2 * max(base, 1):
             out.append(cand.strip())
     return out
+
+
+# ------------------------------------------------------------------ quotation, accents
+
+_QUOTE = re.compile(
+    r"[\"“„«‹][^\"“”„«»‹›]{2,300}[\"”»›“]|(?<![A-Za-z])['‘][^'‘’\n]{2,300}['’](?![A-Za-z])"
+)
+
+
+def unquoted(text: str) -> str:
+    """``text`` with quoted spans replaced by ``"…"`` when what stays outside the quotes
+    is a sentence of its own (3+ words); a text that is one quotation is kept whole, so an
+    attacker cannot hide an instruction by putting it between quotes."""
+    rest = _QUOTE.sub(" \u2026 ", text)
+    return rest if len(re.findall(r"[^\W\d_]{2,}", rest)) >= 3 else text
+
+
+def fold_accents(text: str) -> str:
+    """Accents dropped (``précédentes`` -> ``precedentes``): the multilingual phrases are
+    written without them."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
