@@ -183,6 +183,35 @@ class TestLlamaCppGenerator:
         assert kept == [-1] * 4  # only sequence 0 (the shared prefix) keeps cells
         assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == len(gen.engine_.prefix) - 1
 
+    def test_generators_of_one_model_share_one_engine(self, gen):
+        """The scan's writer and answerer differ in decoding options, not in weights: one
+        engine (one model in memory, one KV prefix) serves both, and a private one (not
+        shared) gives the same tokens from the same cache state."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        writer = LlamaCppGenerator(
+            "smollm2-135m", max_new_tokens=12, batch_size=4, stop_at_newline=False,
+            prompt_style="ragfort",
+        )  # fmt: skip
+        private = LlamaCppGenerator(
+            "smollm2-135m", max_new_tokens=24, batch_size=4, share_engine=False
+        )
+        assert writer.engine_ is gen.engine_ and private.engine_ is not gen.engine_
+        assert LlamaCppGenerator("smollm2-135m", batch_size=2).engine_ is not gen.engine_
+        gen.engine_.forget()
+        alone = gen.generate(QUESTION, CONTEXTS).details["completion_ids"]
+        assert private.generate(QUESTION, CONTEXTS).details["completion_ids"] == alone
+        want = writer.generate("Name a colour.", []).details["completion_ids"]
+        with ThreadPoolExecutor(4) as pool:  # the two take turns on the shared lock
+            jobs = [pool.submit(g.generate, q, c) for g, q, c in [
+                (gen, QUESTION, CONTEXTS), (writer, "Name a colour.", []),
+            ] * 3]  # fmt: skip
+            outs = [j.result().details["completion_ids"] for j in jobs]
+        assert outs == [alone, want] * 3
+        assert len(want) <= 12 and writer.generate("Name a colour.", []).details["batch_size"] == 1
+
     def test_max_and_min_new_tokens(self, gen):
         gen.min_new_tokens, gen.stop_at_newline = 24, False
         try:
