@@ -169,6 +169,28 @@ class TestLlamaCppGenerator:
         assert "Mirena Tolst" in together[0].text
         assert gen.generate_many([]) == []
 
+    def test_rows_sharing_a_prefix_compute_it_once(self, gen):
+        """Prompts that share more than the batch's common part (the same question and
+        first passage, a different second one) compute the shared tokens once."""
+        rows = [
+            (QUESTION, CONTEXTS),
+            (QUESTION, [CONTEXTS[0], "Kelvora lies on a river."]),
+            ("Name a colour.", ["The sky is blue."]),
+        ]
+        from ragshield.generate.llama_cpp import _common_prefix
+
+        ids = [gen.prompt_ids(q, c) for q, c in rows]
+        gen.engine_.forget()
+        out = gen.generate_many(rows)
+        common = len(gen.engine_.prefix)  # what all three share
+        both = _common_prefix(ids[:2], limit=len(ids[0]))  # what the first two share
+        assert both > common + 20
+        every_row_alone = common + sum(len(i) - common for i in ids)
+        assert gen.engine_.prefilled == every_row_alone - (both - common)
+        assert "Mirena Tolst" in out[0].text and "Mirena Tolst" in out[1].text
+        again = [gen.generate_many(rows) for _ in range(2)]  # the warm cache is reused
+        assert again[0][0].details["completion_ids"] == again[1][0].details["completion_ids"]
+
     def test_a_batch_of_one_is_a_single_call_and_rows_leave_no_cells(self, gen):
         import llama_cpp
 

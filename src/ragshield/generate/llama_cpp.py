@@ -129,9 +129,10 @@ class _Engine:
         self.n_seq = n_seq
         self.n_batch = n_batch
         self.n_vocab = self.model.n_vocab()
-        self._batch = lc.llama_batch_init(n_batch, 0, 1)
+        self._batch = lc.llama_batch_init(n_batch, 0, n_seq)  # a token may serve every row
         weakref.finalize(self, lc.llama_batch_free, self._batch)
         self.prefix: list[int] = []  # what sequence 0 holds
+        self.prefilled = 0  # prompt tokens the last run computed (the rest were shared)
         self.lock = threading.RLock()
 
     def close(self) -> None:
@@ -156,19 +157,22 @@ class _Engine:
 
     # -- forward passes ---------------------------------------------------------------------
 
-    def decode(self, items: Sequence[tuple[int, int, int, bool]]) -> list[Any]:
+    def decode(self, items: Sequence[tuple[int | Sequence[int], int, int, bool]]) -> list[Any]:
         """Run ``(seq, pos, token, want_logits)`` items through the model, ``n_batch`` at a
-        time; returns the logits (float32 vectors) of the wanted items, in order."""
+        time (``seq`` may list several sequences: one cell then serves them all); returns
+        the logits (float32 vectors) of the wanted items, in order."""
         lc, batch = self.lc, self._batch
         out: list[Any] = []
         for start in range(0, len(items), self.n_batch):
             chunk = items[start : start + self.n_batch]
             batch.n_tokens = len(chunk)
             for i, (seq, pos, tok, want) in enumerate(chunk):
+                seqs = (seq,) if isinstance(seq, int) else seq
                 batch.token[i] = tok
                 batch.pos[i] = pos
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = seq
+                batch.n_seq_id[i] = len(seqs)
+                for j, s in enumerate(seqs):
+                    batch.seq_id[i][j] = s
                 batch.logits[i] = want
             code = lc.llama_decode(self.ctx.ctx, batch)
             if code != 0:
@@ -210,13 +214,12 @@ class _Engine:
             self._rm(row.seq, 0)
             if common:
                 self._cp(0, row.seq, 0, common)
-        items = [
-            (row.seq, pos, row.prompt[pos], pos == len(row.prompt) - 1)
-            for row in rows
-            for pos in range(common, len(row.prompt))
-        ]
-        for row, logits in zip(rows, self.decode(items), strict=True):
-            row.logits = logits
+        items, last = _prefix_tree(rows, common)
+        self.prefilled = max(0, common - keep) + len(items)
+        wanted = [i for i, item in enumerate(items) if item[3]]
+        logits_of = dict(zip(wanted, self.decode(items), strict=True))
+        for row, i in zip(rows, last, strict=True):
+            row.logits = logits_of[i].copy()  # rows with one last cell each get their own
         prefill = time.perf_counter() - t0
         t1 = time.perf_counter()
         steps = 0
@@ -284,6 +287,42 @@ def open_engine(path: Path, *, n_ctx: int, n_seq: int, n_batch: int, threads: in
             engine = _Engine(path, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads)
             _ENGINES[key] = engine
         return engine
+
+
+def _prefix_tree(
+    rows: Sequence[_Row], start: int
+) -> tuple[list[tuple[list[int], int, int, bool]], list[int]]:
+    """The prefill items of ``rows`` from position ``start`` on, each prompt token shared
+    by several rows computed once: ``(seqs, pos, token, want_logits)`` items (a token in
+    the rows' common part lists all their sequences) and, per row, the item of its last
+    prompt token.
+
+    Rows sorted by prompt share the longest prefix with their predecessor, so that
+    predecessor's items are reused up to it (a prefix tree, built in one pass). Each
+    sequence's tokens stay in position order (llama.cpp requires it)."""
+    order = sorted(range(len(rows)), key=lambda r: rows[r].prompt)
+    items: list[tuple[list[int], int, int, bool]] = []
+    at: dict[int, list[int]] = {}  # row -> item index per position from start
+    last = [0] * len(rows)
+    prev: int | None = None
+    for r in order:
+        prompt, seq = rows[r].prompt, rows[r].seq
+        shared = start
+        if prev is not None:
+            shared = _common_prefix([rows[prev].prompt, prompt], limit=len(prompt))
+            shared = max(start, shared)
+        mine = at[prev][: shared - start] if prev is not None else []
+        for i in mine:
+            items[i][0].append(seq)
+        for pos in range(shared, len(prompt)):
+            mine.append(len(items))
+            items.append(([seq], pos, prompt[pos], False))
+        at[r] = mine
+        last[r] = mine[-1]
+        seqs, pos, tok, _ = items[mine[-1]]
+        items[mine[-1]] = (seqs, pos, tok, True)
+        prev = r
+    return items, last
 
 
 def _common_prefix(seqs: Sequence[Sequence[int]], *, limit: int) -> int:
