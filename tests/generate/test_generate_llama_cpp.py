@@ -169,6 +169,28 @@ class TestLlamaCppGenerator:
         assert "Mirena Tolst" in together[0].text
         assert gen.generate_many([]) == []
 
+    def test_rows_sharing_a_prefix_compute_it_once(self, gen):
+        """Prompts that share more than the batch's common part (the same question and
+        first passage, a different second one) compute the shared tokens once."""
+        rows = [
+            (QUESTION, CONTEXTS),
+            (QUESTION, [CONTEXTS[0], "Kelvora lies on a river."]),
+            ("Name a colour.", ["The sky is blue."]),
+        ]
+        from ragshield.generate.llama_cpp import _common_prefix
+
+        ids = [gen.prompt_ids(q, c) for q, c in rows]
+        gen.engine_.forget()
+        out = gen.generate_many(rows)
+        common = len(gen.engine_.prefix)  # what all three share
+        both = _common_prefix(ids[:2], limit=len(ids[0]))  # what the first two share
+        assert both > common + 20
+        every_row_alone = common + sum(len(i) - common for i in ids)
+        assert gen.engine_.prefilled == every_row_alone - (both - common)
+        assert "Mirena Tolst" in out[0].text and "Mirena Tolst" in out[1].text
+        again = [gen.generate_many(rows) for _ in range(2)]  # the warm cache is reused
+        assert again[0][0].details["completion_ids"] == again[1][0].details["completion_ids"]
+
     def test_a_batch_of_one_is_a_single_call_and_rows_leave_no_cells(self, gen):
         import llama_cpp
 
@@ -182,6 +204,35 @@ class TestLlamaCppGenerator:
         kept = [llama_cpp.llama_memory_seq_pos_max(memory, s) for s in range(1, 5)]
         assert kept == [-1] * 4  # only sequence 0 (the shared prefix) keeps cells
         assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == len(gen.engine_.prefix) - 1
+
+    def test_generators_of_one_model_share_one_engine(self, gen):
+        """The scan's writer and answerer differ in decoding options, not in weights: one
+        engine (one model in memory, one KV prefix) serves both, and a private one (not
+        shared) gives the same tokens from the same cache state."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        writer = LlamaCppGenerator(
+            "smollm2-135m", max_new_tokens=12, batch_size=4, stop_at_newline=False,
+            prompt_style="ragfort",
+        )  # fmt: skip
+        private = LlamaCppGenerator(
+            "smollm2-135m", max_new_tokens=24, batch_size=4, share_engine=False
+        )
+        assert writer.engine_ is gen.engine_ and private.engine_ is not gen.engine_
+        assert LlamaCppGenerator("smollm2-135m", batch_size=2).engine_ is not gen.engine_
+        gen.engine_.forget()
+        alone = gen.generate(QUESTION, CONTEXTS).details["completion_ids"]
+        assert private.generate(QUESTION, CONTEXTS).details["completion_ids"] == alone
+        want = writer.generate("Name a colour.", []).details["completion_ids"]
+        with ThreadPoolExecutor(4) as pool:  # the two take turns on the shared lock
+            jobs = [pool.submit(g.generate, q, c) for g, q, c in [
+                (gen, QUESTION, CONTEXTS), (writer, "Name a colour.", []),
+            ] * 3]  # fmt: skip
+            outs = [j.result().details["completion_ids"] for j in jobs]
+        assert outs == [alone, want] * 3
+        assert len(want) <= 12 and writer.generate("Name a colour.", []).details["batch_size"] == 1
 
     def test_max_and_min_new_tokens(self, gen):
         gen.min_new_tokens, gen.stop_at_newline = 24, False

@@ -428,3 +428,32 @@ def test_batch_job_options():
     assert opts["dtype"] == "auto" and opts["threads"] >= 1
     for spec in ("extractive", "template", "openai:http://127.0.0.1:1/v1#m", None):
         assert batch_job_options(spec) == {}
+
+
+def test_warm_up_loads_once_from_many_threads() -> None:
+    """Both local engines load through LocalDecoding.warm_up: one load however many
+    threads ask at once, none after."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ragshield.generate.engine_options import LocalDecoding
+
+    class Counting(LocalDecoding):
+        def __init__(self) -> None:
+            self.model, self.loads, self.done = "m", 0, False
+            self._load_lock = threading.RLock()
+
+        def _loaded(self) -> bool:
+            return self.done
+
+        def _load(self) -> None:
+            self.loads += 1
+            time.sleep(0.05)
+            self.done = True
+
+    g = Counting()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: g.warm_up(), range(8)))
+    g.warm_up()
+    assert g.loads == 1

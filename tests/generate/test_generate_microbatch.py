@@ -96,3 +96,68 @@ def test_a_single_caller_is_answered_at_once(window: float) -> None:
     gen = BatchingGenerator(Slow(), window_s=window)
     assert gen.generate("q", ["c"]).text == "answer to q from 1"
     assert gen.batches == [1]
+
+
+def test_rounds_wait_for_every_running_session() -> None:
+    """Sessions doing different amounts of their own work between requests still meet in
+    one call per round; a finished session is not waited for; a caller outside any session
+    is answered through the time window."""
+    from ragshield.generate.microbatch import RoundBatchingGenerator
+
+    inner = Slow()
+    rounds = [3, 3, 1]  # session 2 stops after one round
+    gen = RoundBatchingGenerator(inner, range(3), window_s=0.01)
+
+    def session(i: int) -> list[str]:
+        out = []
+        try:
+            for j in range(rounds[i]):
+                time.sleep(0.03 * i)  # its own work: the slower the later it asks
+                with gen.asking(i):
+                    out.append(gen.generate(f"s{i} r{j}", []).text)
+        finally:
+            gen.finish(i)
+        return out
+
+    with ThreadPoolExecutor(3) as pool:
+        out = list(pool.map(session, range(3)))
+    assert out == [[f"answer to s{i} r{j} from 0" for j in range(rounds[i])] for i in range(3)]
+    assert gen.batches == [3, 2, 2]
+    assert [sorted(b) for b in inner.lists] == [["s0 r0", "s1 r0", "s2 r0"], ["s0 r1", "s1 r1"],
+                                                ["s0 r2", "s1 r2"]]  # fmt: skip
+    assert gen.generate("outside", []).text == "answer to outside from 0"
+    with pytest.raises(KeyError), gen.asking("nobody"):
+        pass
+
+
+def test_a_session_asking_several_at_once_is_one_round() -> None:
+    """RAG-Thief asks a round's queries from several threads of its own: they are one
+    round with the other session's query."""
+    from ragshield.generate.microbatch import RoundBatchingGenerator
+
+    inner = Slow()
+    gen = RoundBatchingGenerator(inner, ["thief", "worm"], window_s=0.02)
+
+    def ask(label: str, q: str) -> str:
+        with gen.asking(label):
+            return gen.generate(q, []).text
+
+    def thief() -> list[str]:
+        try:
+            with ThreadPoolExecutor(4) as pool:
+                return list(pool.map(lambda q: ask("thief", q), ["a", "b", "c", "d"]))
+        finally:
+            gen.finish("thief")
+
+    def worm() -> list[str]:
+        time.sleep(0.1)  # its collision search first
+        try:
+            return [ask("worm", "w")]
+        finally:
+            gen.finish("worm")
+
+    with ThreadPoolExecutor(2) as pool:
+        t, w = pool.submit(thief), pool.submit(worm)
+        assert t.result() == [f"answer to {q} from 0" for q in "abcd"]
+        assert w.result() == ["answer to w from 0"]
+    assert gen.batches == [5]

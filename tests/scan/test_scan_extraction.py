@@ -68,3 +68,41 @@ def test_scan_extraction_a_copying_generator_leaks(encoder, demo_store: FaissSto
     assert none.n_chunks == 30
     # a 0.99 cosine floor drops every passage the worm's queries reach: nothing leaks
     assert strict.crr == 0.0 and strict.chunks_reached == 0
+
+
+class OneByOne:
+    """The same copying generator without ``generate_many``: answered one at a time."""
+
+    name = "copy"
+
+    def __init__(self) -> None:
+        self.inner = CopyGenerator()
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        return self.inner.generate(question, contexts)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+
+def test_scan_extraction_answers_each_round_in_one_call(encoder, demo_store: FaissStore) -> None:  # type: ignore[no-untyped-def]
+    """Every session's queries of a round go out in one generate_many call (RAG-Thief's
+    3-query round and the worm's first query from both chains: 8 rows; then the worm's
+    next rounds, 2 rows each), and the cells equal those of answering one by one."""
+    chains = build_chains(
+        "none;distance-threshold", encoder, {"distance-threshold": {"threshold": 0.99}}
+    )
+    opts = {"max_queries": 3, "k": 3, "context_k": 2}
+    batched = CopyGenerator()
+    cells, _ = run_scan_extraction(
+        demo_store, encoder, chains, generator=batched, attacker=CopyGenerator(), **opts
+    )
+    assert batched.batches == [8, 2, 2]
+    alone, _ = run_scan_extraction(
+        demo_store, encoder, chains, generator=OneByOne(), attacker=CopyGenerator(), **opts
+    )
+    keep = ("chain", "attack", "crr", "recovered", "queries", "chunks_reached", "curve")
+    assert [[getattr(c, f) for f in keep] for c in cells] == [
+        [getattr(c, f) for f in keep] for c in alone
+    ]
+    assert {c.attack for c in cells} == {"rag-thief", "worm"}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -81,6 +82,25 @@ class LocalDecoding:
         for key in DECODING_OPTIONS:
             setattr(self, key, given[key])
         self.name = f"local:{self.model}"
+        # re-entrant: a load may read properties that warm up (e.g. the llama.cpp engine_)
+        self._load_lock = threading.RLock()
+
+    # -- loading (each engine provides _loaded and _load) ----------------------------------
+
+    def _loaded(self) -> bool:
+        raise NotImplementedError
+
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def warm_up(self) -> None:
+        """Load the model once; safe to call repeatedly and from several threads (the lock
+        is taken only while nothing is loaded, so a loaded generator never waits on it)."""
+        if self._loaded():
+            return
+        with self._load_lock:
+            if not self._loaded():
+                self._load()
 
     def _check_decoding(self) -> None:
         """One-line errors for a bad shared option (checked before any loading)."""

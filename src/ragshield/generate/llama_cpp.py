@@ -29,6 +29,11 @@ Why it is written this way:
   computed once. ``generate_many`` then prefills and decodes its rows in shared
   ``llama_decode`` calls, and a row leaves the batch as soon as it ends (no padding, no
   waiting for the longest row).
+* One model in memory per process and settings: generators of the same weights and cache
+  size share one :class:`_Engine` (model, context, KV cache), whatever their decoding
+  options, e.g. ``ragshield scan``'s attack-text writer (96 tokens, whole reply) and its
+  answering generator (64 tokens, first line). Each call holds the engine's lock, so the
+  two take turns, and the instruction prefix one computed stays in the cache for the other.
 * RAGFort's cascade reads raw logits through a ``transformers`` model and rolls its KV
   cache back after rejected drafts; that stays on the reference path: :attr:`model_`,
   :attr:`tokenizer_` and :attr:`reference_` are a :class:`LocalLLMGenerator` of the same
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +94,8 @@ class _Outcome:
 class _Engine:
     """A llama.cpp model and one multi-sequence context (see the module docstring).
 
-    Not thread-safe: :class:`LlamaCppGenerator` holds a lock around every call.
+    Not thread-safe: :class:`LlamaCppGenerator` holds :attr:`lock` around every call (the
+    generators sharing an engine share its lock).
     """
 
     def __init__(self, path: Path, *, n_ctx: int, n_seq: int, n_batch: int, threads: int):
@@ -122,13 +129,13 @@ class _Engine:
         self.n_seq = n_seq
         self.n_batch = n_batch
         self.n_vocab = self.model.n_vocab()
-        self._batch = lc.llama_batch_init(n_batch, 0, 1)
+        self._batch = lc.llama_batch_init(n_batch, 0, n_seq)  # a token may serve every row
+        weakref.finalize(self, lc.llama_batch_free, self._batch)
         self.prefix: list[int] = []  # what sequence 0 holds
+        self.prefilled = 0  # prompt tokens the last run computed (the rest were shared)
+        self.lock = threading.RLock()
 
     def close(self) -> None:
-        if self._batch is not None:
-            self.lc.llama_batch_free(self._batch)
-            self._batch = None
         self.ctx.close()
         self.model.close()
 
@@ -150,19 +157,22 @@ class _Engine:
 
     # -- forward passes ---------------------------------------------------------------------
 
-    def decode(self, items: Sequence[tuple[int, int, int, bool]]) -> list[Any]:
+    def decode(self, items: Sequence[tuple[int | Sequence[int], int, int, bool]]) -> list[Any]:
         """Run ``(seq, pos, token, want_logits)`` items through the model, ``n_batch`` at a
-        time; returns the logits (float32 vectors) of the wanted items, in order."""
+        time (``seq`` may list several sequences: one cell then serves them all); returns
+        the logits (float32 vectors) of the wanted items, in order."""
         lc, batch = self.lc, self._batch
         out: list[Any] = []
         for start in range(0, len(items), self.n_batch):
             chunk = items[start : start + self.n_batch]
             batch.n_tokens = len(chunk)
             for i, (seq, pos, tok, want) in enumerate(chunk):
+                seqs = (seq,) if isinstance(seq, int) else seq
                 batch.token[i] = tok
                 batch.pos[i] = pos
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = seq
+                batch.n_seq_id[i] = len(seqs)
+                for j, s in enumerate(seqs):
+                    batch.seq_id[i][j] = s
                 batch.logits[i] = want
             code = lc.llama_decode(self.ctx.ctx, batch)
             if code != 0:
@@ -204,13 +214,12 @@ class _Engine:
             self._rm(row.seq, 0)
             if common:
                 self._cp(0, row.seq, 0, common)
-        items = [
-            (row.seq, pos, row.prompt[pos], pos == len(row.prompt) - 1)
-            for row in rows
-            for pos in range(common, len(row.prompt))
-        ]
-        for row, logits in zip(rows, self.decode(items), strict=True):
-            row.logits = logits
+        items, last = _prefix_tree(rows, common)
+        self.prefilled = max(0, common - keep) + len(items)
+        wanted = [i for i, item in enumerate(items) if item[3]]
+        logits_of = dict(zip(wanted, self.decode(items), strict=True))
+        for row, i in zip(rows, last, strict=True):
+            row.logits = logits_of[i].copy()  # rows with one last cell each get their own
         prefill = time.perf_counter() - t0
         t1 = time.perf_counter()
         steps = 0
@@ -258,6 +267,62 @@ class _Engine:
             )
             for r, n, m in zip(rows, own, made, strict=True)
         ]
+
+
+#: Engines in use, by what fixes them (weights file, cache cells, sequences, batch); an
+#: engine lives as long as one generator holds it (see the module docstring).
+_ENGINES: weakref.WeakValueDictionary[tuple[str, int, int, int], _Engine] = (
+    weakref.WeakValueDictionary()
+)
+_ENGINES_LOCK = threading.Lock()
+
+
+def open_engine(path: Path, *, n_ctx: int, n_seq: int, n_batch: int, threads: int) -> _Engine:
+    """The process's engine for these weights and sizes, loaded on first use (``threads``
+    is set per call, so it is not part of what is shared)."""
+    key = (str(Path(path).resolve()), n_ctx, n_seq, n_batch)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(key)
+        if engine is None:
+            engine = _Engine(path, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads)
+            _ENGINES[key] = engine
+        return engine
+
+
+def _prefix_tree(
+    rows: Sequence[_Row], start: int
+) -> tuple[list[tuple[list[int], int, int, bool]], list[int]]:
+    """The prefill items of ``rows`` from position ``start`` on, each prompt token shared
+    by several rows computed once: ``(seqs, pos, token, want_logits)`` items (a token in
+    the rows' common part lists all their sequences) and, per row, the item of its last
+    prompt token.
+
+    Rows sorted by prompt share the longest prefix with their predecessor, so that
+    predecessor's items are reused up to it (a prefix tree, built in one pass). Each
+    sequence's tokens stay in position order (llama.cpp requires it)."""
+    order = sorted(range(len(rows)), key=lambda r: rows[r].prompt)
+    items: list[tuple[list[int], int, int, bool]] = []
+    at: dict[int, list[int]] = {}  # row -> item index per position from start
+    last = [0] * len(rows)
+    prev: int | None = None
+    for r in order:
+        prompt, seq = rows[r].prompt, rows[r].seq
+        shared = start
+        if prev is not None:
+            shared = _common_prefix([rows[prev].prompt, prompt], limit=len(prompt))
+            shared = max(start, shared)
+        mine = at[prev][: shared - start] if prev is not None else []
+        for i in mine:
+            items[i][0].append(seq)
+        for pos in range(shared, len(prompt)):
+            mine.append(len(items))
+            items.append(([seq], pos, prompt[pos], False))
+        at[r] = mine
+        last[r] = mine[-1]
+        seqs, pos, tok, _ = items[mine[-1]]
+        items[mine[-1]] = (seqs, pos, tok, True)
+        prev = r
+    return items, last
 
 
 def _common_prefix(seqs: Sequence[Sequence[int]], *, limit: int) -> int:
@@ -317,6 +382,9 @@ class LlamaCppGenerator(LocalDecoding):
         prefill tokens/s on AVX512-BF16, slower one-row decode; ``docs/results-llm-engine.md``);
         ``"auto"`` (ours): the model's measured best (bf16 for qwen2.5-0.5b) where llama.cpp
         has bf16 dot products here, else packaged.
+    share_engine: use the process's engine of the same weights, ``n_ctx`` and
+        ``batch_size`` when there is one (module docstring); ``False`` loads a private
+        copy (the model's memory twice, no shared prefix).
     """
 
     backend = "llama.cpp"
@@ -342,19 +410,20 @@ class LlamaCppGenerator(LocalDecoding):
         batch_size: int = 8,
         reuse_prefix: bool = True,
         weights: str = "auto",
+        share_engine: bool = True,
     ) -> None:
         self._init_decoding(locals())
         self.n_ctx = n_ctx
         self.batch_size = batch_size
         self.reuse_prefix = reuse_prefix
         self.weights = weights
+        self.share_engine = share_engine
         self._engine: _Engine | None = None
         self._path: Path | None = None
         self._eos: frozenset[int] = frozenset()
         self._template: str | None = None
         self._special: dict[str, str] = {}
         self._reference: Any = None
-        self._lock = threading.RLock()
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -371,6 +440,7 @@ class LlamaCppGenerator(LocalDecoding):
         check_int(self.batch_size, "batch_size", _OWNER, low=1, high=64)
         check_format(self.weights, _OWNER)
         check_bool(self.reuse_prefix, "reuse_prefix", _OWNER)
+        check_bool(self.share_engine, "share_engine", _OWNER)
 
     @property
     def path_(self) -> Path:
@@ -404,24 +474,20 @@ class LlamaCppGenerator(LocalDecoding):
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
         return max(1, cores or os.cpu_count() or 1)
 
-    def warm_up(self) -> None:
-        """Load the model once; safe to call repeatedly and from several threads."""
-        if self._engine is not None:
-            return
-        with self._lock:
-            if self._engine is None:
-                self._load()
+    def _loaded(self) -> bool:
+        """The engine is open (:meth:`warm_up` opens it once)."""
+        return self._engine is not None
 
     def _load(self) -> None:
         self._validate()
-        path = self.path_
-        engine = _Engine(
-            path,
-            n_ctx=self.n_ctx,
-            n_seq=self.batch_size + 1,
-            n_batch=512,  # llama.cpp's default logical batch
-            threads=self.threads_,
-        )
+        sizes: dict[str, Any] = {
+            "n_ctx": self.n_ctx,
+            "n_seq": self.batch_size + 1,
+            "n_batch": 512,  # llama.cpp's default logical batch
+            "threads": self.threads_,
+        }
+        opener = open_engine if self.share_engine else _Engine
+        engine = opener(self.path_, **sizes)
         meta = engine.model.metadata()
         self._template = meta.get("tokenizer.chat_template") or None
         piece = engine.model.token_get_text
@@ -606,7 +672,7 @@ class LlamaCppGenerator(LocalDecoding):
         def line_ended(ids: list[int]) -> bool:
             return answer_line_ended(self.detokenize(ids))
 
-        with self._lock:
+        with engine.lock:
             engine.set_threads(self.threads_)
             outcomes = engine.run(
                 prompts,

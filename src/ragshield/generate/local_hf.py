@@ -32,7 +32,6 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -113,7 +112,6 @@ class LocalLLMGenerator(LocalDecoding):
         self._tokenizer: Any = None
         self._path: Path | None = None
         self._eos: frozenset[int] = frozenset()
-        self._lock = threading.Lock()
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -155,13 +153,9 @@ class LocalLLMGenerator(LocalDecoding):
         self.warm_up()
         return self._model
 
-    def warm_up(self) -> None:
-        """Load tokenizer and model once; safe to call repeatedly and from several threads."""
-        if self._model is not None:
-            return
-        with self._lock:
-            if self._model is None:
-                self._load()
+    def _loaded(self) -> bool:
+        """Tokenizer and model are loaded (:meth:`warm_up` loads them once)."""
+        return self._model is not None
 
     def _load(self) -> None:
         self._validate()

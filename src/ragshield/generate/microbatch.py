@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ragshield.generate.base import Generator
@@ -37,6 +38,7 @@ from ragshield.types import Generation
 @dataclass
 class _Pending:
     request: tuple[str, list[str]]
+    session: object = None
     result: Generation | None = None
     error: BaseException | None = None
     done: bool = field(default=False)
@@ -108,3 +110,100 @@ class BatchingGenerator(Wrapping):
             return
         for p, r in zip(batch, results, strict=True):
             p.result, p.done = r, True
+
+
+class RoundBatchingGenerator(BatchingGenerator):
+    """A :class:`BatchingGenerator` for a known set of sessions: a batch starts when every
+    session still running waits on an answer, so each round of theirs is one
+    ``generate_many`` call.
+
+    Why: with a time window alone, sessions whose other work differs (a defense chain that
+    filters slower, the worm's collision search between its queries) drift apart and their
+    answers go out in many small batches; a local model decodes rows together at about the
+    cost of one, and the cache answers a request repeated inside one call once.
+
+    A session is a label; code running for it is wrapped in :meth:`asking` (in every
+    thread that asks for it), which counts its requests in flight. A session is ready when
+    it has requests in flight and each of them waits here; a session between requests
+    (doing its own work) is waited for, one that called :meth:`finish` is not. Once all are
+    ready, ``window_s`` (ours: 20 ms) more catches a request whose thread was just starting.
+
+    Parameters
+    ----------
+    inner: the generator (its ``generate_many`` answers each round).
+    sessions: the labels of the sessions.
+    window_s: the settling time after every session is ready.
+    max_batch: most requests per call (ours: 64, more than a scan round's 33).
+    """
+
+    def __init__(
+        self,
+        inner: Generator,
+        sessions: Sequence[object],
+        *,
+        window_s: float = 0.02,
+        max_batch: int = 64,
+    ) -> None:
+        super().__init__(inner, window_s=window_s, max_batch=max_batch)
+        self._flying: dict[object, int] = dict.fromkeys(sessions, 0)
+        self._local = threading.local()
+
+    @contextmanager
+    def asking(self, session: object) -> Iterator[None]:
+        """Code inside asks for ``session`` (one request in flight until it leaves)."""
+        if session not in self._flying:
+            raise KeyError(f"unknown session {session!r}")
+        before = getattr(self._local, "session", None)
+        self._local.session = session
+        with self._cv:
+            self._flying[session] += 1
+        try:
+            yield
+        finally:
+            self._local.session = before
+            with self._cv:
+                self._flying[session] -= 1
+                self._cv.notify_all()
+
+    def finish(self, session: object) -> None:
+        """``session`` asks nothing more: rounds no longer wait for it."""
+        with self._cv:
+            self._flying.pop(session, None)
+            self._cv.notify_all()
+
+    def _all_ready(self) -> bool:
+        """Every running session's requests in flight are all queued (an answered request
+        still counts as in flight, not queued, until its ``asking`` block ends)."""
+        queued: dict[object, int] = {}
+        for p in self._queue:
+            queued[p.session] = queued.get(p.session, 0) + 1
+        return all(n > 0 and queued.get(s, 0) == n for s, n in self._flying.items())
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        session = getattr(self._local, "session", None)
+        if session is None or session not in self._flying:
+            return super().generate(question, contexts)  # outside any session: the window
+        mine = _Pending((question, list(contexts)), session)
+        with self._cv:
+            self._queue.append(mine)
+            self._cv.notify_all()
+            while not mine.done:
+                if self._leading or not self._all_ready():
+                    self._cv.wait(0.5)  # woken by every change; the timeout is a safety net
+                    continue
+                self._leading = True
+                settle = time.monotonic() + self.window_s
+                while (left := settle - time.monotonic()) > 0:
+                    self._cv.wait(left)
+                batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
+                self._cv.release()
+                try:
+                    self._run(batch)
+                finally:
+                    self._cv.acquire()
+                    self._leading = False
+                    self._cv.notify_all()
+        if mine.error is not None:
+            raise mine.error
+        assert mine.result is not None
+        return mine.result

@@ -17,9 +17,13 @@ RAGFort §5.1's rule), one judge encoder (the index's) for every chain.
 The budget is small on purpose (``max_queries`` per attack and chain, 10 by default): a
 scan estimates, it does not run the papers' 1,000 rounds. RAG-Thief runs only when an
 attacker LLM is given (its reflection writes the follow-up queries); otherwise the worm
-alone runs and a note says so. The sessions run side by side in threads, so their
-answers are decoded in shared batches (:class:`~ragshield.generate.microbatch.BatchingGenerator`);
-each session's own queries stay in order, and ``seconds`` is its wall time among the others.
+alone runs and a note says so. The sessions run side by side in threads and in step: a
+round's answers, every session's queries of that round (RAG-Thief's ten at once), go to
+the generator in one ``generate_many`` call
+(:class:`~ragshield.generate.microbatch.RoundBatchingGenerator`), so a local model decodes
+them together and the answer cache computes a (query, context) that several chains pass
+alike once. Each session's own decisions are those of a run alone (a round's queries are
+all written before its answers are read); ``seconds`` is its wall time among the others.
 With the extractive generator (no ``--generator``) no single answer can reproduce a chunk,
 and at a small budget even an LLM may recover nothing undefended: the cells then say "not
 measured: …" (:func:`mark_unmeasured`) rather than a CRR of 0.
@@ -32,10 +36,11 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ragshield.attacks.extraction.base import ExtractionAttack
 from ragshield.defenses.base import PassageFilter
 from ragshield.embed.base import Encoder
 from ragshield.generate.base import Generator
-from ragshield.generate.microbatch import BatchingGenerator
+from ragshield.generate.microbatch import BatchingGenerator, RoundBatchingGenerator
 from ragshield.store.faiss_store import FaissStore
 
 #: Extraction queries per attack and chain (``--extraction-queries``); ours, see above.
@@ -150,10 +155,12 @@ def run_scan_extraction(
     texts = [p.text for p in store.passages]
     titled = any(p.title for p in store.passages)  # the index embedded "title. text"
     scorer = ChunkRecoveryScorer(encoder).fit(texts, None if titled else store.vectors)
-    if callable(getattr(gen, "generate_many", None)):  # sessions' answers share batches
-        gen = BatchingGenerator(gen)
+    labels = [(c, name) for c in chains for name in names]
+    rounds = None
+    if callable(getattr(gen, "generate_many", None)):  # a round's answers: one call
+        gen = rounds = RoundBatchingGenerator(gen, labels)
     if attacker is not None and callable(getattr(attacker, "generate_many", None)):
-        attacker = BatchingGenerator(attacker)
+        attacker = BatchingGenerator(attacker)  # RAG-Thief's reflections, sessions apart
     sessions = []
     for chain_name, chain in chains.items():
         rag = build_pipeline(
@@ -176,14 +183,26 @@ def run_scan_extraction(
         reached: set[str] = set()
 
         def ask(q: str) -> Answer:
-            ans = rag.answer(q, k=k)
+            if rounds is None:
+                ans = rag.answer(q, k=k)
+            else:
+                with rounds.asking((chain_name, name)):
+                    ans = rag.answer(q, k=k)
             reached.update(p.id for p in ans.passages)
             if on_query is not None:
                 on_query(chain_name, name)
             return ans
 
         t0 = time.perf_counter()
-        outputs = list(attack.run(ask))
+        try:  # a round's queries side by side (RAG-Thief: 10; the worm asks one per round)
+            if isinstance(attack, ExtractionAttack):
+                width = getattr(attack, "queries_per_round", 1)
+                outputs = list(attack.run(ask, concurrency=width))
+            else:
+                outputs = list(attack.run(ask))
+        finally:
+            if rounds is not None:
+                rounds.finish((chain_name, name))
         res = scorer.score(outputs)
         return ExtractionCell(
             chain_name,
@@ -198,8 +217,8 @@ def run_scan_extraction(
             tuple(float(x) for x in res.curve()),
         )
 
-    # Each (chain, attack) session waits on one answer at a time; run side by side, their
-    # answers (and RAG-Thief's reflections) are decoded together (BatchingGenerator).
+    # Each (chain, attack) session waits on its round's answers; run side by side, a round
+    # of all of them is one generate_many call (RoundBatchingGenerator).
     with ThreadPoolExecutor(max_workers=max(1, len(sessions))) as pool:
         cells = list(pool.map(lambda s: run(*s), sessions))
     return mark_unmeasured(cells, can_copy=generator is not None), notes

@@ -269,10 +269,13 @@ def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
 
 
 @contextmanager
-def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
-    t0 = time.perf_counter()
+def _timed(timings: dict[str, float], cpu: dict[str, float], stage: str) -> Iterator[None]:
+    """Wall seconds of ``stage`` into ``timings``, the process's CPU seconds (all threads)
+    into ``cpu``: on a shared machine the wall time says little without the CPU time."""
+    t0, c0 = time.perf_counter(), time.process_time()
     yield
     timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - t0
+    cpu[stage] = cpu.get(stage, 0.0) + time.process_time() - c0
 
 
 def _bar(show: bool, desc: str, unit: str, total: int | None = None) -> Any:
@@ -325,27 +328,29 @@ def run_scan(
     ``formats`` names the files written (:mod:`ragshield.scan.formats`) and ``gate``
     the ``--fail-on`` rules they report (:mod:`ragshield.scan.gate`)."""
     timings = dict(timings or {})
+    cpu: dict[str, float] = {}
     if out_dir is not None:
         check_scan_out(out_dir)  # created at the end: a failed scan leaves no empty folder
-    with _timed(timings, "open_index"):
+    with _timed(timings, cpu, "open_index"):
         store, encoder, kind = opened or open_scan_store(index_path)
         warm_up(encoder)  # the model load counts as opening, not as question time
     # clean anchors the recommendation; extraction is scored apart (CRR, not reaches)
     settings = [s for s in dict.fromkeys(["clean", *attacks]) if s != EXTRACTION]
-    with _timed(timings, "questions"):
+    with _timed(timings, cpu, "questions"):
         split = f"scan seed {seed}"
         cases, fallback = to_cases(questions, store, encoder, split=split)
-    with _timed(timings, "build_defenses"):
+    with _timed(timings, cpu, "build_defenses"):
         chains = build_chains(defenses, encoder)
     notes: dict[str, Any] = {
         "gold_from_top1": fallback,
         "generator": getattr(generator, "name", ""),
+        "cpu_s": cpu,  # CPU seconds per stage, filled as the stages run
     }
     if attack_writer is not None and len(settings) > 1:
         text_of = {p.id: p.text for p in store.passages}
         golden = {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids[0] in text_of}
         with (
-            _timed(timings, "write_attacks"),
+            _timed(timings, cpu, "write_attacks"),
             _bar(show_progress, "write attacks", "q", len(cases)) as wbar,
             _bar(show_progress, "write attack texts (batched replies)", "reply") as rbar,
         ):
@@ -359,14 +364,14 @@ def run_scan(
         from ragshield.scan.writer import whitebox_texts
 
         with (
-            _timed(timings, "write_whitebox"),
+            _timed(timings, cpu, "write_whitebox"),
             _bar(show_progress, "white-box passages", "q", len(cases)) as wbbar,
         ):
             cases = whitebox_texts(cases, encoder, seed=seed, on_case=lambda _c: wbbar.update(1))
     if "prefix-llm" in settings and attack_writer is not None:  # opt-in: LLM paraphrases
         from ragshield.eval.adaptive_eval import paraphrase_texts
 
-        with _timed(timings, "write_paraphrases"):
+        with _timed(timings, cpu, "write_paraphrases"):
             cases = paraphrase_texts(cases, attack_writer.writer)
     data = OnTopicData(Path(index_path).name, tuple(store.passages), tuple(cases))
     examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -381,7 +386,7 @@ def run_scan(
         if wanted and len(cell) < _EXAMPLES_PER_CELL:
             cell.append(example_of(t, context_k))
 
-    with _timed(timings, "attack_and_filter"):
+    with _timed(timings, cpu, "attack_and_filter"):
         try:
             results = run_settings(  # filter-aware settings are searched per chain
                 data,
@@ -401,7 +406,7 @@ def run_scan(
             bar.close()
     cells: list[ExtractionCell] = []
     if EXTRACTION in attacks:
-        with _timed(timings, "extraction"):
+        with _timed(timings, cpu, "extraction"):
             cells, notes["extraction"] = _extraction(
                 store,
                 encoder,
