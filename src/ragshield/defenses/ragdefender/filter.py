@@ -75,6 +75,7 @@ import numpy as np
 
 from ragshield.defenses.params import Boolean, Interval, Options, ParamTable, StrList
 from ragshield.defenses.ragdefender.claims import near_copy_conflicts
+from ragshield.defenses.ragdefender.coverage import question_coverage
 from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
 from ragshield.defenses.ragdefender.evidence import (
     calibrate_guard,
@@ -106,7 +107,8 @@ from ragshield.defenses.ragdefender.math import (
     top_n_by_score,
 )
 from ragshield.defenses.ragdefender.paper import Mode, PaperRAGDefender, _RAGDefenderBase
-from ragshield.embed.base import Encoder
+from ragshield.defenses.ragdefender.typos import normalise_to_question
+from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.types import FilterResult, RetrievedPassage
 
 if TYPE_CHECKING:
@@ -222,6 +224,10 @@ class RAGDefender(_RAGDefenderBase):
         "group_similarity": [_COSINE, None],
         "group_lexical": [Interval(Real, 0.0, 1.0)],
         "echo_group_margin": [Interval(Real, 0.0, 2.0)],
+        "typo_view": [Boolean()],
+        "coverage_threshold": [Interval(Real, 0.0, 101.0)],
+        "coverage_min_group": [Interval(int, 2, None)],
+        "coverage_min_chars": [Interval(int, 1, None)],
     }
 
     def __init__(
@@ -268,7 +274,15 @@ class RAGDefender(_RAGDefenderBase):
         group_similarity: float | None = None,  # None: the index's p99.9 m-th-NN cosine
         group_lexical: float = 0.8,  # dev SQuAD answer-spread benign flagged 0.209 -> 0.004
         echo_group_margin: float = 2.0,  # off; 0.03 = clean-first (docs/results-poisoning.md)
+        typo_view: bool = True,  # ours (issue #28): prefix-typo groups; see .typos
+        coverage_threshold: float = 85.0,  # dev: benign HotpotQA max 80.6; 101 = off
+        coverage_min_group: int = 2,  # dev: no clean set of either corpus has 2 at >= 85
+        coverage_min_chars: int = 20,  # a question of a few words occurs by chance
     ) -> None:
+        self.typo_view = typo_view
+        self.coverage_threshold = coverage_threshold
+        self.coverage_min_group = coverage_min_group
+        self.coverage_min_chars = coverage_min_chars
         self.echo_group_margin = echo_group_margin
         self.group_knn = group_knn
         self.group_similarity = group_similarity
@@ -360,18 +374,21 @@ class RAGDefender(_RAGDefenderBase):
             "mode": mode, "n_adv": 0, "groups": [], "spared": [], "typo_copies": [],
             "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
-            "echo": None, "knn_group": [],
+            "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
+            "coverage_group": [],
         }  # fmt: skip
         work = _Work(n)
-        texts = [r.text for r in items]
+        raw = [r.text for r in items]
+        texts, vectors = self._stage_typo_view(query, raw, vectors, details)
         self._stage_restated(query, texts, work, details)
+        self._stage_coverage(query, texts, work, details)
         if n < 2:
             details["guard"] = {"passed": False, "max_similarity": None}
             return self._finish(items, work, np.zeros(n), details, t0)
         sim = cosine_matrix(vectors)
         if not self._stage_guard(sim, work, details):
             return self._finish(items, work, np.zeros(n), details, t0)
-        self._stage_typo_copies(sim, texts, work, details)
+        self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence
         self._stage_signals(query, texts, work, details)
         self._stage_knn_groups(sim, work, details)
         self._stage_echo_pairs(sim, work, details)
@@ -389,6 +406,31 @@ class RAGDefender(_RAGDefenderBase):
 
     # ---- stages, in the order filter() runs them
 
+    def _stage_typo_view(
+        self, query: str, texts: list[str], vectors: np.ndarray, details: dict[str, Any]
+    ) -> tuple[list[str], np.ndarray]:
+        """Every later stage (but the typo-copy one, whose evidence *is* the typos) judges a
+        passage as if its one-letter edits of question words were spelt right
+        (:mod:`.typos`); the few passages this changes are re-encoded, so the planted-group
+        density and the echo see through a typo'd question prefix."""
+        if not self.typo_view or not texts:
+            return texts, vectors
+        self.warm_up()
+        assert self._vocabulary is not None
+        fixed = [normalise_to_question(query, t, self._vocabulary) for t in texts]
+        changed = [i for i, (_, c) in enumerate(fixed) if c > 0]
+        details["typo_view"] = changed
+        if not changed:
+            return texts, vectors
+        out = [t for t, _ in fixed]
+        if self.encoder is not None:
+            vectors = np.array(vectors, dtype=np.float32, copy=True)
+            new = np.asarray(self.encoder.encode([out[i] for i in changed]), dtype=np.float32)
+            vectors[changed] = l2_normalize(new) * np.linalg.norm(
+                vectors[changed], axis=1, keepdims=True
+            )
+        return out, vectors
+
     def _stage_restated(
         self, query: str, texts: Sequence[str], work: _Work, details: dict[str, Any]
     ) -> None:
@@ -403,6 +445,33 @@ class RAGDefender(_RAGDefenderBase):
             work.remove(int(i), "restates the question verbatim (PoisonedRAG's retrieval trick)")
             work.evidence[i] = True
             details["restated"].append(int(i))
+
+    def _stage_coverage(
+        self, query: str, texts: Sequence[str], work: _Work, details: dict[str, Any]
+    ) -> None:
+        """Several passages that each spell out most of the question, letter by letter
+        (:func:`~.coverage.question_coverage` >= ``coverage_threshold``): a planted group
+        that reworded, reordered, dropped words of or put typos in PoisonedRAG's question
+        prefix. One such passage is no evidence (SQuAD's questions are written from their
+        gold paragraph, which then spells them out: dev max 95.9); two or more distinct
+        ones are (0 dev clean sets of either corpus have two). Lexical near-copies count
+        once (``group_lexical``): mirrors of the gold paragraph are one passage."""
+        if self.coverage_min_group > len(texts):
+            return
+        cov = question_coverage(query, texts, self.coverage_min_chars)
+        details["coverage"] = cov.round(1).tolist()
+        hi = np.flatnonzero(cov >= self.coverage_threshold).tolist()
+        distinct: list[int] = []
+        for i in hi:
+            if all(char_trigram_cosine(texts[i], texts[j]) < self.group_lexical for j in distinct):
+                distinct.append(i)
+        if len(distinct) < self.coverage_min_group:
+            return
+        for i in hi:
+            work.remove(i, f"one of {len(distinct)} passages spelling out the question "
+                           f"(coverage {cov[i]:.0f})")  # fmt: skip
+            work.evidence[i] = True
+            details["coverage_group"].append(i)
 
     def _stage_guard(self, sim: np.ndarray, work: _Work, details: dict[str, Any]) -> bool:
         off = sim.copy()
