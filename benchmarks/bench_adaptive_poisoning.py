@@ -83,8 +83,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 #: The grid the LOFO tuning searches (the new signals' thresholds; everything else fixed).
 GRID: dict[str, tuple[Any, ...]] = {
-    "echo_threshold": (0.7, 0.75, 0.8),
-    "paraphrase_semantic": (0.8, 0.85, 0.9),
+    "coverage_threshold": (80.0, 85.0, 90.0),
+    "echo_threshold": (0.75, 0.8),
 }
 DEFAULT_DEFENSES = "none;ragdefender-paper;authors;ragdefender;ragdefender,ecosaferag"
 KEYS = ("benign_removed", "gold_retrieved", "gold_kept", "attack_reaches", "adv_majority",
@@ -209,14 +209,25 @@ class Bench:
         return _mean(rows)
 
 
+_ECHO: dict[int, Any] = {}
+
+
 def calibrated(bench: Bench, defense: Any) -> Any:
-    """As a pipeline over a saved index does: hand the index profile to the defense."""
+    """As a pipeline over a saved index does: hand the index profile to the defense. The
+    sentence vectors of the echo (a cache keyed by text, same encoder) are shared between
+    the many RAGDefender instances of the ablation and the LOFO grid: each would otherwise
+    re-encode every retrieved passage, which is time, not a decision."""
     from ragshield.defenses.calibration import calibrate
+    from ragshield.defenses.ragdefender import RAGDefender
+    from ragshield.defenses.ragdefender.echo import EchoVectors
     from ragshield.store.profile import profile_vectors
 
     if not hasattr(bench, "_profile"):
         bench._profile = profile_vectors(bench.store.vectors)  # type: ignore[attr-defined]
     calibrate(defense, bench._profile)  # type: ignore[attr-defined]
+    for d in getattr(defense, "filters", [defense]):
+        if isinstance(d, RAGDefender):
+            d._echo = _ECHO.setdefault(id(bench.encoder), EchoVectors())
     return defense
 
 
@@ -292,11 +303,20 @@ def section_main(benches: Sequence[Bench], args: argparse.Namespace) -> None:
 
 ABLATION = {
     "ragdefender (all)": {},
+    "- question coverage": {"coverage_threshold": 101.0},
+    "- typo view": {"typo_view": False},
+    "- coverage and typo view": {"coverage_threshold": 101.0, "typo_view": False},
     "- planted-group kNN": {"group_knn": False},
     "+ echo pairs' 2nd signal (clean-first)": {"echo_group_margin": 0.03},
     "- question-echo pairs": {"echo_pairs": False},
     "- near-copy conflicts": {"copy_conflicts": False},
-    "- both (previous release)": {"echo_pairs": False, "copy_conflicts": False, "group_knn": False},
+    "- all five (previous release)": {
+        "echo_pairs": False,
+        "copy_conflicts": False,
+        "group_knn": False,
+        "coverage_threshold": 101.0,
+        "typo_view": False,
+    },
     "- verbatim restatement": {"restated_question": False},
 }
 

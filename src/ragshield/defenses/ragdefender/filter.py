@@ -108,7 +108,7 @@ from ragshield.defenses.ragdefender.math import (
 )
 from ragshield.defenses.ragdefender.paper import Mode, PaperRAGDefender, _RAGDefenderBase
 from ragshield.defenses.ragdefender.typos import normalise_to_question
-from ragshield.embed.base import Encoder, l2_normalize
+from ragshield.embed.base import Encoder
 from ragshield.types import FilterResult, RetrievedPassage
 
 if TYPE_CHECKING:
@@ -425,10 +425,8 @@ class RAGDefender(_RAGDefenderBase):
         out = [t for t, _ in fixed]
         if self.encoder is not None:
             vectors = np.array(vectors, dtype=np.float32, copy=True)
-            new = np.asarray(self.encoder.encode([out[i] for i in changed]), dtype=np.float32)
-            vectors[changed] = l2_normalize(new) * np.linalg.norm(
-                vectors[changed], axis=1, keepdims=True
-            )
+            new = self._echo.whole(self.encoder, [out[i] for i in changed])
+            vectors[changed] = new * np.linalg.norm(vectors[changed], axis=1, keepdims=True)
         return out, vectors
 
     def _stage_restated(
