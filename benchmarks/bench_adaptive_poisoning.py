@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import pickle
 import random
 import statistics
 import sys
@@ -167,6 +168,24 @@ class Bench:
         self.qv = encoder.encode([c.question for c in self.cases])
         self.mode = "multi_hop" if name == "hotpotqa" else "single_hop"
         self._hits: dict[str, tuple[list[Any], dict[str, Any], float, str]] = {}
+        self._hits_file: Path | None = None
+        if args.hits_cache:  # the retrieved top-k of each setting, as a previous run left it
+            self._hits_file = Path(args.hits_cache) / (
+                f"{name}_{split}_k{args.k}_s{args.seed}_l{args.limit}.pkl"
+            )
+            if self._hits_file.is_file():
+                with self._hits_file.open("rb") as fh:
+                    self._hits = pickle.load(fh)
+
+    def save_hits(self) -> None:
+        """Keep the retrieved sets for the next run (``--hits-cache``): planting and
+        encoding every setting's passages is most of a cold run's time on a busy machine."""
+        if self._hits_file is not None:
+            self._hits_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._hits_file.with_suffix(".tmp")
+            with tmp.open("wb") as fh:
+                pickle.dump(self._hits, fh)
+            tmp.replace(self._hits_file)
 
     def hits(self, setting: str) -> tuple[list[Any], dict[str, Any], float, str]:
         from ragshield.eval.plant import planted_copy
@@ -299,6 +318,7 @@ def section_main(benches: Sequence[Bench], args: argparse.Namespace) -> None:
                 print(f"  {b.name} {s} done", file=sys.stderr, flush=True)
             print(table(f"{b.name} — {group} settings ({b.split} split, k={b.k}, context 5, "
                         f"seed {b.seed}, n={len(b.cases)})", rows, b), flush=True)  # fmt: skip
+            b.save_hits()
 
 
 ABLATION = {
@@ -331,6 +351,7 @@ def section_ablation(benches: Sequence[Bench], args: argparse.Namespace) -> None
                 d = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))  # type: ignore[arg-type]
                 rows[(s, label)] = b.run(d, s)
         print(table(f"{b.name} — ablation ({b.split} split)", rows, b), flush=True)
+        b.save_hits()
 
 
 def _grid() -> list[dict[str, Any]]:
@@ -351,6 +372,8 @@ def section_lofo(dev: Sequence[Bench], test: Sequence[Bench], args: argparse.Nam
             for s in ("clean", *(x for f in families.values() for x in f)):
                 scores[(gi, b.name, s)] = b.run(d, s)
         print(f"  lofo grid {gi + 1}/{len(grid)} {params}", file=sys.stderr, flush=True)
+        for b in dev:
+            b.save_hits()
     lines = ["### Leave-one-family-out (tuned on dev without the family, reported on test)", "",
              "| held-out family | chosen on dev | dataset | settings | attack_reaches | "
              "adv_majority | gold_kept / gold_retrieved | clean benign_removed |",
@@ -443,6 +466,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit", type=int, default=None, help="first N questions of each split")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
+    ap.add_argument("--hits-cache", default=None,
+                    help="keep / reuse each setting's retrieved top-k here (a directory)")  # fmt: skip
     args = ap.parse_args()
     if not SHARED.is_dir():
         sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")

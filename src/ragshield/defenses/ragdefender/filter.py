@@ -226,7 +226,7 @@ class RAGDefender(_RAGDefenderBase):
         "echo_group_margin": [Interval(Real, 0.0, 2.0)],
         "typo_view": [Boolean()],
         "coverage_threshold": [Interval(Real, 0.0, 101.0)],
-        "coverage_min_group": [Interval(int, 2, None)],
+        "coverage_min_group": [Interval(int, 3, None)],
         "coverage_min_chars": [Interval(int, 1, None)],
     }
 
@@ -276,7 +276,7 @@ class RAGDefender(_RAGDefenderBase):
         echo_group_margin: float = 2.0,  # off; 0.03 = clean-first (docs/results-poisoning.md)
         typo_view: bool = True,  # ours (issue #28): prefix-typo groups; see .typos
         coverage_threshold: float = 85.0,  # dev: benign HotpotQA max 80.6; 101 = off
-        coverage_min_group: int = 2,  # dev: no clean set of either corpus has 2 at >= 85
+        coverage_min_group: int = 3,  # dev: a gold paragraph + one planted is a pair
         coverage_min_chars: int = 20,  # a question of a few words occurs by chance
     ) -> None:
         self.typo_view = typo_view
@@ -375,17 +375,17 @@ class RAGDefender(_RAGDefenderBase):
             "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
-            "coverage_group": [],
+            "coverage_group": [], "coverage_spared": None,
         }  # fmt: skip
         work = _Work(n)
         raw = [r.text for r in items]
         texts, vectors = self._stage_typo_view(query, raw, vectors, details)
         self._stage_restated(query, texts, work, details)
-        self._stage_coverage(query, texts, work, details)
         if n < 2:
             details["guard"] = {"passed": False, "max_similarity": None}
             return self._finish(items, work, np.zeros(n), details, t0)
         sim = cosine_matrix(vectors)
+        self._stage_coverage(query, texts, sim, scores, work, details)
         if not self._stage_guard(sim, work, details):
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence
@@ -445,27 +445,43 @@ class RAGDefender(_RAGDefenderBase):
             details["restated"].append(int(i))
 
     def _stage_coverage(
-        self, query: str, texts: Sequence[str], work: _Work, details: dict[str, Any]
+        self,
+        query: str,
+        texts: Sequence[str],
+        sim: np.ndarray,
+        scores: np.ndarray,
+        work: _Work,
+        details: dict[str, Any],
     ) -> None:
         """Several passages that each spell out most of the question, letter by letter
         (:func:`~.coverage.question_coverage` >= ``coverage_threshold``): a planted group
         that reworded, reordered, dropped words of or put typos in PoisonedRAG's question
-        prefix. One such passage is no evidence (SQuAD's questions are written from their
-        gold paragraph, which then spells them out: dev max 95.9); two or more distinct
-        ones are (0 dev clean sets of either corpus have two). Lexical near-copies count
-        once (``group_lexical``): mirrors of the gold paragraph are one passage."""
+        prefix. One or two such passages are no evidence: SQuAD's questions are written
+        from their gold paragraph, which then spells them out (dev: 0.8 % of clean benign
+        passages reach 85, max 95.9), and a gold paragraph beside one planted passage is a
+        pair. ``coverage_min_group`` distinct ones are (lexical near-copies count once,
+        ``group_lexical``: mirrors of the gold paragraph are one passage); the member at
+        the group's edge and near the question is spared (:func:`outlier_to_spare`, the
+        gold paragraph the group was written about: SQuAD dev, 57 of 59 such benign
+        passages in fired groups spared on the reworded-prefix rows)."""
         if self.coverage_min_group > len(texts):
             return
         cov = question_coverage(query, texts, self.coverage_min_chars)
         details["coverage"] = cov.round(1).tolist()
-        hi = np.flatnonzero(cov >= self.coverage_threshold).tolist()
+        hi = np.flatnonzero(cov >= self.coverage_threshold)
         distinct: list[int] = []
-        for i in hi:
+        for i in hi.tolist():
             if all(char_trigram_cosine(texts[i], texts[j]) < self.group_lexical for j in distinct):
                 distinct.append(i)
         if len(distinct) < self.coverage_min_group:
             return
-        for i in hi:
+        spared, _ = outlier_to_spare(sim, hi, scores, self.query_weight, self.spare_margin)
+        if spared is not None and work.evidence[spared]:
+            spared = None  # a verbatim restatement is never spared
+        details["coverage_spared"] = spared
+        for i in hi.tolist():
+            if i == spared:
+                continue
             work.remove(i, f"one of {len(distinct)} passages spelling out the question "
                            f"(coverage {cov[i]:.0f})")  # fmt: skip
             work.evidence[i] = True
