@@ -57,6 +57,14 @@ non-targets), reported on the test split by ``benchmarks/bench_real_retrieval.py
   own fields: an attacker who can add a record can write ``"trusted": true`` into it
   (issue #27: the demo's planted passages whitelisted themselves that way).
 
+Adaptive attackers (issue #28) added wording-free evidence, each behind its own switch and
+measured in ``benchmarks/bench_adaptive_poisoning.py`` (docs/results-poisoning.md): the
+question echo per sentence (:mod:`.echo`), near-copy fact conflicts (:mod:`.claims`), the
+planted group against the index's m-th-NN bars (:mod:`.groups`), the question coverage of a
+group of passages (:mod:`.coverage`: a reworded, reordered or typo'd question prefix still
+spells out most of the question) and the typo view (:mod:`.typos`: one-letter edits of
+question words read back before the other stages judge a passage).
+
 ``RAGDefender(require_evidence=False, restated_question=False)`` is the density-only
 behaviour of earlier releases (what the synthetic tables measured).
 
@@ -168,6 +176,12 @@ class RAGDefender(_RAGDefenderBase):
         dev SQuAD PR x5 gold kept 0.758 -> 0.765, no other dev cell changed).
     dense_threshold, natural_similarity: group density that counts as evidence; the
         index's own calibration (``calibrate(profile)``) fills ``natural_similarity``.
+    typo_view: judge every passage (but in the typo-copy stage) with its one-letter edits of
+        question words read back and re-encoded (:mod:`.typos`).
+    coverage_threshold, coverage_min_group, coverage_min_chars: at least
+        ``coverage_min_group`` distinct passages each spelling out the question at
+        ``coverage_threshold`` (0-100, :mod:`.coverage`) are a planted group; the member at
+        its edge near the question is spared. 101 switches it off.
     group_knn, group_similarity, group_lexical: the planted *group* (:mod:`.groups`): a
         passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
@@ -462,8 +476,8 @@ class RAGDefender(_RAGDefenderBase):
         pair. ``coverage_min_group`` distinct ones are (lexical near-copies count once,
         ``group_lexical``: mirrors of the gold paragraph are one passage); the member at
         the group's edge and near the question is spared (:func:`outlier_to_spare`, the
-        gold paragraph the group was written about: SQuAD dev, 57 of 59 such benign
-        passages in fired groups spared on the reworded-prefix rows)."""
+        gold paragraph the group was written about: SQuAD dev, 48 of 50 such benign
+        passages in fired groups spared on the seven reworded-prefix rows)."""
         if self.coverage_min_group > len(texts):
             return
         cov = question_coverage(query, texts, self.coverage_min_chars)
