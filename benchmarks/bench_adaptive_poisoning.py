@@ -310,7 +310,10 @@ def _fmt(v: float, key: str) -> str:
 def section_main(benches: Sequence[Bench], args: argparse.Namespace) -> None:
     for b in benches:
         chains = defenses(b, args.defenses)
-        for group, settings in (("published", PUBLISHED), ("adaptive", ADAPTIVE)):
+        for group, every in (("published", PUBLISHED), ("adaptive", ADAPTIVE)):
+            settings = [x for x in every if not args.settings or x in args.settings.split(",")]
+            if not settings:
+                continue
             rows = {}
             for s in settings:
                 for label, d in chains.items():
@@ -466,6 +469,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit", type=int, default=None, help="first N questions of each split")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
+    ap.add_argument("--settings", default=None,
+                    help="main: only these settings (comma list), e.g. to split a run")  # fmt: skip
     ap.add_argument("--hits-cache", default=None,
                     help="keep / reuse each setting's retrieved top-k here (a directory)")  # fmt: skip
     args = ap.parse_args()
