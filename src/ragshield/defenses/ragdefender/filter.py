@@ -477,7 +477,10 @@ class RAGDefender(_RAGDefenderBase):
         ``group_lexical``: mirrors of the gold paragraph are one passage); the member at
         the group's edge and near the question is spared (:func:`outlier_to_spare`, the
         gold paragraph the group was written about: SQuAD dev, 48 of 50 such benign
-        passages in fired groups spared on the seven reworded-prefix rows)."""
+        passages in fired groups spared on the seven reworded-prefix rows). When some
+        members were already caught (verbatim restatements), a member that lacks every word
+        they all push (:func:`group_signature`, the target answer) is the genuine one and
+        stays instead: the gold paragraph beside PoisonedRAG's own passages."""
         if self.coverage_min_group > len(texts):
             return
         cov = question_coverage(query, texts, self.coverage_min_chars)
@@ -489,12 +492,18 @@ class RAGDefender(_RAGDefenderBase):
                 distinct.append(i)
         if len(distinct) < self.coverage_min_group:
             return
-        spared, _ = outlier_to_spare(sim, hi, scores, self.query_weight, self.spare_margin)
-        if spared is not None and work.evidence[spared]:
-            spared = None  # a verbatim restatement is never spared
+        known = hi[work.evidence[hi]]  # already caught (a verbatim restatement)
+        keep: set[int] = set()
+        if known.size:  # what the caught ones push: a member without it is the genuine one
+            sig = group_signature([texts[i] for i in known.tolist()], query)
+            keep = {i for i in hi.tolist() if not work.evidence[i] and sig
+                    and not sig & content_words(texts[i])}  # fmt: skip
+            spared = min(keep) if keep else None
+        else:
+            spared, _ = outlier_to_spare(sim, hi, scores, self.query_weight, self.spare_margin)
         details["coverage_spared"] = spared
         for i in hi.tolist():
-            if i == spared:
+            if i == spared or i in keep:
                 continue
             work.remove(i, f"one of {len(distinct)} passages spelling out the question "
                            f"(coverage {cov[i]:.0f})")  # fmt: skip
