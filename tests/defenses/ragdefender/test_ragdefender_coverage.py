@@ -82,3 +82,20 @@ def test_coverage_off() -> None:
     d = RAGDefender(coverage_threshold=101.0, typo_view=False, group_knn=False)
     res = d.filter(Q, _retrieved([TYPO, GOLD, DROP, OTHER, THIRD]))
     assert res.details["coverage_group"] == []
+
+
+def test_genuine_member_beside_restatements_stays() -> None:
+    """Two verbatim restatements pushing 'Vessel' (caught first), a planted reworded one
+    pushing it too, and a genuine paragraph spelling out the question without it: the
+    genuine one stays, the reworded planted one goes."""
+    texts = [
+        f"{Q} The Vessel, since 1871.",
+        f"{Q} It is the Vessel, records say.",
+        "Which river flows through old town Brumfeld: the Olm, says the guide of 1871.",
+        DROP,
+        OTHER,
+    ]
+    d = RAGDefender(typo_view=False, echo_pairs=False, group_knn=False, copy_conflicts=False)
+    res = d.filter(Q, _retrieved(texts))
+    assert "p2" in [r.id for r in res.kept]
+    assert {"p0", "p1", "p3"} <= {r.id for r in res.removed}
