@@ -480,7 +480,7 @@ class RAGDefender(_RAGDefenderBase):
         passages in fired groups spared on the seven reworded-prefix rows). When some
         members were already caught (verbatim restatements), a member that lacks every word
         they all push (:func:`group_signature`, the target answer) is the genuine one and
-        stays instead: the gold paragraph beside PoisonedRAG's own passages."""
+        stays as well: the gold paragraph beside PoisonedRAG's own passages."""
         if self.coverage_min_group > len(texts):
             return
         cov = question_coverage(query, texts, self.coverage_min_chars)
@@ -498,9 +498,9 @@ class RAGDefender(_RAGDefenderBase):
             sig = group_signature([texts[i] for i in known.tolist()], query)
             keep = {i for i in hi.tolist() if not work.evidence[i] and sig
                     and not sig & content_words(texts[i])}  # fmt: skip
-            spared = min(keep) if keep else None
-        else:
-            spared, _ = outlier_to_spare(sim, hi, scores, self.query_weight, self.spare_margin)
+        spared, _ = outlier_to_spare(sim, hi, scores, self.query_weight, self.spare_margin)
+        if spared is not None and work.evidence[spared]:
+            spared = None  # a verbatim restatement is never spared
         details["coverage_spared"] = spared
         for i in hi.tolist():
             if i == spared or i in keep:
