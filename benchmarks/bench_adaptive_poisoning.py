@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import pickle
 import random
 import statistics
 import sys
@@ -83,8 +84,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 #: The grid the LOFO tuning searches (the new signals' thresholds; everything else fixed).
 GRID: dict[str, tuple[Any, ...]] = {
-    "echo_threshold": (0.7, 0.75, 0.8),
-    "paraphrase_semantic": (0.8, 0.85, 0.9),
+    "coverage_threshold": (80.0, 85.0, 90.0),
+    "echo_threshold": (0.75, 0.8),
 }
 DEFAULT_DEFENSES = "none;ragdefender-paper;authors;ragdefender;ragdefender,ecosaferag"
 KEYS = ("benign_removed", "gold_retrieved", "gold_kept", "attack_reaches", "adv_majority",
@@ -167,6 +168,24 @@ class Bench:
         self.qv = encoder.encode([c.question for c in self.cases])
         self.mode = "multi_hop" if name == "hotpotqa" else "single_hop"
         self._hits: dict[str, tuple[list[Any], dict[str, Any], float, str]] = {}
+        self._hits_file: Path | None = None
+        if args.hits_cache:  # the retrieved top-k of each setting, as a previous run left it
+            self._hits_file = Path(args.hits_cache) / (
+                f"{name}_{split}_k{args.k}_s{args.seed}_l{args.limit}.pkl"
+            )
+            if self._hits_file.is_file():
+                with self._hits_file.open("rb") as fh:
+                    self._hits = pickle.load(fh)
+
+    def save_hits(self) -> None:
+        """Keep the retrieved sets for the next run (``--hits-cache``): planting and
+        encoding every setting's passages is most of a cold run's time on a busy machine."""
+        if self._hits_file is not None:
+            self._hits_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._hits_file.with_suffix(".tmp")
+            with tmp.open("wb") as fh:
+                pickle.dump(self._hits, fh)
+            tmp.replace(self._hits_file)
 
     def hits(self, setting: str) -> tuple[list[Any], dict[str, Any], float, str]:
         from ragshield.eval.plant import planted_copy
@@ -209,14 +228,25 @@ class Bench:
         return _mean(rows)
 
 
+_ECHO: dict[int, Any] = {}
+
+
 def calibrated(bench: Bench, defense: Any) -> Any:
-    """As a pipeline over a saved index does: hand the index profile to the defense."""
+    """As a pipeline over a saved index does: hand the index profile to the defense. The
+    sentence vectors of the echo (a cache keyed by text, same encoder) are shared between
+    the many RAGDefender instances of the ablation and the LOFO grid: each would otherwise
+    re-encode every retrieved passage, which is time, not a decision."""
     from ragshield.defenses.calibration import calibrate
+    from ragshield.defenses.ragdefender import RAGDefender
+    from ragshield.defenses.ragdefender.echo import EchoVectors
     from ragshield.store.profile import profile_vectors
 
     if not hasattr(bench, "_profile"):
         bench._profile = profile_vectors(bench.store.vectors)  # type: ignore[attr-defined]
     calibrate(defense, bench._profile)  # type: ignore[attr-defined]
+    for d in getattr(defense, "filters", [defense]):
+        if isinstance(d, RAGDefender):
+            d._echo = _ECHO.setdefault(id(bench.encoder), EchoVectors())
     return defense
 
 
@@ -280,7 +310,10 @@ def _fmt(v: float, key: str) -> str:
 def section_main(benches: Sequence[Bench], args: argparse.Namespace) -> None:
     for b in benches:
         chains = defenses(b, args.defenses)
-        for group, settings in (("published", PUBLISHED), ("adaptive", ADAPTIVE)):
+        for group, every in (("published", PUBLISHED), ("adaptive", ADAPTIVE)):
+            settings = [x for x in every if not args.settings or x in args.settings.split(",")]
+            if not settings:
+                continue
             rows = {}
             for s in settings:
                 for label, d in chains.items():
@@ -288,15 +321,25 @@ def section_main(benches: Sequence[Bench], args: argparse.Namespace) -> None:
                 print(f"  {b.name} {s} done", file=sys.stderr, flush=True)
             print(table(f"{b.name} — {group} settings ({b.split} split, k={b.k}, context 5, "
                         f"seed {b.seed}, n={len(b.cases)})", rows, b), flush=True)  # fmt: skip
+            b.save_hits()
 
 
 ABLATION = {
     "ragdefender (all)": {},
+    "- question coverage": {"coverage_threshold": 101.0},
+    "- typo view": {"typo_view": False},
+    "- coverage and typo view": {"coverage_threshold": 101.0, "typo_view": False},
     "- planted-group kNN": {"group_knn": False},
     "+ echo pairs' 2nd signal (clean-first)": {"echo_group_margin": 0.03},
     "- question-echo pairs": {"echo_pairs": False},
     "- near-copy conflicts": {"copy_conflicts": False},
-    "- both (previous release)": {"echo_pairs": False, "copy_conflicts": False, "group_knn": False},
+    "- all five (previous release)": {
+        "echo_pairs": False,
+        "copy_conflicts": False,
+        "group_knn": False,
+        "coverage_threshold": 101.0,
+        "typo_view": False,
+    },
     "- verbatim restatement": {"restated_question": False},
 }
 
@@ -311,6 +354,7 @@ def section_ablation(benches: Sequence[Bench], args: argparse.Namespace) -> None
                 d = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))  # type: ignore[arg-type]
                 rows[(s, label)] = b.run(d, s)
         print(table(f"{b.name} — ablation ({b.split} split)", rows, b), flush=True)
+        b.save_hits()
 
 
 def _grid() -> list[dict[str, Any]]:
@@ -331,6 +375,8 @@ def section_lofo(dev: Sequence[Bench], test: Sequence[Bench], args: argparse.Nam
             for s in ("clean", *(x for f in families.values() for x in f)):
                 scores[(gi, b.name, s)] = b.run(d, s)
         print(f"  lofo grid {gi + 1}/{len(grid)} {params}", file=sys.stderr, flush=True)
+        for b in dev:
+            b.save_hits()
     lines = ["### Leave-one-family-out (tuned on dev without the family, reported on test)", "",
              "| held-out family | chosen on dev | dataset | settings | attack_reaches | "
              "adv_majority | gold_kept / gold_retrieved | clean benign_removed |",
@@ -423,6 +469,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit", type=int, default=None, help="first N questions of each split")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
+    ap.add_argument("--settings", default=None,
+                    help="main: only these settings (comma list), e.g. to split a run")  # fmt: skip
+    ap.add_argument("--hits-cache", default=None,
+                    help="keep / reuse each setting's retrieved top-k here (a directory)")  # fmt: skip
     args = ap.parse_args()
     if not SHARED.is_dir():
         sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")

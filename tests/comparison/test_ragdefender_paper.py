@@ -32,7 +32,8 @@ from ragshield.types import Passage, RetrievedPassage
 # The appendix example has no attack evidence beyond density (no passage restates the
 # question, no typo copy), so ragshield's default keeps it; its density rules alone — the
 # default before real-retrieval evaluation — are what reproduce the paper's example.
-DENSITY = RAGDefender(require_evidence=False, restated_question=False)
+#: the density-only behaviour of earlier releases (no evidence stages, no question coverage)
+DENSITY = RAGDefender(require_evidence=False, restated_question=False, coverage_threshold=101.0)
 
 QUERY = "Where is the capital of France?"
 APPENDIX_A = [
@@ -129,6 +130,10 @@ class TestAppendixA:
         assert "r5" in ours.kept_ids
         assert set(ours.removed_ids) <= {"r1", "r2", "r3", "r4"}
         assert len(ours.removed_ids) >= 3
+        # the default: r1, r2, r4 spell out the question (coverage >= 85), r2 at the group's
+        # edge is spared; no density evidence on MiniLM (max pair 0.64), so r3 stays too
+        default = RAGDefender().filter(QUERY, appendix_set(vecs))
+        assert sorted(default.removed_ids) == ["r1", "r4"]
 
 
 class TestAuthorsPackage:

@@ -50,6 +50,19 @@ class EchoVectors:
         self.cache_size = cache_size
         self._passages: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._queries: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._whole: OrderedDict[bytes, np.ndarray] = OrderedDict()
+
+    def whole(self, encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of whole texts (the typo view's re-read passages), cached like the
+        sentences: the same planted passages come back for every question they target."""
+        keys = [_key(t) for t in texts]
+        todo = list(dict.fromkeys(k for k in keys if k not in self._whole))
+        if todo:
+            text_of = dict(zip(keys, texts, strict=True))
+            vecs = l2_normalize(np.asarray(encoder.encode([text_of[k] for k in todo]), np.float32))
+            for k, v in zip(todo, vecs, strict=True):
+                self._put(self._whole, k, v)
+        return np.vstack([self._whole[k] for k in keys])
 
     def _put(self, store: OrderedDict[bytes, np.ndarray], key: bytes, value: np.ndarray) -> None:
         store[key] = value

@@ -57,6 +57,14 @@ non-targets), reported on the test split by ``benchmarks/bench_real_retrieval.py
   own fields: an attacker who can add a record can write ``"trusted": true`` into it
   (issue #27: the demo's planted passages whitelisted themselves that way).
 
+Adaptive attackers (issue #28) added wording-free evidence, each behind its own switch and
+measured in ``benchmarks/bench_adaptive_poisoning.py`` (docs/results-poisoning.md): the
+question echo per sentence (:mod:`.echo`), near-copy fact conflicts (:mod:`.claims`), the
+planted group against the index's m-th-NN bars (:mod:`.groups`), the question coverage of a
+group of passages (:mod:`.coverage`: a reworded, reordered or typo'd question prefix still
+spells out most of the question) and the typo view (:mod:`.typos`: one-letter edits of
+question words read back before the other stages judge a passage).
+
 ``RAGDefender(require_evidence=False, restated_question=False)`` is the density-only
 behaviour of earlier releases (what the synthetic tables measured).
 
@@ -75,6 +83,7 @@ import numpy as np
 
 from ragshield.defenses.params import Boolean, Interval, Options, ParamTable, StrList
 from ragshield.defenses.ragdefender.claims import near_copy_conflicts
+from ragshield.defenses.ragdefender.coverage import question_coverage
 from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
 from ragshield.defenses.ragdefender.evidence import (
     calibrate_guard,
@@ -106,6 +115,7 @@ from ragshield.defenses.ragdefender.math import (
     top_n_by_score,
 )
 from ragshield.defenses.ragdefender.paper import Mode, PaperRAGDefender, _RAGDefenderBase
+from ragshield.defenses.ragdefender.typos import normalise_to_question
 from ragshield.embed.base import Encoder
 from ragshield.types import FilterResult, RetrievedPassage
 
@@ -166,6 +176,12 @@ class RAGDefender(_RAGDefenderBase):
         dev SQuAD PR x5 gold kept 0.758 -> 0.765, no other dev cell changed).
     dense_threshold, natural_similarity: group density that counts as evidence; the
         index's own calibration (``calibrate(profile)``) fills ``natural_similarity``.
+    typo_view: judge every passage (but in the typo-copy stage) with its one-letter edits of
+        question words read back and re-encoded (:mod:`.typos`).
+    coverage_threshold, coverage_min_group, coverage_min_chars: at least
+        ``coverage_min_group`` distinct passages each spelling out the question at
+        ``coverage_threshold`` (0-100, :mod:`.coverage`) are a planted group; the member at
+        its edge near the question is spared. 101 switches it off.
     group_knn, group_similarity, group_lexical: the planted *group* (:mod:`.groups`): a
         passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
@@ -222,6 +238,10 @@ class RAGDefender(_RAGDefenderBase):
         "group_similarity": [_COSINE, None],
         "group_lexical": [Interval(Real, 0.0, 1.0)],
         "echo_group_margin": [Interval(Real, 0.0, 2.0)],
+        "typo_view": [Boolean()],
+        "coverage_threshold": [Interval(Real, 0.0, 101.0)],
+        "coverage_min_group": [Interval(int, 3, None)],
+        "coverage_min_chars": [Interval(int, 1, None)],
     }
 
     def __init__(
@@ -268,7 +288,15 @@ class RAGDefender(_RAGDefenderBase):
         group_similarity: float | None = None,  # None: the index's p99.9 m-th-NN cosine
         group_lexical: float = 0.8,  # dev SQuAD answer-spread benign flagged 0.209 -> 0.004
         echo_group_margin: float = 2.0,  # off; 0.03 = clean-first (docs/results-poisoning.md)
+        typo_view: bool = True,  # ours (issue #28): prefix-typo groups; see .typos
+        coverage_threshold: float = 85.0,  # dev: benign HotpotQA max 80.6; 101 = off
+        coverage_min_group: int = 3,  # dev: a gold paragraph + one planted is a pair
+        coverage_min_chars: int = 20,  # a question of a few words occurs by chance
     ) -> None:
+        self.typo_view = typo_view
+        self.coverage_threshold = coverage_threshold
+        self.coverage_min_group = coverage_min_group
+        self.coverage_min_chars = coverage_min_chars
         self.echo_group_margin = echo_group_margin
         self.group_knn = group_knn
         self.group_similarity = group_similarity
@@ -360,18 +388,21 @@ class RAGDefender(_RAGDefenderBase):
             "mode": mode, "n_adv": 0, "groups": [], "spared": [], "typo_copies": [],
             "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
-            "echo": None, "knn_group": [],
+            "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
+            "coverage_group": [], "coverage_spared": None,
         }  # fmt: skip
         work = _Work(n)
-        texts = [r.text for r in items]
+        raw = [r.text for r in items]
+        texts, vectors = self._stage_typo_view(query, raw, vectors, details)
         self._stage_restated(query, texts, work, details)
         if n < 2:
             details["guard"] = {"passed": False, "max_similarity": None}
             return self._finish(items, work, np.zeros(n), details, t0)
         sim = cosine_matrix(vectors)
+        self._stage_coverage(query, texts, sim, scores, work, details)
         if not self._stage_guard(sim, work, details):
             return self._finish(items, work, np.zeros(n), details, t0)
-        self._stage_typo_copies(sim, texts, work, details)
+        self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence
         self._stage_signals(query, texts, work, details)
         self._stage_knn_groups(sim, work, details)
         self._stage_echo_pairs(sim, work, details)
@@ -389,6 +420,29 @@ class RAGDefender(_RAGDefenderBase):
 
     # ---- stages, in the order filter() runs them
 
+    def _stage_typo_view(
+        self, query: str, texts: list[str], vectors: np.ndarray, details: dict[str, Any]
+    ) -> tuple[list[str], np.ndarray]:
+        """Every later stage (but the typo-copy one, whose evidence *is* the typos) judges a
+        passage as if its one-letter edits of question words were spelt right
+        (:mod:`.typos`); the few passages this changes are re-encoded, so the planted-group
+        density and the echo see through a typo'd question prefix."""
+        if not self.typo_view or not texts:
+            return texts, vectors
+        self.warm_up()
+        assert self._vocabulary is not None
+        fixed = [normalise_to_question(query, t, self._vocabulary) for t in texts]
+        changed = [i for i, (_, c) in enumerate(fixed) if c > 0]
+        details["typo_view"] = changed
+        if not changed:
+            return texts, vectors
+        out = [t for t, _ in fixed]
+        if self.encoder is not None:
+            vectors = np.array(vectors, dtype=np.float32, copy=True)
+            new = self._echo.whole(self.encoder, [out[i] for i in changed])
+            vectors[changed] = new * np.linalg.norm(vectors[changed], axis=1, keepdims=True)
+        return out, vectors
+
     def _stage_restated(
         self, query: str, texts: Sequence[str], work: _Work, details: dict[str, Any]
     ) -> None:
@@ -403,6 +457,58 @@ class RAGDefender(_RAGDefenderBase):
             work.remove(int(i), "restates the question verbatim (PoisonedRAG's retrieval trick)")
             work.evidence[i] = True
             details["restated"].append(int(i))
+
+    def _stage_coverage(
+        self,
+        query: str,
+        texts: Sequence[str],
+        sim: np.ndarray,
+        scores: np.ndarray,
+        work: _Work,
+        details: dict[str, Any],
+    ) -> None:
+        """Several passages that each spell out most of the question, letter by letter
+        (:func:`~.coverage.question_coverage` >= ``coverage_threshold``): a planted group
+        that reworded, reordered, dropped words of or put typos in PoisonedRAG's question
+        prefix. One or two such passages are no evidence: SQuAD's questions are written
+        from their gold paragraph, which then spells them out (dev: 0.8 % of clean benign
+        passages reach 85, max 95.9), and a gold paragraph beside one planted passage is a
+        pair. ``coverage_min_group`` distinct ones are (lexical near-copies count once,
+        ``group_lexical``: mirrors of the gold paragraph are one passage); the member at
+        the group's edge and near the question is spared (:func:`outlier_to_spare`, the
+        gold paragraph the group was written about: SQuAD dev, 48 of 50 such benign
+        passages in fired groups spared on the seven reworded-prefix rows). When some
+        members were already caught (verbatim restatements), a member that lacks every word
+        they all push (:func:`group_signature`, the target answer) is the genuine one and
+        stays as well: the gold paragraph beside PoisonedRAG's own passages."""
+        if self.coverage_min_group > len(texts):
+            return
+        cov = question_coverage(query, texts, self.coverage_min_chars)
+        details["coverage"] = cov.round(1).tolist()
+        hi = np.flatnonzero(cov >= self.coverage_threshold)
+        distinct: list[int] = []
+        for i in hi.tolist():
+            if all(char_trigram_cosine(texts[i], texts[j]) < self.group_lexical for j in distinct):
+                distinct.append(i)
+        if len(distinct) < self.coverage_min_group:
+            return
+        known = hi[work.evidence[hi]]  # already caught (a verbatim restatement)
+        keep: set[int] = set()
+        if known.size:  # what the caught ones push: a member without it is the genuine one
+            sig = group_signature([texts[i] for i in known.tolist()], query)
+            keep = {i for i in hi.tolist() if not work.evidence[i] and sig
+                    and not sig & content_words(texts[i])}  # fmt: skip
+        spared, _ = outlier_to_spare(sim, hi, scores, self.query_weight, self.spare_margin)
+        if spared is not None and work.evidence[spared]:
+            spared = None  # a verbatim restatement is never spared
+        details["coverage_spared"] = spared
+        for i in hi.tolist():
+            if i == spared or i in keep:
+                continue
+            work.remove(i, f"one of {len(distinct)} passages spelling out the question "
+                           f"(coverage {cov[i]:.0f})")  # fmt: skip
+            work.evidence[i] = True
+            details["coverage_group"].append(i)
 
     def _stage_guard(self, sim: np.ndarray, work: _Work, details: dict[str, Any]) -> bool:
         off = sim.copy()
