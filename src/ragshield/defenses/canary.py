@@ -121,7 +121,7 @@ def _words(text: str) -> list[str]:
 class Leak:
     """What the output check found: which signal, in which contexts, how long a copy."""
 
-    kind: Literal["canary", "verbatim"]
+    kind: Literal["canary", "verbatim", "semantic"]
     contexts: tuple[int, ...]
     span_words: int
 
