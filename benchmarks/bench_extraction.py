@@ -304,6 +304,8 @@ def check_logs(
 
 
 SPAN_GRID = (15, 20, 25, 30, 40)
+#: the semantic check's cosines shown beside the span limits (RAGFort's 0.85 in the middle)
+SEMANTIC_GRID = (0.8, 0.85, 0.9)
 
 
 def quote_check(
@@ -326,6 +328,7 @@ def quote_check(
     benign answers flagged) and every rate is shown on both halves.
     """
     from ragshield.defenses.canary import canary_code, check_output, strip_canaries
+    from ragshield.defenses.canary_semantic import SemanticCopyCheck
     from ragshield.generate.extractive import ExtractiveGenerator
     from ragshield.text import split_sentences
 
@@ -339,6 +342,8 @@ def quote_check(
     benign = ("extractive answer", "doctor answer quoted", "two records combined")
     kinds = (*benign, "two chunks copied, canaries dropped", "two doctor answers copied")
     flagged = {(k, h, t): 0 for k in kinds for h in ("dev", "test") for t in SPAN_GRID}
+    semantic = SemanticCopyCheck(encoder)
+    sem_flags = {(k, h, t): 0 for k in kinds for h in ("dev", "test") for t in SEMANTIC_GRID}
     canary_hits = dict.fromkeys(kinds, 0)
     t0 = time.perf_counter()
     for qi, q in enumerate(questions):
@@ -366,6 +371,9 @@ def quote_check(
                 if leak is not None:
                     flagged[name, half[qi], t] += 1
                     canary_hits[name] += leak.kind == "canary" and t == SPAN_GRID[0]
+            cosines = [r.cosine for r in semantic.restatements(text, ctx)]
+            for t in SEMANTIC_GRID:  # min_chunks 2, as the verbatim rule
+                sem_flags[name, half[qi], t] += sum(c > t for c in cosines) >= 2
     n = {h: sum(1 for v in half.values() if v == h) for h in ("dev", "test")}
 
     def rate(k: str, h: str, t: int) -> float:
@@ -384,6 +392,21 @@ def quote_check(
         label = "benign" if k in benign else "copy"
         cells = " | ".join(
             f"{100 * rate(k, 'dev', t):.1f} / {100 * rate(k, 'test', t):.1f} %" for t in SPAN_GRID
+        )
+        print(f"| {k} | {label} | {cells} |")
+    print(
+        "\nsemantic check (SemanticCopyCheck, min_chunks 2) on the same answers:\n"
+        "| answer | kind | "
+        + " | ".join(f"cosine > {t}: dev / test" for t in SEMANTIC_GRID)
+        + " |\n|---|---|"
+        + "---|" * len(SEMANTIC_GRID)
+    )
+    for k in kinds:
+        label = "benign" if k in benign else "copy"
+        cells = " | ".join(
+            f"{100 * sem_flags[k, 'dev', t] / max(1, n['dev']):.1f} / "
+            f"{100 * sem_flags[k, 'test', t] / max(1, n['test']):.1f} %"
+            for t in SEMANTIC_GRID
         )
         print(f"| {k} | {label} | {cells} |")
     print(

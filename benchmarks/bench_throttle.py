@@ -281,6 +281,97 @@ def replay(session: Session, overrides: dict[str, Any], n_chunks: int, work: Pat
         db.close()
 
 
+def replay_llm(
+    queries: Sequence[str],
+    served: Sequence[Sequence[str]],
+    leaks: Sequence[bool],
+    overrides: dict[str, Any],
+    n_chunks: int,
+    work: Path,
+    *,
+    report_leaks: bool,
+) -> tuple[int, str] | None:
+    """``(first slowed/refused query, rule)`` of a session whose answers an LLM wrote, the
+    answers the canary output check caught reported to the throttle (``report_leaks``) as
+    the service does (``Answer.details["leak"]`` → ``report_leak``), or not."""
+    from ragshield.server.config import ThrottleConfig
+    from ragshield.server.db import AuditRecord, Database
+    from ragshield.server.throttle import ExtractionThrottle
+
+    clock = [1_700_000_000.0]
+    db = Database(f"sqlite:///{work / f'l{time.perf_counter_ns()}.db'}")
+    db.migrate()
+    throttle = ExtractionThrottle(ThrottleConfig(**overrides), db, n_chunks, clock=lambda: clock[0])
+    try:
+        for i, (q, ids, leak) in enumerate(zip(queries, served, leaks, strict=True), 1):
+            clock[0] += 10.0
+            verdict = throttle.check("k", q)
+            if verdict.action != "allow":
+                return i, verdict.kind
+            rec = AuditRecord("r", "k", clock[0], "ask", 200, "ok", "", 5, [], list(ids), [],
+                              None, None, None, 1.0)  # fmt: skip
+            db.record(rec, served=list(ids))
+            if leak and report_leaks:
+                throttle.report_leak("k", {"kind": "canary", "contexts": list(ids)})
+        return None
+    finally:
+        db.close()
+
+
+def llm_sessions(args: argparse.Namespace) -> None:
+    """The throttle on sessions an LLM answered (``bench_extraction.py`` logs: ChatDoctor,
+    Qwen2.5-0.5B, the canary output check's verdict per answer), with and without the
+    canary signal. The logged queries are retrieved again from the same subset (retrieval
+    is deterministic) for the served chunk ids; a utility log (normal questions) is cut
+    into sessions of ``--queries``."""
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.extraction_data import encode_cached, load_knowledge_base
+    from ragshield.pipeline import RAGPipeline
+    from ragshield.store.faiss_store import FaissStore
+
+    kb = load_knowledge_base("chatdoctor", data_dir=args.data, limit=args.kb_limit, seed=args.seed)
+    enc = SentenceTransformerEncoder()
+    store = FaissStore(enc.dim, encoder_name=enc.name)
+    store.add(list(kb.passages), encode_cached(kb.texts, enc, args.encode_cache))
+    rag = RAGPipeline(enc, store, [], None, context_k=5)
+    settings = {
+        "shipped defaults (signatures, leak signal)": ({}, True),
+        "no signatures, no leak signal": ({"signatures": {}}, False),
+        "no signatures, leak signal": ({"signatures": {}}, True),
+    }
+    print(
+        f"# throttle on LLM-answered sessions — {kb.name}, {len(kb.passages)} chunks (seed "
+        f"{args.seed}); logs {', '.join(map(str, args.llm_logs))}; 10 s between queries; "
+        "first flagged query (rule) per setting"
+    )
+    print(
+        "| session | queries | answers caught by the output check | " + " | ".join(settings) + " |"
+    )
+    print("|---|---|---|" + "---|" * len(settings))
+    with tempfile.TemporaryDirectory(prefix="bench-throttle-llm-") as tmp:
+        work = Path(tmp)
+        for logs in args.llm_logs:
+            for path in sorted(Path(logs).glob("canary__*.jsonl")):
+                recs = [json.loads(x) for x in path.read_text("utf-8").splitlines()]
+                if not recs:
+                    continue
+                size = args.queries if path.stem.endswith("__utility") else len(recs)
+                for start in range(0, len(recs), size):
+                    part = recs[start : start + size]
+                    qs = [r["query"] for r in part]
+                    served = [[h.id for h in hit] for hit in rag.retrieve_many(qs, 5)]
+                    leaks = [bool(r.get("leak")) for r in part]
+                    cells = []
+                    for over, signal in settings.values():
+                        got = replay_llm(qs, served, leaks, over, len(kb.passages), work,
+                                         report_leaks=signal)  # fmt: skip
+                        cells.append("-" if got is None else f"{got[0]} ({got[1]})")
+                    name = path.stem.replace("__", " × ")
+                    if size < len(recs):
+                        name += f" {start + 1}–{start + len(part)}"
+                    print(f"| {name} | {len(part)} | {sum(leaks)} | " + " | ".join(cells) + " |")
+
+
 def _median(xs: Sequence[int]) -> str:
     return str(statistics.median_low(xs)) if xs else "-"
 
@@ -378,8 +469,22 @@ def main() -> None:
     ap.add_argument("--attack-queries", type=int, default=60, help="per extraction session")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", type=Path, default=None, help="sessions JSON (read/written)")
+    ap.add_argument(
+        "--llm-logs",
+        type=Path,
+        nargs="*",
+        default=None,
+        help="only replay bench_extraction.py logs (OUT/logs: LLM-answered ChatDoctor "
+        "sessions with the canary verdict per answer) with and without the leak signal",
+    )
+    ap.add_argument("--kb-limit", type=int, default=500, help="with --llm-logs: the subset")
+    ap.add_argument("--encode-cache", type=Path, default=Path.home() / ".cache/ragshield/bench")
     args = ap.parse_args()
     args.data = _data_dir(args.data)
+    if args.llm_logs:
+        logging.getLogger("ragshield.server").setLevel(logging.ERROR)
+        llm_sessions(args)
+        return
     logging.getLogger("ragshield.server").setLevel(logging.ERROR)  # one line per flag
     t0 = time.perf_counter()
     sessions, n_chunks = load_sessions(args)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import Any, Literal
 
+from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int
 from ragshield.generate.base import Generator
 from ragshield.generate.cache import Wrapping
@@ -199,6 +200,13 @@ class CanaryGuard(Wrapping):
     action: ``"block"`` (a fixed refusal replaces the answer) or ``"redact"`` (the copied
         words are cut out).
     message: the refusal ``"block"`` answers with.
+    semantic_threshold: when set (with ``encoder``), an answer neither rule caught is also
+        checked for *restated* chunks (:class:`~ragshield.defenses.canary_semantic.
+        SemanticCopyCheck`: ``min_chunks`` chunks restated with cosine above this) — the
+        paraphrased dump a canary-aware attacker asks for. Off by default (``None``): its
+        false positives on normal answers are in ``docs/results-extraction.md``; a
+        ``"redact"`` guard blocks a semantic hit (there are no copied words to cut).
+    encoder: the sentence encoder the semantic check uses (the retriever's).
     """
 
     def __init__(
@@ -209,6 +217,8 @@ class CanaryGuard(Wrapping):
         min_chunks: int = 2,
         action: Action = "block",
         message: str = BLOCKED,
+        semantic_threshold: float | None = None,
+        encoder: Encoder | None = None,
     ) -> None:
         self.inner = inner
         self.name = inner.name
@@ -216,6 +226,8 @@ class CanaryGuard(Wrapping):
         self.min_chunks = min_chunks
         self.action = action
         self.message = message
+        self.semantic_threshold = semantic_threshold
+        self.encoder = encoder
 
     def _validate(self) -> None:
         check_int(self.min_span_words, "min_span_words", _OWNER, low=5)
@@ -225,6 +237,21 @@ class CanaryGuard(Wrapping):
                 f"The 'action' parameter of {_OWNER} must be 'block' or 'redact'. "
                 f"Got {self.action!r} instead."
             )
+        if self.semantic_threshold is not None and self.encoder is None:
+            raise InputError(
+                f"{_OWNER}: semantic_threshold needs an encoder (the retriever's sentence "
+                "encoder) to compare meanings."
+            )
+
+    def _semantic(self, text: str, contexts: Sequence[str]) -> Leak | None:
+        if self.semantic_threshold is None or self.encoder is None:
+            return None
+        from ragshield.defenses.canary_semantic import SemanticCopyCheck
+
+        check = SemanticCopyCheck(
+            self.encoder, threshold=self.semantic_threshold, min_chunks=self.min_chunks
+        )
+        return check.check(text, contexts)
 
     def guard(self, generation: Generation, contexts: Sequence[str]) -> Generation:
         """The checked answer: unchanged, blocked or redacted; ``details["leak"]`` on a hit."""
@@ -235,12 +262,13 @@ class CanaryGuard(Wrapping):
             min_span_words=self.min_span_words,
             min_chunks=self.min_chunks,
         )
+        leak = leak or self._semantic(generation.text, contexts)
         if leak is None:
             text = strip_canaries(generation.text)
             return generation if text == generation.text else replace(generation, text=text)
         text = (
             self.message
-            if self.action == "block"
+            if self.action == "block" or leak.kind == "semantic"
             else redact(generation.text, contexts, min_span_words=self.min_span_words)
         )
         details = {**generation.details, "leak": leak.to_dict() | {"action": self.action}}
@@ -264,5 +292,8 @@ def wrap_canary(
     options: Mapping[str, Any] | None = None,
     **params: Any,
 ) -> CanaryGuard:
-    """The registry's ``canary`` entry (a generator wrapper): ``params`` go to the guard."""
+    """The registry's ``canary`` entry (a generator wrapper): ``params`` go to the guard;
+    the pipeline's ``encoder`` serves the semantic check when ``semantic_threshold`` is set."""
+    if params.get("semantic_threshold") is not None and "encoder" not in params:
+        params = {**params, "encoder": encoder}
     return CanaryGuard(generator, **params)
