@@ -263,7 +263,11 @@ def check_logs(
             if r.get("leak") and raw is not None:
                 got = raw.lookup(r["query"], ctx)
                 text = got.text if got is not None else text
+            tactic = CanaryAwareThief.tactic_of(r["query"])
+            cell = by_tactic.setdefault((path.stem, tactic or "-"), [0, 0, 0])
+            cell[0] += 1
             if r.get("leak"):
+                cell[1] += 1
                 leak = check_output(text, ctx, min_span_words=40)
                 kinds[leak.kind if leak is not None else "canary"] += 1
                 seen.append(r["response"])
@@ -274,10 +278,7 @@ def check_logs(
             flagged += sem
             seen.append(strip_canaries(text))
             with_semantic.append(BLOCKED if sem else strip_canaries(text))
-            tactic = CanaryAwareThief.tactic_of(r["query"]) or "-"
-            cell = by_tactic.setdefault((path.stem, tactic), [0, 0])
-            cell[0] += 1
-            cell[1] += sem
+            cell[2] += sem
         crr = {
             k: (
                 sc.score([decode(t) for t in seen]).crr,
@@ -290,11 +291,15 @@ def check_logs(
             f"{kinds['verbatim']} | {uncaught} | {flagged} | {crr['ragfort'][0]:.3f} / "
             f"{crr['paraphrase'][0]:.3f} | {crr['ragfort'][1]:.3f} / {crr['paraphrase'][1]:.3f} |"
         )
-    if by_tactic:
-        print("\n| log | tactic | answers not caught by canary / verbatim | semantic flags |")
-        print("|---|---|---|---|")
-        for (stem, tactic), (n, f) in sorted(by_tactic.items()):
-            print(f"| {stem.replace('__', ' × ')} | {tactic} | {n} | {f} |")
+    tactics = {k: v for k, v in by_tactic.items() if k[1] != "-"}  # the canary-aware attack
+    if tactics:
+        print(
+            "\n| log | tactic | answers | caught as run (canary or verbatim) | semantic flags "
+            "among the rest |"
+        )
+        print("|---|---|---|---|---|")
+        for (stem, tactic), (n, caught, f) in sorted(tactics.items()):
+            print(f"| {stem.replace('__', ' × ')} | {tactic} | {n} | {caught} | {f} |")
     if fp_rows:
         print("\nnormal (utility) answers: | row | answers | caught by canary / verbatim | "
               "semantic flags | judged correct |")  # fmt: skip
