@@ -548,8 +548,9 @@ def main() -> None:
     ap.add_argument(
         "--semantic-threshold",
         type=float,
-        default=0.85,
-        help="the semantic output check's cosine (RAGFort's 0.85)",
+        default=0.9,
+        help="the semantic output check's cosine (0.9: the dev choice of --quote-check; "
+        "RAGFort's CRR rule uses 0.85)",
     )
     ap.add_argument(
         "--quote-check",

@@ -203,8 +203,9 @@ class CanaryGuard(Wrapping):
     semantic_threshold: when set (with ``encoder``), an answer neither rule caught is also
         checked for *restated* chunks (:class:`~ragshield.defenses.canary_semantic.
         SemanticCopyCheck`: ``min_chunks`` chunks restated with cosine above this) — the
-        paraphrased dump a canary-aware attacker asks for. Off by default (``None``): its
-        false positives on normal answers are in ``docs/results-extraction.md``; a
+        paraphrased dump a canary-aware attacker asks for. Off by default (``None``): 0.9,
+        the dev choice, flagged 0 of 100 normal LLM answers but 1.2 % of a two-record
+        stress case on test, above the 0.5 % target (``docs/results-extraction.md``). A
         ``"redact"`` guard blocks a semantic hit (there are no copied words to cut).
     encoder: the sentence encoder the semantic check uses (the retriever's).
     """
