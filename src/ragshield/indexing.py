@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
 from ragshield.corpus import MAX_CHARS, chunk_passages, read_corpus
+from ragshield.defenses.calibration import profile_index
 from ragshield.defenses.canary import MARKER_CHARS
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.errors import InputError
 from ragshield.store.base import VectorStore
 from ragshield.store.faiss_store import FaissStore
 from ragshield.store.persist import check_out_dir, load_store
-from ragshield.store.profile import profile_vectors
 from ragshield.types import Passage
 
 IndexType = Literal["flat", "hnsw", "ivf"]
@@ -89,14 +88,7 @@ def build_index(
     else:
         store = FaissStore(encoder.dim, index_type, encoder_name=encoder.name)
         store.add(passages, vectors)
-    profile = profile_vectors(vectors)  # what "natural" similarity is in this index
-    if profile is not None and trusted:
-        profile = replace(profile, trusted_ids=trusted)
-    store.profile = profile.to_dict() if profile is not None else None
-    if store.profile is not None:  # issue #23: the injection detector's per-index threshold
-        from ragshield.defenses.injection.calibration import KEY, calibrate_index
-
-        store.profile[KEY] = calibrate_index(texts, encoder)
+    store.profile = profile_index(texts, vectors, encoder, trusted_ids=trusted)
     store.save(out)
     return store
 

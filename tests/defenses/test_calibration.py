@@ -67,3 +67,35 @@ def test_pipeline_over_a_built_index_is_calibrated(tmp_path: Path) -> None:
     rag = build_pipeline(cfg)
     (rd,) = rag.chain.filters
     assert rd.natural_similarity == pytest.approx(natural, abs=1e-4)
+
+
+def test_one_call_hands_both_parts_of_the_profile_to_a_chain() -> None:
+    """The nearest-neighbour bars and the injection thresholds reach their filters through
+    the same :func:`calibrate` (the ingestion screen used to get only the first)."""
+    from fakes import HashEncoder
+    from ragshield.defenses.compose import FilterChain
+    from ragshield.defenses.injection.calibration import KEY
+    from ragshield.defenses.injection.detector import InjectionGuard
+
+    p = IndexProfile(n=10, sampled=10, quantiles={"p50": 0.5}, natural_similarity=0.93)
+    guard = InjectionGuard(encoder=HashEncoder(dim=384))
+    rd = RAGDefender()
+    chain = FilterChain([rd, guard])
+    calibrate(chain, {**p.to_dict(), KEY: {"thresholds": {"fpr1": 0.71, "fpr0.1": 0.83}}})
+    assert rd.natural_similarity == 0.93
+    assert guard.threshold_source() == "index" and guard.threshold_() == 0.71
+
+
+def test_profile_index_records_both_parts() -> None:
+    from fakes import HashEncoder
+    from ragshield.defenses.calibration import profile_index
+    from ragshield.defenses.injection.calibration import KEY
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(40, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    texts = [f"Passage {i} says the harbour opened in {1800 + i}." for i in range(40)]
+    out = profile_index(texts, vectors, HashEncoder(dim=8), trusted_ids=["p1"])
+    assert out is not None and list(out["trusted_ids"]) == ["p1"] and KEY in out
+    assert out[KEY] is None  # an 8-d encoder: the packaged head cannot read its vectors
+    assert profile_index(texts[:2], vectors[:2], HashEncoder(dim=8)) is None

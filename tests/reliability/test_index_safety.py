@@ -168,20 +168,28 @@ ODD_OUTS = {
 }
 
 
+@pytest.fixture
+def odd_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder holding the user's files, with the working directory one level below it."""
+    root = tmp_path / "root"
+    (root / "work").mkdir(parents=True)
+    (root / "work" / "keep.txt").write_text("mine", encoding="utf-8")
+    (root / "file.txt").write_text("mine", encoding="utf-8")
+    monkeypatch.chdir(root / "work")
+    return root
+
+
 @pytest.mark.parametrize("case", list(ODD_OUTS))
 def test_odd_out_refused_before_encoding(
     tmp_path: Path,
+    odd_root: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     case: str,
 ) -> None:
     forbid_encoding(monkeypatch)
     corpus = write_corpus(tmp_path)
-    root = tmp_path / "root"
-    (root / "work").mkdir(parents=True)
-    (root / "work" / "keep.txt").write_text("mine", encoding="utf-8")
-    (root / "file.txt").write_text("mine", encoding="utf-8")
-    monkeypatch.chdir(root / "work")
+    root = odd_root
     raw, needle = ODD_OUTS[case]
     out = raw.format(root=root, cwd=root / "work")
     before = snapshot(root / "work")
@@ -190,14 +198,8 @@ def test_odd_out_refused_before_encoding(
 
 
 @pytest.mark.parametrize("case", list(ODD_OUTS))
-def test_odd_out_refused_by_the_library(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
-) -> None:
-    root = tmp_path / "root"
-    (root / "work").mkdir(parents=True)
-    (root / "work" / "keep.txt").write_text("mine", encoding="utf-8")
-    (root / "file.txt").write_text("mine", encoding="utf-8")
-    monkeypatch.chdir(root / "work")
+def test_odd_out_refused_by_the_library(odd_root: Path, case: str) -> None:
+    root = odd_root
     raw, needle = ODD_OUTS[case]
     with pytest.raises(InputError, match=needle.replace(".", r"\.")):
         make_store(dim=8).save(raw.format(root=root, cwd=root / "work"))

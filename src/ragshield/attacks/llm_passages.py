@@ -80,10 +80,22 @@ class LLMPassageAttack:
         self.tries = tries
         self._writer: TextWriter | None = None
 
+    #: the paper's instruction, with ``{question}``, ``{answer}`` and ``{words}`` slots
+    instruction = ""
+
     # -- to override ------------------------------------------------------------------
 
     def prompt(self, question: str, target_answer: str, style: str) -> str:
-        raise NotImplementedError
+        """The paper's instruction filled in, the style hint appended."""
+        if not self.instruction:
+            raise NotImplementedError(f"{type(self).__name__} sets no instruction")
+        q = question.strip().rstrip("?").strip()
+        text = (
+            self.instruction.replace("{question}", q)
+            .replace("{answer}", target_answer.strip())
+            .replace("{words}", str(self.words))
+        )
+        return f"{text} {style}".strip()
 
     def assemble(self, question: str, body: str) -> str:
         return body

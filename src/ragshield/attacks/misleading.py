@@ -45,14 +45,7 @@ class MisleadingPassageAttack(LLMPassageAttack):
     name = "misleading"
     default_words = 50  # median length of Tan et al.'s NQ passages in ../shared/data
 
-    def prompt(self, question: str, target_answer: str, style: str) -> str:
-        q = question.strip().rstrip("?").strip()
-        text = (
-            PROMPT.replace("{question}", q)
-            .replace("{answer}", target_answer.strip())
-            .replace("{words}", str(self.words))
-        )
-        return f"{text} {style}".strip()
+    instruction = PROMPT
 
     def template_bodies(self, question: str, target_answer: str) -> list[str]:
         return fill_all(TEMPLATES, question, target_answer)

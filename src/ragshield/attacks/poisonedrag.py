@@ -69,14 +69,7 @@ class PoisonedRAGAttack(LLMPassageAttack):
     name = "poisonedrag-blackbox"
     default_words = 30  # Zou et al. 2025: V = 30 words, N = 5 passages
 
-    def prompt(self, question: str, target_answer: str, style: str) -> str:
-        q = question.strip().rstrip("?").strip()
-        text = (
-            PROMPT.replace("{question}", q)
-            .replace("{answer}", target_answer.strip())
-            .replace("{words}", str(self.words))
-        )
-        return f"{text} {style}".strip()
+    instruction = PROMPT
 
     def assemble(self, question: str, body: str) -> str:
         return question_prefixed(question, body)

@@ -219,7 +219,6 @@ def build_chain(
     dict): every filter that takes one is calibrated from it, a value the user set wins.
     ``cache`` (name -> built filter) lets several chains over one index share filters."""
     from ragshield.defenses.calibration import calibrate
-    from ragshield.defenses.injection.calibration import calibrate_injection
 
     params = params or {}
     if not isinstance(params, Mapping):
@@ -231,8 +230,7 @@ def build_chain(
     for n in p.filters:
         if n not in cache:
             built = build_filter(n, encoder, params.get(n))
-            calibrate(built, profile)
-            calibrate_injection(built, profile)  # issue #23: profile["injection"]
+            calibrate(built, profile)  # nearest-neighbour bars and injection thresholds
             cache[n] = built
     return FilterChain([cache[n] for n in p.filters])
 

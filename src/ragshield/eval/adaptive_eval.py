@@ -95,12 +95,9 @@ def run_settings(
     cache = str(cache_dir) if cache_dir else None
     store = base_store or build_base_store(data, encoder, cache)
     if calibrate_index and searched:  # the attacker meets the chain as deployed
-        from ragshield.defenses.calibration import calibrate
-        from ragshield.store.profile import profile_vectors
+        from ragshield.defenses.calibration import calibrate_from
 
-        profile = profile_vectors(store.vectors)
-        for defense in defenses.values():
-            calibrate(defense, profile)
+        calibrate_from(defenses.values(), [p.text for p in store.passages], store.vectors, encoder)
     common: dict[str, Any] = dict(encoder=encoder, k=k, context_k=context_k, seed=seed,
                                   cache_dir=cache_dir, base_store=store,
                                   calibrate_index=calibrate_index, **kwargs)  # fmt: skip

@@ -262,15 +262,9 @@ def run_real_eval(
     generator = answer_once(generator)  # a repeated (question, context) is answered once
     store = base_store or build_base_store(data, encoder, cache)
     if calibrate_index:  # as a pipeline over a saved index does (config.assemble)
-        from ragshield.defenses.calibration import calibrate
-        from ragshield.store.profile import profile_vectors
+        from ragshield.defenses.calibration import calibrate_from
 
-        profile = profile_vectors(store.vectors)
-        for defense in defenses.values():
-            calibrate(defense, profile)
-        from ragshield.defenses.injection.calibration import calibrate_defenses
-
-        calibrate_defenses(defenses.values(), [p.text for p in store.passages], encoder)  # #23
+        calibrate_from(defenses.values(), [p.text for p in store.passages], store.vectors, encoder)
     if not 1 <= k <= len(store):
         raise InputError(f"k ({k}) must be in 1..{len(store)} (the index size)")
     text_of = {p.id: p.text for p in data.passages}

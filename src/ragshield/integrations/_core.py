@@ -197,6 +197,28 @@ class Shield:
         self.encoder_ = encoder
         self.filter_ = _build_filter(self.defense, encoder)
 
+    @classmethod
+    def of(cls, component: Any) -> Shield:
+        """A Shield from a framework component that stores the four constructor fields.
+
+        The adapters keep ``defense``, ``encoder``, ``embeddings_model_name`` and
+        ``metadata_key`` as their own (serialisable) fields; this is the one place that
+        turns them into the core.
+        """
+        return cls(
+            component.defense,
+            encoder=component.encoder,
+            embeddings_model_name=component.embeddings_model_name,
+            metadata_key=component.metadata_key,
+        )
+
+    def load(self) -> None:
+        """Build the defense and load the encoder's model now, not on the first query."""
+        self.warm_up()
+        warm = getattr(self.encoder_, "warm_up", None)
+        if callable(warm):
+            warm()
+
     @property
     def reuses_embeddings(self) -> bool:
         """True when framework vectors are trusted (see the module docstring)."""

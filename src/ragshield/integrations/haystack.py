@@ -102,19 +102,11 @@ class RagshieldDocumentFilter:
         self.encoder = encoder
         self.embeddings_model_name = embeddings_model_name
         self.metadata_key = metadata_key
-        self._shield = Shield(
-            defense,
-            encoder=encoder,
-            embeddings_model_name=embeddings_model_name,
-            metadata_key=metadata_key,
-        )
+        self._shield = Shield.of(self)
 
     def warm_up(self) -> None:
         """Build the defense and load the encoder (Haystack calls this before a run)."""
-        self._shield.warm_up()
-        warm = getattr(self._shield.encoder_, "warm_up", None)
-        if callable(warm):
-            warm()
+        self._shield.load()
 
     @component.output_types(documents=list[Document], removed_documents=list[Document])
     def run(

@@ -91,20 +91,12 @@ class _ShieldFields(BaseModel):
     def shield(self) -> Shield:
         """The framework-neutral core, built on first use from the fields above."""
         if self._shield is None:
-            self._shield = Shield(
-                self.defense,
-                encoder=self.encoder,
-                embeddings_model_name=self.embeddings_model_name,
-                metadata_key=self.metadata_key,
-            )
+            self._shield = Shield.of(self)
         return self._shield
 
     def warm_up(self) -> None:
         """Build the defense and load the encoder now instead of on the first query."""
-        self.shield.warm_up()
-        warm = getattr(self.shield.encoder_, "warm_up", None)
-        if callable(warm):
-            warm()
+        self.shield.load()
 
     def _filter(
         self, query: str, documents: Sequence[Document]
