@@ -36,10 +36,11 @@ import hmac
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from difflib import SequenceMatcher
 from typing import Any, Literal
 
+from ragshield.defenses.canary_marks import CANARY_RE, Leak, strip_canaries
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int
 from ragshield.generate.base import Generator
@@ -47,11 +48,6 @@ from ragshield.generate.cache import Wrapping
 from ragshield.types import Generation, Passage
 
 _OWNER = "CanaryGuard"
-#: ``[ref XXXX-XXXX-XXXX].``: 12 base32 characters = 60 bits from the HMAC. Base32 (A–Z, 2–7)
-#: so a tokenizer splits it the same way every time and the model copies it as written; the
-#: full stop makes it a sentence of its own, so a generator that answers with one context
-#: sentence (the extractive default) never carries it by accident.
-CANARY_RE = re.compile(r"\s?\[ref ([A-Z2-7]{4})-([A-Z2-7]{4})-([A-Z2-7]{4})\]\.?")
 #: characters a canary adds to a chunk (`` [ref XXXX-XXXX-XXXX].``)
 MARKER_CHARS = 22
 _WORD = re.compile(r"[a-z0-9]+")
@@ -87,11 +83,6 @@ def embed_canary(text: str, code: str) -> str:
     return text[:cut] + marker + text[cut:]
 
 
-def strip_canaries(text: str) -> str:
-    """``text`` without any canary marker (what retrieval embeds and a reader sees)."""
-    return CANARY_RE.sub("", text)
-
-
 def codes_in(text: str) -> list[str]:
     """Canary codes written in ``text`` (``ABCD-EFGH-JKLM``)."""
     return ["-".join(m.groups()) for m in CANARY_RE.finditer(text)]
@@ -116,18 +107,6 @@ def _squash(text: str) -> str:
 
 def _words(text: str) -> list[str]:
     return _WORD.findall(strip_canaries(text).lower())
-
-
-@dataclass(frozen=True)
-class Leak:
-    """What the output check found: which signal, in which contexts, how long a copy."""
-
-    kind: Literal["canary", "verbatim", "semantic"]
-    contexts: tuple[int, ...]
-    span_words: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "contexts": list(self.contexts), "span_words": self.span_words}
 
 
 def longest_copy(output: str, context: str) -> tuple[int, int]:

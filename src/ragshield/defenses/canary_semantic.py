@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragshield.defenses.canary import Leak, strip_canaries
+from ragshield.defenses.canary_marks import Leak, strip_canaries
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_float, check_int
 from ragshield.text import split_sentences
