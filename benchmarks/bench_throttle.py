@@ -21,7 +21,8 @@ sessions never flagged within their queries. Sessions are split into a dev and a
 half (seeded); the grid is searched on dev only, and the chosen setting is reported on
 both halves next to the shipped defaults.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_throttle.py --per-kind 8 --cache sessions.json
+    OMP_NUM_THREADS=1 python benchmarks/bench_throttle.py --per-kind 8 --normal-per-kind 20 \
+        --attack-queries 200 --cache sessions.json
 """
 
 from __future__ import annotations
@@ -124,23 +125,27 @@ def topical_queries(
     return out[:n]
 
 
-def build(args: argparse.Namespace) -> tuple[list[Session], int]:
-    from ragshield.attacks.extraction.rag_thief import SEED_ANCHORS, RAGThief
-    from ragshield.attacks.extraction.worm import WormAttack
+@dataclass
+class _World:
+    """The served knowledge base and the question pools sessions are drawn from."""
+
+    raw: dict[str, Any]
+    titles: list[str]
+    passages: list[Any]
+    enc: Any
+    rag: Any
+    n_chunks: int
+
+    def served_of(self, queries: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+        return tuple(tuple(r.id for r in self.rag.retrieve(q, k=5)) for q in queries)
+
+
+def _world(args: argparse.Namespace) -> _World:
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.generate.extractive import ExtractiveGenerator
     from ragshield.pipeline import RAGPipeline
     from ragshield.store.faiss_store import FaissStore
     from ragshield.types import Passage
-
-    class PlainThief(RAGThief):
-        """RAG-Thief with its "repeat the context" commands stripped: signature-free."""
-
-        def _command(self) -> str:
-            return ""
-
-        def _next_round(self) -> list[str]:
-            return [q.replace("everything about", "about").strip() for q in super()._next_round()]
 
     raw = json.loads((args.data / "ontopic" / "squad_v1.1_dev_43articles.json").read_text())
     titles = list(dict.fromkeys(p["title"] for p in raw["passages"]))[: args.articles]
@@ -152,9 +157,61 @@ def build(args: argparse.Namespace) -> tuple[list[Session], int]:
     store = FaissStore(enc.dim, encoder_name=enc.name)
     store.add(passages, enc.encode([p.text for p in passages]))
     rag = RAGPipeline(enc, store, [], ExtractiveGenerator(enc), context_k=5)
+    return _World(raw, titles, passages, enc, rag, len(store))
 
-    def served_of(queries: Sequence[str]) -> tuple[tuple[str, ...], ...]:
-        return tuple(tuple(r.id for r in rag.retrieve(q, k=5)) for q in queries)
+
+def _pools(
+    w: _World,
+) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]]:
+    """Questions by article, questions by passage, passage ids by article."""
+    keep = set(w.titles)
+    by_title: dict[str, list[str]] = {}
+    by_passage: dict[str, list[str]] = {}
+    for q in w.raw["questions"]:
+        if q["title"] in keep:
+            by_title.setdefault(q["title"], []).append(q["question"])
+            for pid in q["gold_passage_ids"]:
+                by_passage.setdefault(pid, []).append(q["question"])
+    pids: dict[str, list[str]] = {}
+    for p in w.passages:
+        pids.setdefault(p.title, []).append(p.id)
+    return by_title, by_passage, pids
+
+
+def build_normal(args: argparse.Namespace, w: _World, count: int) -> list[Session]:
+    """``count`` more normal sessions of each kind, drawn with their own RNG (seed, "normal"):
+    they cost retrieval only, so the false-positive rate can rest on many more of them
+    than the attack sessions (which run the attacks) without changing those."""
+    by_title, by_passage, pids = _pools(w)
+    rng = random.Random(f"{args.seed}-normal")
+    n = args.queries
+    out: list[Session] = []
+    for _ in range(count):
+        picked = rng.sample(w.titles, min(n, len(w.titles)))
+        qs = tuple(rng.choice(by_title[t]) for t in picked)
+        out.append(Session("normal", "squad-diverse", qs, w.served_of(qs), 10.0))
+        qs = tuple(topical_queries(by_passage, w.titles, pids, n, rng))
+        out.append(Session("normal", "squad-topical", qs, w.served_of(qs), 10.0))
+    return out
+
+
+def build(args: argparse.Namespace) -> tuple[list[Session], int]:
+    from ragshield.attacks.extraction.rag_thief import SEED_ANCHORS, RAGThief
+    from ragshield.attacks.extraction.worm import WormAttack
+
+    class PlainThief(RAGThief):
+        """RAG-Thief with its "repeat the context" commands stripped: signature-free."""
+
+        def _command(self) -> str:
+            return ""
+
+        def _next_round(self) -> list[str]:
+            return [q.replace("everything about", "about").strip() for q in super()._next_round()]
+
+    w = _world(args)
+    raw, titles, passages, enc, rag = w.raw, w.titles, w.passages, w.enc, w.rag
+    keep = set(titles)
+    served_of = w.served_of
 
     rng = random.Random(args.seed)
     by_title: dict[str, list[str]] = {}
@@ -198,7 +255,7 @@ def build(args: argparse.Namespace) -> tuple[list[Session], int]:
             attack.run(rag.answer)
             qs = tuple(attack.queries_)[:m]
             sessions.append(Session("extraction", kind, qs, served_of(qs), 10.0))
-    return sessions, len(store)
+    return sessions, w.n_chunks
 
 
 def replay(session: Session, overrides: dict[str, Any], n_chunks: int, work: Path) -> int | None:
@@ -222,6 +279,97 @@ def replay(session: Session, overrides: dict[str, Any], n_chunks: int, work: Pat
         return None
     finally:
         db.close()
+
+
+def replay_llm(
+    queries: Sequence[str],
+    served: Sequence[Sequence[str]],
+    leaks: Sequence[bool],
+    overrides: dict[str, Any],
+    n_chunks: int,
+    work: Path,
+    *,
+    report_leaks: bool,
+) -> tuple[int, str] | None:
+    """``(first slowed/refused query, rule)`` of a session whose answers an LLM wrote, the
+    answers the canary output check caught reported to the throttle (``report_leaks``) as
+    the service does (``Answer.details["leak"]`` → ``report_leak``), or not."""
+    from ragshield.server.config import ThrottleConfig
+    from ragshield.server.db import AuditRecord, Database
+    from ragshield.server.throttle import ExtractionThrottle
+
+    clock = [1_700_000_000.0]
+    db = Database(f"sqlite:///{work / f'l{time.perf_counter_ns()}.db'}")
+    db.migrate()
+    throttle = ExtractionThrottle(ThrottleConfig(**overrides), db, n_chunks, clock=lambda: clock[0])
+    try:
+        for i, (q, ids, leak) in enumerate(zip(queries, served, leaks, strict=True), 1):
+            clock[0] += 10.0
+            verdict = throttle.check("k", q)
+            if verdict.action != "allow":
+                return i, verdict.kind
+            rec = AuditRecord("r", "k", clock[0], "ask", 200, "ok", "", 5, [], list(ids), [],
+                              None, None, None, 1.0)  # fmt: skip
+            db.record(rec, served=list(ids))
+            if leak and report_leaks:
+                throttle.report_leak("k", {"kind": "canary", "contexts": list(ids)})
+        return None
+    finally:
+        db.close()
+
+
+def llm_sessions(args: argparse.Namespace) -> None:
+    """The throttle on sessions an LLM answered (``bench_extraction.py`` logs: ChatDoctor,
+    Qwen2.5-0.5B, the canary output check's verdict per answer), with and without the
+    canary signal. The logged queries are retrieved again from the same subset (retrieval
+    is deterministic) for the served chunk ids; a utility log (normal questions) is cut
+    into sessions of ``--queries``."""
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.extraction_data import encode_cached, load_knowledge_base
+    from ragshield.pipeline import RAGPipeline
+    from ragshield.store.faiss_store import FaissStore
+
+    kb = load_knowledge_base("chatdoctor", data_dir=args.data, limit=args.kb_limit, seed=args.seed)
+    enc = SentenceTransformerEncoder()
+    store = FaissStore(enc.dim, encoder_name=enc.name)
+    store.add(list(kb.passages), encode_cached(kb.texts, enc, args.encode_cache))
+    rag = RAGPipeline(enc, store, [], None, context_k=5)
+    settings = {
+        "shipped defaults (signatures, leak signal)": ({}, True),
+        "no signatures, no leak signal": ({"signatures": {}}, False),
+        "no signatures, leak signal": ({"signatures": {}}, True),
+    }
+    print(
+        f"# throttle on LLM-answered sessions — {kb.name}, {len(kb.passages)} chunks (seed "
+        f"{args.seed}); logs {', '.join(map(str, args.llm_logs))}; 10 s between queries; "
+        "first flagged query (rule) per setting"
+    )
+    print(
+        "| session | queries | answers caught by the output check | " + " | ".join(settings) + " |"
+    )
+    print("|---|---|---|" + "---|" * len(settings))
+    with tempfile.TemporaryDirectory(prefix="bench-throttle-llm-") as tmp:
+        work = Path(tmp)
+        for logs in args.llm_logs:
+            for path in sorted(Path(logs).glob("canary__*.jsonl")):
+                recs = [json.loads(x) for x in path.read_text("utf-8").splitlines()]
+                if not recs:
+                    continue
+                size = args.queries if path.stem.endswith("__utility") else len(recs)
+                for start in range(0, len(recs), size):
+                    part = recs[start : start + size]
+                    qs = [r["query"] for r in part]
+                    served = [[h.id for h in hit] for hit in rag.retrieve_many(qs, 5)]
+                    leaks = [bool(r.get("leak")) for r in part]
+                    cells = []
+                    for over, signal in settings.values():
+                        got = replay_llm(qs, served, leaks, over, len(kb.passages), work,
+                                         report_leaks=signal)  # fmt: skip
+                        cells.append("-" if got is None else f"{got[0]} ({got[1]})")
+                    name = path.stem.replace("__", " × ")
+                    if size < len(recs):
+                        name += f" {start + 1}–{start + len(part)}"
+                    print(f"| {name} | {len(part)} | {sum(leaks)} | " + " | ".join(cells) + " |")
 
 
 def _median(xs: Sequence[int]) -> str:
@@ -264,10 +412,12 @@ def pick(scored: Sequence[tuple[float, float, dict[str, Any]]]) -> dict[str, Any
 
 
 def load_sessions(args: argparse.Namespace) -> tuple[list[Session], int]:
-    """Build the sessions, or reuse ``--cache`` (building runs the attacks: minutes)."""
+    """Build the sessions, or reuse ``--cache`` (building runs the attacks: minutes); then
+    top the normal sessions up to ``--normal-per-kind`` of each kind (retrieval only), and
+    write what was built back to the cache."""
     if args.cache is not None and args.cache.is_file():
         raw = json.loads(args.cache.read_text())
-        return [
+        sessions = [
             Session(
                 s["label"],
                 s["kind"],
@@ -276,9 +426,15 @@ def load_sessions(args: argparse.Namespace) -> tuple[list[Session], int]:
                 s["gap"],
             )
             for s in raw["sessions"]
-        ], raw["n_chunks"]
-    sessions, n_chunks = build(args)
-    if args.cache is not None:
+        ]
+        n_chunks, built = raw["n_chunks"], False
+    else:
+        (sessions, n_chunks), built = build(args), True
+    have = sum(s.kind == "squad-diverse" for s in sessions)
+    if args.normal_per_kind is not None and args.normal_per_kind > have:
+        sessions += build_normal(args, _world(args), args.normal_per_kind - have)
+        built = True
+    if args.cache is not None and built:
         rows = [dataclasses.asdict(s) for s in sessions]
         args.cache.write_text(json.dumps({"n_chunks": n_chunks, "sessions": rows}))
     return sessions, n_chunks
@@ -302,12 +458,33 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument("--articles", type=int, default=43, help="SQuAD articles indexed")
     ap.add_argument("--per-kind", type=int, default=8, help="sessions of each main kind")
+    ap.add_argument(
+        "--normal-per-kind",
+        type=int,
+        default=None,
+        help="normal sessions of each kind (default: --per-kind); more cost retrieval only, "
+        "and the 5 %% false-positive target needs >= 20 normal sessions per half to be seen",
+    )
     ap.add_argument("--queries", type=int, default=30, help="queries per normal session")
     ap.add_argument("--attack-queries", type=int, default=60, help="per extraction session")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", type=Path, default=None, help="sessions JSON (read/written)")
+    ap.add_argument(
+        "--llm-logs",
+        type=Path,
+        nargs="*",
+        default=None,
+        help="only replay bench_extraction.py logs (OUT/logs: LLM-answered ChatDoctor "
+        "sessions with the canary verdict per answer) with and without the leak signal",
+    )
+    ap.add_argument("--kb-limit", type=int, default=500, help="with --llm-logs: the subset")
+    ap.add_argument("--encode-cache", type=Path, default=Path.home() / ".cache/ragshield/bench")
     args = ap.parse_args()
     args.data = _data_dir(args.data)
+    if args.llm_logs:
+        logging.getLogger("ragshield.server").setLevel(logging.ERROR)
+        llm_sessions(args)
+        return
     logging.getLogger("ragshield.server").setLevel(logging.ERROR)  # one line per flag
     t0 = time.perf_counter()
     sessions, n_chunks = load_sessions(args)
@@ -324,7 +501,8 @@ def main() -> None:
             f"# bench_throttle — SQuAD on-topic, {args.articles} articles ({n_chunks} chunks), "
             f"top-5 served; normal sessions {args.queries} queries, extraction "
             f"{args.attack_queries}; seed {args.seed}; {len(dev)} dev / {len(test)} test "
-            f"sessions; grid {GRID} searched on dev only (fewest misses with FP ≤ "
+            f"sessions ({sum(s.label == 'normal' for s in dev)} / "
+            f"{sum(s.label == 'normal' for s in test)} of them normal); grid {GRID} searched on dev only (fewest misses with FP ≤ "
             f"{FP_TARGET:.0%}, else lowest FP + miss); "
             f"{time.perf_counter() - t0:.0f} s"
         )

@@ -185,3 +185,33 @@ def test_curve_after_every_prefix_and_its_interval(
     assert np.all(np.diff(lo) >= -1e-9)  # a prefix never recovers less than a shorter one
     if 0 < res.crr < 1:
         assert hi[-1] > lo[-1]  # a real interval around a proportion strictly inside (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "union"),
+    [
+        ([-1, 2, 0], [1, -1, 3], [1, 2, 0]),  # first output any rule credits
+        ([-1, -1], [-1, -1], [-1, -1]),
+        ([4, -1], [-1, -1], [4, -1]),
+    ],
+)
+def test_either_is_the_union_of_rules(a: list[int], b: list[int], union: list[int]) -> None:
+    from ragshield.eval.crr import CRRResult, either
+
+    def res(by: list[int]) -> CRRResult:
+        return CRRResult(np.array(by), np.zeros(len(by), np.float32), 5, 1)
+
+    got = either(res(a), res(b))
+    assert got.recovered_by.tolist() == union
+    assert got.n_recovered >= max(res(a).n_recovered, res(b).n_recovered)
+
+
+def test_either_refuses_results_of_different_runs() -> None:
+    from ragshield.eval.crr import CRRResult, either
+
+    one = CRRResult(np.array([0]), np.zeros(1, np.float32), 5, 1)
+    two = CRRResult(np.array([0, 1]), np.zeros(2, np.float32), 5, 1)
+    with pytest.raises(InputError, match="same outputs"):
+        either(one, two)
+    with pytest.raises(InputError, match="at least one"):
+        either()

@@ -288,6 +288,13 @@ class TestHarness:
         assert lo <= got["none"].crr <= hi
         logged = (tmp_path / "canary__rag-thief.jsonl").read_text(encoding="utf-8")
         assert all(json.loads(line)["leak"] for line in logged.splitlines())
+        # the normal answers are logged too (the output checks' false positives, offline)
+        util = [
+            json.loads(line)
+            for line in (tmp_path / "canary__utility.jsonl").read_text("utf-8").splitlines()
+        ]
+        assert len(util) == 6 and all(u["leak"] and len(u["passages"]) > 0 for u in util)
+        assert {"query", "response", "correct"} <= set(util[0])
 
     def test_errors(self, encoder, kb: KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
         with pytest.raises(InputError, match="at least one defense"):

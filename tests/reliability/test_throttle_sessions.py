@@ -254,3 +254,36 @@ def test_canary_signal_blocks_a_copying_session_at_the_next_query(
     else:  # plain questions walking one long article (below the region rule: it is off)
         queries = [f"what does b2 b2s{j} say" for j in range(30)]
     assert _served_session(index, queries, tmp_path, copy_from, cfg) == expect, who
+
+
+def _bench_throttle():  # type: ignore[no-untyped-def]
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_throttle.py"
+    spec = importlib.util.spec_from_file_location("bench_throttle", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(
+    ("leaks", "signal", "flag"),
+    [
+        ([False, False, True, False, False], True, (4, "blocked")),  # the query after the catch
+        ([False, False, True, False, False], False, None),  # the signal is what stops it
+        ([False] * 5, True, None),  # a session nothing caught is never stopped by it
+    ],
+)
+def test_bench_replays_llm_sessions_with_the_canary_signal(
+    tmp_path: Path, leaks: list[bool], signal: bool, flag: tuple[int, str] | None
+) -> None:
+    bench = _bench_throttle()
+    queries = [f"what helps with symptom {i}?" for i in range(5)]
+    served = [[f"c{i}"] for i in range(5)]
+    got = bench.replay_llm(
+        queries, served, leaks, {"signatures": {}}, 500, tmp_path, report_leaks=signal
+    )
+    assert got == flag

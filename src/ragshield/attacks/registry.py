@@ -185,6 +185,12 @@ _REGISTRY: dict[str, AttackSpec] = {
             "adaptive knowledge-base extraction with chunk memory (Jiang et al. 2024)",
         ),
         _spec(
+            "rag-thief-canary-aware",
+            "query",
+            f"{_A}.extraction.canary_aware:CanaryAwareThief",
+            "adaptive RAG-Thief: asks for copies without canary markers or long verbatim runs",
+        ),
+        _spec(
             "worm",
             "query",
             f"{_A}.extraction.worm:WormAttack",

@@ -36,21 +36,18 @@ import hmac
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from difflib import SequenceMatcher
 from typing import Any, Literal
 
+from ragshield.defenses.canary_marks import CANARY_RE, Leak, strip_canaries
+from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int
 from ragshield.generate.base import Generator
 from ragshield.generate.cache import Wrapping
 from ragshield.types import Generation, Passage
 
 _OWNER = "CanaryGuard"
-#: ``[ref XXXX-XXXX-XXXX].``: 12 base32 characters = 60 bits from the HMAC. Base32 (A–Z, 2–7)
-#: so a tokenizer splits it the same way every time and the model copies it as written; the
-#: full stop makes it a sentence of its own, so a generator that answers with one context
-#: sentence (the extractive default) never carries it by accident.
-CANARY_RE = re.compile(r"\s?\[ref ([A-Z2-7]{4})-([A-Z2-7]{4})-([A-Z2-7]{4})\]\.?")
 #: characters a canary adds to a chunk (`` [ref XXXX-XXXX-XXXX].``)
 MARKER_CHARS = 22
 _WORD = re.compile(r"[a-z0-9]+")
@@ -86,11 +83,6 @@ def embed_canary(text: str, code: str) -> str:
     return text[:cut] + marker + text[cut:]
 
 
-def strip_canaries(text: str) -> str:
-    """``text`` without any canary marker (what retrieval embeds and a reader sees)."""
-    return CANARY_RE.sub("", text)
-
-
 def codes_in(text: str) -> list[str]:
     """Canary codes written in ``text`` (``ABCD-EFGH-JKLM``)."""
     return ["-".join(m.groups()) for m in CANARY_RE.finditer(text)]
@@ -115,18 +107,6 @@ def _squash(text: str) -> str:
 
 def _words(text: str) -> list[str]:
     return _WORD.findall(strip_canaries(text).lower())
-
-
-@dataclass(frozen=True)
-class Leak:
-    """What the output check found: which signal, in which contexts, how long a copy."""
-
-    kind: Literal["canary", "verbatim"]
-    contexts: tuple[int, ...]
-    span_words: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "contexts": list(self.contexts), "span_words": self.span_words}
 
 
 def longest_copy(output: str, context: str) -> tuple[int, int]:
@@ -199,6 +179,14 @@ class CanaryGuard(Wrapping):
     action: ``"block"`` (a fixed refusal replaces the answer) or ``"redact"`` (the copied
         words are cut out).
     message: the refusal ``"block"`` answers with.
+    semantic_threshold: when set (with ``encoder``), an answer neither rule caught is also
+        checked for *restated* chunks (:class:`~ragshield.defenses.canary_semantic.
+        SemanticCopyCheck`: ``min_chunks`` chunks restated with cosine above this) — the
+        paraphrased dump a canary-aware attacker asks for. Off by default (``None``): 0.9,
+        the dev choice, flagged 0 of 100 normal LLM answers but 1.2 % of a two-record
+        stress case on test, above the 0.5 % target (``docs/results-extraction.md``). A
+        ``"redact"`` guard blocks a semantic hit (there are no copied words to cut).
+    encoder: the sentence encoder the semantic check uses (the retriever's).
     """
 
     def __init__(
@@ -209,6 +197,8 @@ class CanaryGuard(Wrapping):
         min_chunks: int = 2,
         action: Action = "block",
         message: str = BLOCKED,
+        semantic_threshold: float | None = None,
+        encoder: Encoder | None = None,
     ) -> None:
         self.inner = inner
         self.name = inner.name
@@ -216,6 +206,8 @@ class CanaryGuard(Wrapping):
         self.min_chunks = min_chunks
         self.action = action
         self.message = message
+        self.semantic_threshold = semantic_threshold
+        self.encoder = encoder
 
     def _validate(self) -> None:
         check_int(self.min_span_words, "min_span_words", _OWNER, low=5)
@@ -225,6 +217,21 @@ class CanaryGuard(Wrapping):
                 f"The 'action' parameter of {_OWNER} must be 'block' or 'redact'. "
                 f"Got {self.action!r} instead."
             )
+        if self.semantic_threshold is not None and self.encoder is None:
+            raise InputError(
+                f"{_OWNER}: semantic_threshold needs an encoder (the retriever's sentence "
+                "encoder) to compare meanings."
+            )
+
+    def _semantic(self, text: str, contexts: Sequence[str]) -> Leak | None:
+        if self.semantic_threshold is None or self.encoder is None:
+            return None
+        from ragshield.defenses.canary_semantic import SemanticCopyCheck
+
+        check = SemanticCopyCheck(
+            self.encoder, threshold=self.semantic_threshold, min_chunks=self.min_chunks
+        )
+        return check.check(text, contexts)
 
     def guard(self, generation: Generation, contexts: Sequence[str]) -> Generation:
         """The checked answer: unchanged, blocked or redacted; ``details["leak"]`` on a hit."""
@@ -235,12 +242,13 @@ class CanaryGuard(Wrapping):
             min_span_words=self.min_span_words,
             min_chunks=self.min_chunks,
         )
+        leak = leak or self._semantic(generation.text, contexts)
         if leak is None:
             text = strip_canaries(generation.text)
             return generation if text == generation.text else replace(generation, text=text)
         text = (
             self.message
-            if self.action == "block"
+            if self.action == "block" or leak.kind == "semantic"
             else redact(generation.text, contexts, min_span_words=self.min_span_words)
         )
         details = {**generation.details, "leak": leak.to_dict() | {"action": self.action}}
@@ -264,5 +272,8 @@ def wrap_canary(
     options: Mapping[str, Any] | None = None,
     **params: Any,
 ) -> CanaryGuard:
-    """The registry's ``canary`` entry (a generator wrapper): ``params`` go to the guard."""
+    """The registry's ``canary`` entry (a generator wrapper): ``params`` go to the guard;
+    the pipeline's ``encoder`` serves the semantic check when ``semantic_threshold`` is set."""
+    if params.get("semantic_threshold") is not None and "encoder" not in params:
+        params = {**params, "encoder": encoder}
     return CanaryGuard(generator, **params)

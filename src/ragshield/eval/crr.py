@@ -134,6 +134,27 @@ class CRRResult:
         return sorted(rows, key=lambda r: (-r.total, r.label))
 
 
+def either(*results: CRRResult) -> CRRResult:
+    """Chunks recovered under *any* of several rules, scored on the same outputs: a chunk
+    counts from the first output any rule credits it to. How a looser rule is made a
+    superset of the strict one (a loose lexical test alone can miss an exact copy: a
+    lower span precision pulls neighbouring sentences into the aligned span)."""
+    if not results:
+        raise InputError("either() needs at least one CRRResult.")
+    first = results[0]
+    if any(r.n_chunks != first.n_chunks or r.n_outputs != first.n_outputs for r in results):
+        raise InputError("either() combines results of the same outputs and knowledge base.")
+    big = np.iinfo(np.int64).max
+    stack = np.stack([np.where(r.recovered_by >= 0, r.recovered_by, big) for r in results])
+    best = stack.min(axis=0)
+    return CRRResult(
+        np.where(best == big, -1, best).astype(np.int64),
+        np.max(np.stack([r.best_cosine for r in results]), axis=0),
+        first.n_outputs,
+        max(r.n_windows for r in results),
+    )
+
+
 def topic_summary(result: CRRResult, labels: Sequence[int] | np.ndarray) -> dict[str, Any]:
     """Inter- vs intra-class leakage in three numbers.
 

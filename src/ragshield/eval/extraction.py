@@ -546,6 +546,28 @@ def attack_factories(
     }
 
 
+def _write_utility_log(
+    path: Path,
+    questions: Sequence[UtilityQuestion],
+    answers: Sequence[Answer],
+    judge: UtilityJudge,
+) -> None:
+    """One JSONL line per utility question: the answer, whether it was judged right, whether
+    the output check caught it, and the passages it was given (what a later output check
+    needs to measure its false positives on these normal answers without re-generating)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for q, a in zip(questions, answers, strict=True):
+            rec = {
+                "query": q.question,
+                "response": a.text,
+                "correct": bool(judge.correct(q, a.text)),
+                "leak": "leak" in a.details,
+                "passages": [p.id for p in a.passages],
+            }
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
 def _clear_encoder_cache(*encoders: object) -> None:
     for enc in encoders:
         clear = getattr(enc, "clear_cache", None)  # SentenceTransformerEncoder's text cache
@@ -628,9 +650,14 @@ def run_extraction_eval(
         def ask(q: str, _rag: RAGPipeline = rag, _k: int = d.top_k) -> Answer:
             return _rag.answer(q, k=_k)
 
+        answers: list[Answer] = []
         util = utilities[d.name] = evaluate_utility(
-            kb, ask, questions, judge, concurrency=concurrency
+            kb, ask, questions, judge, concurrency=concurrency, answers_out=answers
         )
+        if log_dir is not None and questions:  # the normal answers, for false-positive checks
+            _write_utility_log(
+                Path(log_dir) / f"{d.name}__utility.jsonl", questions, answers, judge
+            )
         say(
             f"{d.name}: accuracy {util['accuracy']:.3f}, context recall "
             f"{util['context_recall']:.3f}, canary/verbatim hits {int(util['leaks'])}"
@@ -701,7 +728,7 @@ def run_extraction_eval(
         return row
 
     jobs = [(d, a, make) for d in defenses for a, make in factories.items()]
-    if concurrency > 1:  # sessions side by side: their answers share decoding batches
+    if concurrency > 1 and jobs:  # sessions side by side: their answers share decoding batches
         with ThreadPoolExecutor(len(jobs)) as sessions:
             rows = list(sessions.map(lambda j: session(*j), jobs))
     else:

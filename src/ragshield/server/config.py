@@ -157,7 +157,8 @@ class ThrottleConfig(_Section):
     novelty_window: int = Field(default=0, ge=0)
     # distinct chunks in the largest connected region of the key's last `region_window`
     # answers (answers sharing a chunk join); limit 0 = off. 80: bench_throttle's grid on
-    # its dev half (26 sessions, objective FP + miss): FP 0 % / miss 44 % (50: 25 % / 39 %)
+    # its dev half (30 normal + 18 200-query extraction sessions; fewest misses with FP
+    # <= 5 %): dev FP 0 % / miss 11 %, test 10 % / 11 % (docs/results-extraction.md)
     region_limit: int = Field(default=80, ge=0)
     region_window: int = Field(default=200, ge=1)
     slow_seconds: float = Field(default=2.0, ge=0.0)

@@ -181,7 +181,8 @@ class ExtractionAttack:
         return None
 
     def run(self, ask: Callable[[str], Answer], *, concurrency: int = 1) -> list[str]:
-        """Attack through ``ask``; return every response text (all the attacker saw).
+        """Attack through ``ask``; return every response text (all the attacker saw), as
+        the attacker reads it (:meth:`decode`).
 
         ``concurrency`` > 1 asks a round's queries side by side (threads), then reads the
         answers in query order, so the attack's decisions are the same as one at a time:
@@ -224,12 +225,19 @@ class ExtractionAttack:
                 response = answers[i] if concurrency > 1 else self._ask(ask, q)
                 self.log_.append((q, response))
                 new = self.memory_.add(
-                    parse_chunks(response, min_words=self.min_chunk_words), exclude=[q]
+                    parse_chunks(self.decode(response), min_words=self.min_chunk_words),
+                    exclude=[q],
                 )
                 self._observe(q, response, new)
         self.stop_reason_ = reason
         self.seconds_ = time.perf_counter() - t0
-        return [r for _, r in self.log_]
+        return [self.decode(r) for _, r in self.log_]
+
+    @staticmethod
+    def decode(response: str) -> str:
+        """What the attacker reads in a response: an attack that asked for an encoded copy
+        undoes the encoding here (the log keeps the raw text). Identity by default."""
+        return response
 
     def _left(self) -> int:
         """Queries left in the budget (``len(self.log_)`` spent)."""
