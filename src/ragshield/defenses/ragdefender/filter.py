@@ -68,8 +68,9 @@ question words read back before the other stages judge a passage).
 ``RAGDefender(require_evidence=False, restated_question=False)`` is the density-only
 behaviour of earlier releases (what the synthetic tables measured).
 
-Over 500 lines because the class wires the paper's stages and the added evidence with about 30
-documented parameters; the computations live in math, evidence, echo, claims and groups.
+Over 500 lines because the class wires the paper's stages and the added evidence with 45
+documented parameters; the computations live in math, evidence, echo, claims, groups,
+coverage and typos.
 """
 
 from __future__ import annotations
