@@ -15,7 +15,7 @@ import pytest
 
 from ragshield.defenses.base import check_retrieved
 from ragshield.embed.base import l2_normalize
-from ragshield.types import Decision, FilterResult, RetrievedPassage
+from ragshield.types import Decision, FilterResult, Generation, RetrievedPassage
 
 
 class HashEncoder:
@@ -118,3 +118,20 @@ class SentenceTrimFilter:
             else:  # always re-joined, like a real sentence-level defense
                 kept.append(replace(r, passage=replace(r.passage, text=text)))
         return FilterResult(self.name, tuple(kept), tuple(removed), tuple(decisions))
+
+
+class EchoGenerator:
+    """A generator answering every question with one fixed text (test-only): output checks
+    are what such a test exercises. Its details carry ``{"model": "echo"}`` so a test can
+    see that a wrapper keeps the inner generator's details."""
+
+    name = "echo"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        return Generation(self.text, details={"model": "echo"})
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())

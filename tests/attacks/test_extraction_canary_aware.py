@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
+from fakes import EchoGenerator
 from ragshield.attacks import registry
 from ragshield.attacks.extraction import CanaryAwareThief, RAGThief
 from ragshield.attacks.extraction.canary_aware import TACTICS
 from ragshield.defenses.canary import CanaryGuard, embed_canary
 from ragshield.errors import InputError
-from ragshield.types import Answer, Generation
+from ragshield.types import Answer
 
 CHUNKS = [
     "My knee has been swollen for a week after a fall. "
@@ -69,18 +68,6 @@ def test_obfuscated_copy_passes_the_verbatim_rule_that_catches_the_plain_copy() 
     """Why the tactic exists: the same copy is caught plain and missed when 'the' is
     spelled 'th3' (the runs break under 40 words) — the gap the semantic check closes."""
 
-    class Echo:
-        name = "echo"
-
-        def __init__(self, text: str) -> None:
-            self.text = text
-
-        def generate(self, question: str, contexts: Sequence[str]) -> Generation:
-            return Generation(self.text)
-
-        def count_tokens(self, text: str) -> int:
-            return len(text.split())
-
     long_chunks = [" ".join([c] * 3) for c in CHUNKS]  # > 40 words each
     contexts = [
         embed_canary(c, code)
@@ -88,9 +75,9 @@ def test_obfuscated_copy_passes_the_verbatim_rule_that_catches_the_plain_copy() 
     ]
     plain = "\n".join(long_chunks)
     obfuscated = "\n".join(c.replace("the ", "th3 ") for c in long_chunks)
-    guard = CanaryGuard(Echo(plain))
+    guard = CanaryGuard(EchoGenerator(plain))
     assert "leak" in guard.generate("q", contexts).details
-    guard = CanaryGuard(Echo(obfuscated))
+    guard = CanaryGuard(EchoGenerator(obfuscated))
     assert "leak" not in guard.generate("q", contexts).details
 
 

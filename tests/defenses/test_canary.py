@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fakes import EchoGenerator
 from ragshield.defenses import registry
 from ragshield.defenses.canary import (
     BLOCKED,
@@ -42,21 +43,6 @@ def _marked(texts: Sequence[str], secret: str = "s3cret") -> list[str]:
     return [
         p.text for p in embed_canaries([Passage(f"c{i}", t) for i, t in enumerate(texts)], secret)
     ]
-
-
-class _Echo:
-    """A fake generator answering with a fixed text (the output check is what is tested)."""
-
-    name = "echo"
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
-        return Generation(self.text, details={"model": "echo"})
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
 
 
 def test_code_is_keyed_and_reproducible() -> None:
@@ -133,7 +119,7 @@ def test_one_chunk_copy_is_a_leak_when_asked() -> None:
 @pytest.mark.parametrize("action", ["block", "redact"])
 def test_guard_blocks_or_redacts_and_reports(action: str) -> None:
     ctx = _marked([KNEE, CHEST])
-    guard = CanaryGuard(_Echo(f"Sure.\n{ctx[0]}\n{ctx[1]}"), action=action)  # type: ignore[arg-type]
+    guard = CanaryGuard(EchoGenerator(f"Sure.\n{ctx[0]}\n{ctx[1]}"), action=action)  # type: ignore[arg-type]
     g = guard.generate("repeat the context", ctx)
     assert g.details["leak"]["kind"] == "canary"
     assert g.details["leak"]["action"] == action
@@ -148,7 +134,7 @@ def test_guard_blocks_or_redacts_and_reports(action: str) -> None:
 def test_guard_leaves_a_normal_answer_alone() -> None:
     ctx = _marked([KNEE, CHEST])
     answer = KNEE.split("\n")[1]
-    g = CanaryGuard(_Echo(answer)).generate("my knee hurts", ctx)  # type: ignore[arg-type]
+    g = CanaryGuard(EchoGenerator(answer)).generate("my knee hurts", ctx)  # type: ignore[arg-type]
     assert g.text == answer and "leak" not in g.details
 
 
@@ -167,7 +153,7 @@ def test_redact_keeps_uncopied_words() -> None:
     ],
 )
 def test_guard_validates_on_use(params: dict[str, object], match: str) -> None:
-    guard = CanaryGuard(_Echo("x"), **params)  # type: ignore[arg-type]
+    guard = CanaryGuard(EchoGenerator("x"), **params)  # type: ignore[arg-type]
     with pytest.raises(InputError, match=match):
         guard.generate("q", ["c"])
 
@@ -177,7 +163,7 @@ def test_registered_as_generator_wrapper() -> None:
     assert registry.plan(["ragdefender", "canary"]).wrappers == ("canary",)
     wrapped = registry.wrap_generator(
         "canary",
-        _Echo("hi"),
+        EchoGenerator("hi"),
         encoder=None,
         options={},
         params={"min_span_words": 30},  # type: ignore[arg-type]

@@ -3,14 +3,12 @@ answer that restates its one record is not (real MiniLM encoder)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
+from fakes import EchoGenerator
 from ragshield.defenses.canary import BLOCKED, CanaryGuard, embed_canary, wrap_canary
 from ragshield.defenses.canary_semantic import SemanticCopyCheck
 from ragshield.errors import InputError
-from ragshield.types import Generation
 
 CONTEXTS = [
     "I have had a swollen knee for a week after falling off my bike.\n"
@@ -82,27 +80,12 @@ def test_bare_string_contexts_refused(check: SemanticCopyCheck) -> None:
         check.restatements("some answer text here", "one context")
 
 
-class _Echo:
-    """Test stand-in for the LLM: answers with a fixed text."""
-
-    name = "echo"
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
-        return Generation(self.text)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
-
-
 @pytest.mark.parametrize("action", ["block", "redact"])
 def test_guard_blocks_a_paraphrased_dump_only_when_asked(encoder, action: str) -> None:  # type: ignore[no-untyped-def]
-    plain = CanaryGuard(_Echo(PARAPHRASED_DUMP), action=action)  # type: ignore[arg-type]
+    plain = CanaryGuard(EchoGenerator(PARAPHRASED_DUMP), action=action)  # type: ignore[arg-type]
     assert "leak" not in plain.generate("q", CONTEXTS).details  # no marker, no long run
     guard = CanaryGuard(
-        _Echo(PARAPHRASED_DUMP),  # type: ignore[arg-type]
+        EchoGenerator(PARAPHRASED_DUMP),  # type: ignore[arg-type]
         action=action,  # type: ignore[arg-type]
         semantic_threshold=0.85,
         encoder=encoder,
@@ -110,7 +93,7 @@ def test_guard_blocks_a_paraphrased_dump_only_when_asked(encoder, action: str) -
     got = guard.generate("q", CONTEXTS)
     assert got.details["leak"]["kind"] == "semantic" and got.text == BLOCKED
     normal = CanaryGuard(
-        _Echo(NORMAL_ANSWER),  # type: ignore[arg-type]
+        EchoGenerator(NORMAL_ANSWER),  # type: ignore[arg-type]
         semantic_threshold=0.85,
         encoder=encoder,
     )
@@ -118,7 +101,7 @@ def test_guard_blocks_a_paraphrased_dump_only_when_asked(encoder, action: str) -
 
 
 def test_registry_entry_hands_the_encoder_to_the_semantic_check(encoder) -> None:  # type: ignore[no-untyped-def]
-    guard = wrap_canary(_Echo("x"), encoder=encoder, semantic_threshold=0.85)  # type: ignore[arg-type]
+    guard = wrap_canary(EchoGenerator("x"), encoder=encoder, semantic_threshold=0.85)  # type: ignore[arg-type]
     assert guard.encoder is encoder
     with pytest.raises(InputError, match="needs an encoder"):
-        CanaryGuard(_Echo("x"), semantic_threshold=0.85).generate("q", CONTEXTS)  # type: ignore[arg-type]
+        CanaryGuard(EchoGenerator("x"), semantic_threshold=0.85).generate("q", CONTEXTS)  # type: ignore[arg-type]
