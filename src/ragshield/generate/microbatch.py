@@ -73,20 +73,34 @@ class BatchingGenerator(Wrapping):
         return [self.inner.generate(q, c) for q, c in requests]
 
     def generate(self, question: str, contexts: Sequence[str]) -> Generation:
-        mine = _Pending((question, list(contexts)))
+        return self._ask(_Pending((question, list(contexts))))
+
+    # -- the batching loop; a subclass changes when a caller may lead and how it gathers --
+
+    _poll_s: float | None = None  # wait timeout while another caller leads (None: notified)
+
+    def _may_lead(self, mine: _Pending) -> bool:
+        """Whether ``mine``'s caller may start a batch now (no batch is being gathered)."""
+        return True
+
+    def _gather(self, mine: _Pending) -> None:
+        """Called by the leader with the lock held: wait for more requests to join."""
+        deadline = time.monotonic() + self.window_s
+        while len(self._queue) < self.max_batch and (left := deadline - time.monotonic()) > 0:
+            self._cv.wait(left)
+
+    def _ask(self, mine: _Pending) -> Generation:
+        """Queue ``mine``; the caller that leads takes a batch from the queue and answers it
+        with one ``generate_many`` call, the others wait for theirs."""
         with self._cv:
             self._queue.append(mine)
             self._cv.notify_all()
             while not mine.done:
-                if self._leading:
-                    self._cv.wait()
+                if self._leading or not self._may_lead(mine):
+                    self._cv.wait(self._poll_s)
                     continue
                 self._leading = True
-                deadline = time.monotonic() + self.window_s
-                while (
-                    len(self._queue) < self.max_batch and (left := deadline - time.monotonic()) > 0
-                ):
-                    self._cv.wait(left)
+                self._gather(mine)
                 batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
                 self._cv.release()
                 try:
@@ -182,28 +196,18 @@ class RoundBatchingGenerator(BatchingGenerator):
     def generate(self, question: str, contexts: Sequence[str]) -> Generation:
         session = getattr(self._local, "session", None)
         if session is None or session not in self._flying:
-            return super().generate(question, contexts)  # outside any session: the window
-        mine = _Pending((question, list(contexts)), session)
-        with self._cv:
-            self._queue.append(mine)
-            self._cv.notify_all()
-            while not mine.done:
-                if self._leading or not self._all_ready():
-                    self._cv.wait(0.5)  # woken by every change; the timeout is a safety net
-                    continue
-                self._leading = True
-                settle = time.monotonic() + self.window_s
-                while (left := settle - time.monotonic()) > 0:
-                    self._cv.wait(left)
-                batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
-                self._cv.release()
-                try:
-                    self._run(batch)
-                finally:
-                    self._cv.acquire()
-                    self._leading = False
-                    self._cv.notify_all()
-        if mine.error is not None:
-            raise mine.error
-        assert mine.result is not None
-        return mine.result
+            session = None  # outside any session: the time window, as the base class
+        return self._ask(_Pending((question, list(contexts)), session))
+
+    _poll_s = 0.5  # woken by every change; the timeout is a safety net
+
+    def _may_lead(self, mine: _Pending) -> bool:
+        return mine.session is None or self._all_ready()
+
+    def _gather(self, mine: _Pending) -> None:
+        if mine.session is None:
+            super()._gather(mine)
+            return
+        settle = time.monotonic() + self.window_s  # every session is ready: settle, then go
+        while (left := settle - time.monotonic()) > 0:
+            self._cv.wait(left)
