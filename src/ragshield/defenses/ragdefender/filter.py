@@ -487,9 +487,12 @@ class RAGDefender(_RAGDefenderBase):
         cov = question_coverage(query, texts, self.coverage_min_chars)
         details["coverage"] = cov.round(1).tolist()
         hi = np.flatnonzero(cov >= self.coverage_threshold)
+        if hi.size < self.coverage_min_group:
+            return
+        lex = work.lexical(texts)
         distinct: list[int] = []
         for i in hi.tolist():
-            if all(char_trigram_cosine(texts[i], texts[j]) < self.group_lexical for j in distinct):
+            if all(lex[i, j] < self.group_lexical for j in distinct):
                 distinct.append(i)
         if len(distinct) < self.coverage_min_group:
             return
@@ -545,7 +548,7 @@ class RAGDefender(_RAGDefenderBase):
         question, :mod:`~ragshield.defenses.ragdefender.echo`)."""
         if not (self.echo_pairs or self.copy_conflicts or self.group_knn):
             return
-        work.lex = trigram_cosine_matrix(texts)
+        work.lexical(texts)
         if self.encoder is None:
             return  # no sentence vectors without an encoder: echo evidence is skipped
         qv, sv, owner = self._echo.embed(self.encoder, query, texts)
@@ -816,6 +819,12 @@ class _Work:
         self.echo: np.ndarray | None = None  # closest sentence to the question, per passage
         self.lex: np.ndarray | None = None  # character 3-gram cosine between passages
         self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
+
+    def lexical(self, texts: Sequence[str]) -> np.ndarray:
+        """:attr:`lex`, computed on first use (the coverage and the signal stages share it)."""
+        if self.lex is None:
+            self.lex = trigram_cosine_matrix(texts)
+        return self.lex
 
     def remove(self, i: int, reason: str) -> None:
         self.removed[i] = True
