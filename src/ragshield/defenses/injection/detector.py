@@ -324,15 +324,16 @@ class InjectionGuard(ParamsMixin):
         space = cut.rfind(" ", self.max_chars - 200)
         return (cut[:space] if space > 0 else cut), True
 
-    def _key(self, text: str) -> bytes:
-        raw = f"{self.language}\x00{int(self.windows)}\x00{self.discount_()}\x00{text}".encode()
+    def _key(self, text: str, discount: float) -> bytes:
+        raw = f"{self.language}\x00{int(self.windows)}\x00{discount}\x00{text}".encode()
         return hashlib.blake2b(raw, digest_size=16).digest()
 
     def score_texts(self, texts: Sequence[str]) -> list[Scored]:
         """Sentences, scores and rule hits of each text (cached; new ones encoded in one
         call). Scores are 0 when the classifier is off."""
         self._validate_params()
-        keys = [self._key(t) for t in texts]
+        discount = self.discount_()
+        keys = [self._key(t, discount) for t in texts]
         todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._cache}
         fresh: dict[bytes, Scored] = {}
         if todo:
@@ -347,7 +348,8 @@ class InjectionGuard(ParamsMixin):
                 if self.classifier and norm and self.encoder is not None
                 else None
             )
-            mask = mention_mask(norm) if vecs is not None else None
+            # the mention check only matters when it discounts (an older index: factor 1)
+            mask = mention_mask(norm) if vecs is not None and discount < 1.0 else None
             at = 0
             for k, ss in segs.items():
                 n = len(ss)
@@ -357,7 +359,7 @@ class InjectionGuard(ParamsMixin):
                         self.head_(),
                         vecs[at : at + n],
                         None if mask is None else mask[at : at + n],
-                        self.discount_(),
+                        discount,
                     )
                     if not self.windows:
                         pair = np.zeros(0, dtype=np.float64)
