@@ -54,6 +54,7 @@ import numpy as np
 
 from ragshield.errors import InputError, check_int
 from ragshield.generate.engine_options import (
+    DECODING_OPTIONS,
     END_TOKENS,
     LocalDecoding,
     check_bool,
@@ -267,19 +268,8 @@ class LlamaCppGenerator(LocalDecoding):
         if self._reference is None:
             from ragshield.generate.local_hf import LocalLLMGenerator
 
-            self._reference = LocalLLMGenerator(
-                self.model,
-                max_new_tokens=self.max_new_tokens,
-                min_new_tokens=self.min_new_tokens,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                seed=self.seed,
-                stop_at_newline=self.stop_at_newline,
-                threads=self.threads,
-                dtype=self.dtype,
-                prompt_style=self.prompt_style,
-                show_progress=self.show_progress,
-            )
+            same = {k: getattr(self, k) for k in DECODING_OPTIONS if k != "cache_dir"}
+            self._reference = LocalLLMGenerator(**same)
         return self._reference
 
     @property
