@@ -79,7 +79,7 @@ def test_to_dict_is_flat_and_reads_group_tables_back() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"epsilon": 1}, r"no parameter 'epsilon'; it takes .*eps"),
+        ({"epsilon": 1}, r"no parameter 'epsilon' \(did you mean 'eps'.*\); it takes "),
         ({"clustering": {"epsilon": 1}}, r"no parameter 'epsilon' in clustering; it takes eps"),
         ({"clustering": 0.5}, r"clustering must be a Clustering or a table of its fields"),
     ],
