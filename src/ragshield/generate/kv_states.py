@@ -12,7 +12,7 @@ Why: llama.cpp re-uses only what the context still holds. The scan answers the s
 questions once per defense chain, one call per chain, and a chain that drops or edits a
 passage leaves the instruction, the question's first passages and often more unchanged;
 those tokens were computed in the previous call, whose sequences are gone. A saved state
-(12 KB per token for Qwen2.5-0.5B's f16 cache) is restored by a memory copy in
+(about 13 KB per token for Qwen2.5-0.5B's f16 cache) is restored by a memory copy in
 milliseconds, where computing 100 tokens costs a third of a CPU-second. The store is
 bounded by bytes and drops the least recently used state first.
 """

@@ -121,7 +121,7 @@ class LlamaCppGenerator(LocalDecoding):
         copy (the model's memory twice, no shared prefix).
     state_cache_mb: RAM for saved KV states of earlier prompts, restored when a new prompt
         shares a long head with one (:mod:`ragshield.generate.kv_states`; ours: 1,024 MB
-        holds about 100 of the scan's 800-token 0.5B prompts at 12 KB per token, i.e. the
+        holds about 100 of the scan's 800-token 0.5B prompts at ~13 KB per token, i.e. the
         previous defense chain's prompts of a 50-question scan); 0 turns it off. Same
         answers up to the kernels' rounding (a restored row's cells were computed in
         another batch; ``docs/results-llm-engine.md`` counts the agreement).
