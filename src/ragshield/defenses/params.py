@@ -250,7 +250,12 @@ def _plain(value: object, owner: str, name: str, allowed: Sequence[Constraint]) 
 
 
 def init_param_names(cls: type) -> list[str]:
-    """Constructor parameters that are hyper-parameters (the encoder is injected, not saved)."""
+    """Constructor parameters that are hyper-parameters (the encoder is injected, not saved).
+    A class whose constructor groups them (RAGDefender's per-stage dataclasses) lists its
+    flat names in ``flat_param_names``, the names its configs use."""
+    flat = getattr(cls, "flat_param_names", None)
+    if callable(flat):
+        return list(flat())
     sig = inspect.signature(cls)
     return [p for p in sig.parameters if p not in ("self", "encoder")]
 
