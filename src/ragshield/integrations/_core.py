@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ragshield.defenses import registry
 from ragshield.defenses.base import PassageFilter
@@ -314,32 +313,6 @@ class Shield:
         assert q is not None
         pv = l2_normalize(pv)
         return pv, l2_normalize(q[None, :])[0]
-
-
-class ShieldModel(BaseModel):
-    """The fields and the lazily built :class:`Shield` of the pydantic adapters (LangChain's
-    compressor and runnable, LlamaIndex's postprocessor): both frameworks' components are
-    pydantic models, so one base holds what was written twice (issue #22)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    defense: Any = Field(default=DEFAULT_DEFENSE, description="ragshield defense(s)")
-    encoder: Any = Field(default=None, description="ragshield encoder or local model path")
-    embeddings_model_name: str | None = None
-    metadata_key: str = DEFAULT_METADATA_KEY
-
-    _shield: Shield | None = PrivateAttr(default=None)
-
-    @property
-    def shield(self) -> Shield:
-        """The framework-neutral core, built on first use from the fields above."""
-        if self._shield is None:
-            self._shield = Shield.of(self)
-        return self._shield
-
-    def warm_up(self) -> None:
-        """Build the defense and load the encoder now instead of on the first query."""
-        self.shield.load()
 
 
 def _build_encoder(spec: EncoderSpec) -> Encoder:

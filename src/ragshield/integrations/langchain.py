@@ -39,11 +39,11 @@ from ragshield.integrations._core import (
     DefenseSpec,
     EncoderSpec,
     Shield,
-    ShieldModel,
     _build_encoder,
     audit_event,
     missing_extra,
 )
+from ragshield.integrations._pydantic import ShieldModel
 
 try:
     from langchain_core.callbacks import AsyncCallbackManager, CallbackManager, Callbacks

@@ -32,11 +32,11 @@ from ragshield.integrations._core import (
     DEFAULT_DEFENSE,
     DefenseSpec,
     EncoderSpec,
-    ShieldModel,
     _build_encoder,
     audit_event,
     missing_extra,
 )
+from ragshield.integrations._pydantic import ShieldModel
 
 try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
