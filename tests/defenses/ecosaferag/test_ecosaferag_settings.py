@@ -77,7 +77,7 @@ def test_to_dict_stays_flat_and_a_config_table_may_group() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"epsilon": 1}, r"no parameter 'epsilon'; it takes .*\beps\b"),
+        ({"epsilon": 1}, r"no parameter 'epsilon' \(did you mean 'eps'.*\); it takes "),
         ({"clustering": {"epsilon": 1}}, r"no parameter 'epsilon' in clustering; it takes eps"),
         ({"clustering": 0.5}, r"clustering must be a Clustering or a table of its fields"),
     ],

@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -81,14 +80,13 @@ from ragshield.defenses.ecosaferag.baits import (
 from ragshield.defenses.ecosaferag.result import TRUNCATED, assemble, checked_text
 from ragshield.defenses.ecosaferag.settings import (
     CONSTRAINTS,
-    FLAT,
+    GROUPS,
     Baiting,
     Clustering,
     Features,
     Reading,
     Scope,
     Screening,
-    build_groups,
 )
 from ragshield.defenses.ecosaferag.stages import (
     ABSOLUTE,
@@ -117,8 +115,8 @@ from ragshield.defenses.ecosaferag.stages import (
 from ragshield.defenses.ecosaferag.vectors import SentenceVectors
 from ragshield.defenses.params import (
     Constraint,
-    ParamsMixin,
     ParamTable,
+    StagedParams,
     default_from_dict,
 )
 from ragshield.embed.base import Encoder, l2_normalize
@@ -148,7 +146,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class EcoSafeRAG(ParamsMixin):
+class EcoSafeRAG(StagedParams):
     """Sentence-level poisoning / injection / suffix defense (a :class:`PassageFilter`).
 
     Parameters
@@ -170,6 +168,7 @@ class EcoSafeRAG(ParamsMixin):
 
     name = "ecosaferag"
     _parameter_constraints: ClassVar[ParamTable] = CONSTRAINTS
+    _stages = GROUPS
     reading: Reading
     screening: Screening
     features: Features
@@ -192,24 +191,8 @@ class EcoSafeRAG(ParamsMixin):
             "reading": reading, "screening": screening, "features": features,
             "clustering": clustering, "baiting": baiting,
         }  # fmt: skip
-        for group, value in build_groups(type(self).__name__, given, flat).items():
-            setattr(self, group, value)
+        self._set_stages(given, flat)
         self._vectors = SentenceVectors()
-
-    # ------------------------------------------------------------------ config
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names not set on the instance: the flat parameter names.
-        group = vars(self).get(FLAT.get(name, ""))
-        if group is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(group, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        group = FLAT.get(name)
-        if group is not None:  # a flat name: replace its (frozen) group
-            name, value = group, replace(getattr(self, group), **{name: value})
-        super().__setattr__(name, value)
 
     def _constraints(self) -> Mapping[str, Sequence[Constraint]]:
         # Custom bait templates replace the families, so the family names go unread.
@@ -236,12 +219,6 @@ class EcoSafeRAG(ParamsMixin):
             if isinstance(params[name], tuple):
                 params[name] = list(params[name])
         return params
-
-    @classmethod
-    def flat_param_names(cls) -> list[str]:
-        """What :func:`~ragshield.defenses.params.init_param_names` lists for ``to_dict`` /
-        ``from_dict``: the flat names, so configs keep their format."""
-        return list(FLAT)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], encoder: Encoder | None = None) -> EcoSafeRAG:

@@ -12,7 +12,7 @@ Why groups: one constructor taking 22 arguments hid which stage reads what. Each
 frozen dataclass named after its stage, and its field names are the flat parameter names
 they always were, so every config written before (a TOML ``[defenses.ecosaferag]`` table,
 ``to_dict`` output, ``PRESETS``, a benchmark's ``**{"eps": v}``) still reads the same:
-:func:`split_flat` sends each flat name to its group. The constraint table stays keyed by
+:class:`~ragshield.defenses.params.StagedParams` sends each flat name to its group. The constraint table stays keyed by
 the flat names, so the error text ("The 'eps' parameter of EcoSafeRAG ...") is unchanged.
 
 Choices where the paper (only a summary is available; no public code) leaves a detail
@@ -115,8 +115,8 @@ that DBSCAN may or may not place, so reruns differ by up to 0.13 on hijack/suffi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from numbers import Real
 from typing import Any, Literal
 
@@ -236,40 +236,3 @@ CONSTRAINTS: ParamTable = {
     **{f.name: [Boolean()] for cls in GROUPS.values() for f in fields(cls) if f.type == "bool"},
     "bait_types": [OptionList(*BAIT_TEMPLATES)],  # unread (unchecked) when baits given
 }
-
-
-def build_groups(
-    owner: str, groups: Mapping[str, object], flat: Mapping[str, object]
-) -> dict[str, Any]:
-    """The five group instances from the group arguments (an instance, a table of its
-    fields, or ``None`` for the defaults) and flat overrides on top. A name that is
-    neither raises ``TypeError``, as a misspelt keyword argument would."""
-    unknown = sorted(set(flat) - set(FLAT))
-    if unknown:
-        raise TypeError(
-            f"{owner} has no parameter {', '.join(map(repr, unknown))}; it takes "
-            f"{', '.join([*GROUPS, *FLAT])}."
-        )
-    out: dict[str, Any] = {}
-    for name, cls in GROUPS.items():
-        given = groups.get(name)
-        if given is None:
-            value = cls()
-        elif isinstance(given, cls):
-            value = given
-        elif isinstance(given, Mapping):
-            bad = sorted(set(given) - {f.name for f in fields(cls)})
-            if bad:
-                raise TypeError(
-                    f"{owner} has no parameter {', '.join(map(repr, bad))} in {name}; it "
-                    f"takes {', '.join(f.name for f in fields(cls))}."
-                )
-            value = cls(**given)
-        else:
-            raise TypeError(
-                f"{owner}'s {name} must be a {cls.__name__} or a table of its fields. "
-                f"Got {type(given).__name__} instead."
-            )
-        mine = {k: v for k, v in flat.items() if FLAT[k] == name}
-        out[name] = replace(value, **mine) if mine else value
-    return out
