@@ -17,7 +17,7 @@ What it measures (every figure printed is measured in this run; seed and split p
 3. Benign false positives at those thresholds (the whole guard: rules + head): sentences of
    the *test* articles (odd title positions; the dev ones were training negatives),
    sentences of the 44 HotpotQA test questions' on-topic passages (another corpus, never
-   calibrated on), and hard negatives (``ragshield.eval.injection.HARD_NEGATIVES`` + the
+   calibrated on), and hard negatives (``ragshield.eval.injection_detection.HARD_NEGATIVES`` + the
    odd-position ``bastioncorpus`` benign rows; none used in training).
 4. Detector level (no retrieval): every English malicious row of each family, planted
    with every placement of :mod:`ragshield.attacks.injection_families` into an on-topic
@@ -76,7 +76,7 @@ from ragshield.defenses.injection.calibration import calibrate_index
 from ragshield.defenses.injection.detector import InjectionGuard, segment
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.output import followed
-from ragshield.eval.injection import HARD_NEGATIVES, HARD_NEGATIVES_2, detection_rate
+from ragshield.eval.injection_detection import HARD_NEGATIVES, HARD_NEGATIVES_2, detection_rate
 from ragshield.text import contains_answer, normalize_answer
 from ragshield.types import Passage, RetrievedPassage
 from train_injection_head import cached_encoder, train_head

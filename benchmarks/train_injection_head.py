@@ -30,7 +30,7 @@ templates, ``defenses/baits.py`` baits      questions/answers                   
 
 Recipe choice on dev only (``--dev``): :data:`DEV_HARD_NEGATIVES` (written for it, never
 trained on) and each family's bare English rows scored by the head trained without that
-family; the reported hard negatives (``ragshield.eval.injection.HARD_NEGATIVES``,
+family; the reported hard negatives (``ragshield.eval.injection_detection.HARD_NEGATIVES``,
 ``HARD_NEGATIVES_2``) are never read here. Every row of the benign "hard" sources weighs
 :data:`HARD_WEIGHT` in the fit.
 
@@ -120,7 +120,7 @@ TRAIN_INSTRUCTIONS: tuple[str, ...] = tuple(o + d for o in _OPENERS for d in _DI
 
 #: Benign text that talks about instructions, prompts or attacks, and ordinary imperatives
 #: (how-to steps, notices) — written for training; the evaluation's hard negatives are a
-#: separate list (:data:`ragshield.eval.injection.HARD_NEGATIVES`).
+#: separate list (:data:`ragshield.eval.injection_detection.HARD_NEGATIVES`).
 TRAIN_HARD_NEGATIVES: tuple[str, ...] = (
     "Prompt injection is an attack in which text hidden in a document tries to change what a language model does.",
     "The researchers showed that a web page could instruct an assistant to reveal its system prompt.",
@@ -375,7 +375,7 @@ INSTRUCTIONS_NON_EN: dict[str, tuple[str, ...]] = {
     ),
 }
 #: Dev hard negatives: never trained on; they choose the recipe (``--dev``). The reported
-#: ones are :data:`ragshield.eval.injection.HARD_NEGATIVES` and ``HARD_NEGATIVES_2``.
+#: ones are :data:`ragshield.eval.injection_detection.HARD_NEGATIVES` and ``HARD_NEGATIVES_2``.
 DEV_HARD_NEGATIVES: tuple[str, ...] = (
     "The hackers convinced the chatbot that they were its developers.",
     "A prompt is the text a user types to ask a language model for something.",
