@@ -774,7 +774,7 @@ def head_matrix(head: InjectionHead, enc: Any, texts: list[str]) -> np.ndarray:
 def head_scores(head: InjectionHead, enc: Any, texts: list[str]) -> np.ndarray:
     """Standalone sentences' scores as the filter computes them (mention discount too)."""
     norm = [normalize(t) for t in texts]
-    return pair_scores(head, head_matrix(head, enc, texts), mention_mask(norm))[0]
+    return pair_scores(head, head_matrix(head, enc, texts), mention_mask(norm), boost=0.0)[0]
 
 
 def cached_encoder() -> DiskCachedEncoder:

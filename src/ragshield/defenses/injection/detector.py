@@ -75,6 +75,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ragshield.defenses.base import check_retrieved
+from ragshield.defenses.injection.context import offtopic
 from ragshield.defenses.injection.features import feature_matrix, mention_kind
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
@@ -127,26 +128,39 @@ def pair_scores(
     rows: np.ndarray,
     mask: np.ndarray | None = None,
     discount: float | None = None,
+    pair_vectors: np.ndarray | None = None,
+    boost: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(own, pair)``: each sentence's score, and each neighbouring pair's (the mean of
-    the two unit vectors, re-normalised, with the larger of the two feature values;
+    the two unit vectors, re-normalised — or ``pair_vectors``, the unit vectors of the two
+    sentences' joined text, when given — with the larger of the two feature values;
     ``n - 1`` of them). ``rows`` as :func:`head_rows` makes them. With ``mask``
     (:func:`mention_mask`), a masked sentence's score is multiplied by ``discount``
     (default: the head's ``mention_discount``), and a window's when both its sentences
-    are masked."""
+    are masked. Then ``boost`` (default: the head's ``offtopic_boost``) times
+    :func:`~ragshield.defenses.injection.context.offtopic` is added to each sentence's
+    score, and times the smaller of its two sentences' values to a window's."""
     lam = head.mention_discount if discount is None else discount
+    beta = head.offtopic_boost if boost is None else boost
+    d = head.vector_dim
     own = head.score(rows) if len(rows) else np.zeros(0, dtype=np.float64)
     if mask is not None and lam < 1.0 and own.size:
         own = np.where(mask, own * lam, own)
+    off = offtopic(rows[:, :d]) if beta > 0 and len(rows) >= 3 else None
+    if off is not None:
+        own = np.minimum(1.0, own + beta * off)
     if len(rows) < 2:
         return own, np.zeros(0, dtype=np.float64)
-    d = head.vector_dim
-    pair = l2_normalize((rows[:-1, :d] + rows[1:, :d]) / 2.0)
+    pair = (
+        l2_normalize((rows[:-1, :d] + rows[1:, :d]) / 2.0) if pair_vectors is None else pair_vectors
+    )
     if rows.shape[1] > d:
         pair = np.hstack([pair, np.maximum(rows[:-1, d:], rows[1:, d:])])
     ps = head.score(pair)
     if mask is not None and lam < 1.0:
         ps = np.where(mask[:-1] & mask[1:], ps * lam, ps)
+    if off is not None:
+        ps = np.minimum(1.0, ps + beta * np.minimum(off[:-1], off[1:]))
     return own, ps
 
 
@@ -208,6 +222,8 @@ class InjectionGuard(ParamsMixin):
     rules: apply the deterministic rules (``False``: classifier only, for ablations).
     classifier: apply the classifier head (``False``: rules only).
     windows: also score each pair of neighbouring sentences.
+    window_text: score a pair on the encoding of its joined text (one more encoder call
+        per pair, at index time) rather than on the mean of its two sentence vectors.
     scope: a flag removes the ``"sentence"`` or its whole ``"passage"``.
     head: path to a head JSON; ``None`` = the packaged head.
     language: ``sentencex`` language code for segmentation.
@@ -222,6 +238,7 @@ class InjectionGuard(ParamsMixin):
         "rules": [Boolean()],
         "classifier": [Boolean()],
         "windows": [Boolean()],
+        "window_text": [Boolean()],
         "scope": [Options("sentence", "passage")],
         "max_chars": [Interval(int, 1, None)],
         "cache_size": [Interval(int, 0, None)],
@@ -238,6 +255,7 @@ class InjectionGuard(ParamsMixin):
         rules: bool = True,
         classifier: bool = True,
         windows: bool = True,  # issue #23: instructions split over two sentences
+        window_text: bool = False,
         scope: Literal["sentence", "passage"] = "sentence",  # a hijacked page keeps its facts
         head: str | None = None,
         language: str = "en",
@@ -250,6 +268,7 @@ class InjectionGuard(ParamsMixin):
         self.rules = rules
         self.classifier = classifier
         self.windows = windows
+        self.window_text = window_text
         self.scope = scope
         self.head = head
         self.language = language
@@ -310,6 +329,21 @@ class InjectionGuard(ParamsMixin):
             return float(self.calibration_.get("mention_discount", 1.0))
         return float(self.head_().mention_discount)
 
+    def boost_(self) -> float:
+        """The head's off-topic boost, or the one the index was calibrated with (an index
+        calibrated before the boost existed records none: 0 until it is rebuilt)."""
+        if self.calibration_ is not None and self.threshold is None:
+            return float(self.calibration_.get("offtopic_boost", 0.0))
+        return float(self.head_().offtopic_boost)
+
+    def window_text_(self) -> bool:
+        """Whether windows are scored on their joined text: as the index was calibrated
+        (its thresholds hold for that scoring only; an index calibrated before the option
+        records none and keeps the mean-vector windows), else ``window_text``."""
+        if self.calibration_ is not None and self.threshold is None:
+            return bool(self.calibration_.get("window_text", False))
+        return bool(self.window_text)
+
     def threshold_source(self) -> str:
         if self.threshold is not None:
             return "explicit"
@@ -324,8 +358,9 @@ class InjectionGuard(ParamsMixin):
         space = cut.rfind(" ", self.max_chars - 200)
         return (cut[:space] if space > 0 else cut), True
 
-    def _key(self, text: str, discount: float) -> bytes:
-        raw = f"{self.language}\x00{int(self.windows)}\x00{discount}\x00{text}".encode()
+    def _key(self, text: str, discount: float, window_text: bool, boost: float) -> bytes:
+        win = int(self.windows) + int(self.windows and window_text)
+        raw = f"{self.language}\x00{win}\x00{discount}\x00{boost}\x00{text}".encode()
         return hashlib.blake2b(raw, digest_size=16).digest()
 
     def score_texts(self, texts: Sequence[str]) -> list[Scored]:
@@ -333,7 +368,9 @@ class InjectionGuard(ParamsMixin):
         call). Scores are 0 when the classifier is off."""
         self._validate_params()
         discount = self.discount_()
-        keys = [self._key(t, discount) for t in texts]
+        window_text = self.window_text_()
+        boost = self.boost_()
+        keys = [self._key(t, discount, window_text, boost) for t in texts]
         todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._cache}
         fresh: dict[bytes, Scored] = {}
         if todo:
@@ -350,8 +387,21 @@ class InjectionGuard(ParamsMixin):
             )
             # the mention check only matters when it discounts (an older index: factor 1)
             mask = mention_mask(norm) if vecs is not None and discount < 1.0 else None
+            joined: list[np.ndarray] = []
+            if vecs is not None and self.encoder is not None and self.windows and window_text:
+                views = [classifier_view(t) for t in norm]
+                at, texts2 = 0, []
+                for ss in segs.values():
+                    texts2 += [f"{views[at + j]} {views[at + j + 1]}" for j in range(len(ss) - 1)]
+                    at += len(ss)
+                pv = l2_normalize(self.encoder.encode(texts2)) if texts2 else np.zeros((0, 1))
+                at = 0
+                for ss in segs.values():
+                    m = max(len(ss) - 1, 0)
+                    joined.append(pv[at : at + m])
+                    at += m
             at = 0
-            for k, ss in segs.items():
+            for p, (k, ss) in enumerate(segs.items()):
                 n = len(ss)
                 own = pair = np.zeros(0, dtype=np.float64)
                 if vecs is not None and n:
@@ -360,6 +410,8 @@ class InjectionGuard(ParamsMixin):
                         vecs[at : at + n],
                         None if mask is None else mask[at : at + n],
                         discount,
+                        joined[p] if joined and n > 1 else None,
+                        boost,
                     )
                     if not self.windows:
                         pair = np.zeros(0, dtype=np.float64)
