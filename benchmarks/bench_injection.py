@@ -491,7 +491,12 @@ def main() -> None:
         k: {"p50": float(np.percentile(v, 50)), "p95": float(np.percentile(v, 95))}
         for k, v in lat.items()
     }
-    print(f"\n## Latency, k=10, one thread, index sentences precomputed ({len(qs)} test questions)")
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    out["latency_load_average"] = load
+    print(
+        f"\n## Latency, k=10, one thread, index sentences precomputed ({len(qs)} test "
+        f"questions; load average {load})"
+    )
     for k, v in out["latency_ms"].items():
         print(f"  {k:<16} p50 {v['p50']:6.2f} ms   p95 {v['p95']:6.2f} ms")
     enc.save()
