@@ -26,7 +26,9 @@ Configurations (``--configs``, :data:`CONFIGS`): ``mean`` (a window = the mean o
 sentence vectors, the shipped scoring until this round), ``text`` (a window = the encoding
 of the two sentences' joined text, ``InjectionGuard(window_text=True)``), ``+boostB``
 (the head's ``offtopic_boost`` = B: B times
-:func:`ragshield.defenses.injection.context.offtopic` added to a sentence's score).
+:func:`ragshield.defenses.injection.context.offtopic` added to a sentence's score),
+``+hyst`` (``InjectionGuard(hysteresis=True)``: at fpr0.1 a neighbour of a flagged
+sentence is held to the fpr1 threshold).
 """
 
 from __future__ import annotations
@@ -64,14 +66,18 @@ from train_injection_head import (
 )
 
 PLACEMENTS = ("in-passage", "split", "mid-paragraph", "translated")
-#: name -> (windows scored on their joined text, off-topic boost of the head)
-CONFIGS: dict[str, tuple[bool, float]] = {
-    "mean": (False, 0.0),
-    "text": (True, 0.0),
-    "mean+boost0.5": (False, 0.5),
-    "mean+boost1": (False, 1.0),
-    "mean+boost2": (False, 2.0),
-    "text+boost1": (True, 1.0),
+#: name -> (windows scored on their joined text, off-topic boost of the head, hysteresis)
+CONFIGS: dict[str, tuple[bool, float, bool]] = {
+    "mean": (False, 0.0, False),
+    "text": (True, 0.0, False),
+    "mean+boost0.5": (False, 0.5, False),
+    "mean+boost1": (False, 1.0, False),
+    "mean+boost2": (False, 2.0, False),
+    "text+boost1": (True, 1.0, False),
+    "mean+hyst": (False, 0.0, True),
+    "text+hyst": (True, 0.0, True),
+    "mean+boost1+hyst": (False, 1.0, True),
+    "text+boost1+hyst": (True, 1.0, True),
 }
 
 
@@ -133,13 +139,18 @@ def main() -> None:
     print("|---" * (len(cols) + 3) + "|")
     out: dict[str, Any] = {"seed": args.seed, "questions": len(qs), "rows": {}}
     for name in args.configs.split(","):
-        window_text, boost = CONFIGS[name]
+        window_text, boost, hyst = CONFIGS[name]
         head = replace(packaged, offtopic_boost=boost)
         cal = calibrate_index(texts, enc, head=head, sample=10**9, window_text=window_text)
         assert cal is not None
         enc.save()
         for op in ("fpr1", "fpr0.1"):
-            g = InjectionGuard(encoder=enc, operating_point=op, window_text=window_text)  # type: ignore[arg-type]
+            g = InjectionGuard(
+                encoder=enc,
+                operating_point=op,  # type: ignore[arg-type]
+                window_text=window_text,
+                hysteresis=hyst,
+            )
             g._head = head
             g.calibrate_injection(cal)
             row: dict[str, float] = {}

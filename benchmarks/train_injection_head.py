@@ -472,6 +472,10 @@ DOCS = False
 #: with the fpr0.1 operating point took dev hard negatives 0.114 -> 0.014 for bare-row
 #: recall 1.000 -> 0.979 of the whole guard).
 MENTION_DISCOUNT = 0.5
+#: Weight of ``context.offtopic`` added to a sentence's score (dev choice of the fifth
+#: round, ``bench_injection_dev.py``; docs/results-injection.md). The head's own fallback
+#: thresholds are measured without it (on isolated sentences it adds nothing).
+OFFTOPIC_BOOST = 0.0
 
 
 def view(text: str) -> str:
@@ -667,6 +671,7 @@ def train_head(
     hard_weight: float = HARD_WEIGHT,
     docs: bool = DOCS,
     mention_discount: float = MENTION_DISCOUNT,
+    offtopic_boost: float = OFFTOPIC_BOOST,
 ) -> InjectionHead:
     ex = assemble(
         data_root,
@@ -696,6 +701,7 @@ def train_head(
         "features": list(features),
         "hard_weight": hard_weight,
         "mention_discount": mention_discount,
+        "offtopic_boost": offtopic_boost,
         "seed": seed,
         "leave_out_family": leave_out,
         "leave_out_lang": leave_lang,
@@ -711,7 +717,9 @@ def train_head(
         ],
         "thresholds_measured_on": "ontopic dev sentences (training benign text)",
     }
-    return InjectionHead(head.layers, enc.name, thresholds, meta, features, mention_discount)
+    return InjectionHead(
+        head.layers, enc.name, thresholds, meta, features, mention_discount, offtopic_boost
+    )
 
 
 def dev_report(
@@ -797,6 +805,7 @@ def main() -> None:
     ap.add_argument("--hard-weight", type=float, default=HARD_WEIGHT)
     ap.add_argument("--docs", action="store_true", default=DOCS, help="train on ABOUT_DOCS")
     ap.add_argument("--mention-discount", type=float, default=MENTION_DISCOUNT)
+    ap.add_argument("--offtopic-boost", type=float, default=OFFTOPIC_BOOST)
     args = ap.parse_args()
     t0 = time.time()
     enc = cached_encoder()
@@ -819,6 +828,7 @@ def main() -> None:
         leave_lang=args.leave_lang, seed=args.seed,
         features=() if args.no_features else tuple(args.features.split(",")), hard_weight=args.hard_weight,
         docs=args.docs, mention_discount=args.mention_discount,
+        offtopic_boost=args.offtopic_boost,
     )  # fmt: skip
     enc.save()
     head.save(args.out)

@@ -158,3 +158,41 @@ def test_window_text_scores_each_pair_on_its_joined_text() -> None:
     g2._head = replace(keyword_head())
     g2._cache = g._cache
     assert not np.allclose(g2.score_texts([PLANT])[0].pair, sc.pair)
+
+
+@pytest.mark.parametrize(
+    ("own", "pair", "low", "expected"),
+    [
+        # the strong half is flagged alone; the weak half is over the looser point: both go
+        ([0.1, 0.9, 0.5, 0.1], [0.3, 0.8, 0.3], 0.4, [False, True, True, False]),
+        # without hysteresis the weak half stays (a flagged sentence drags no neighbour)
+        ([0.1, 0.9, 0.5, 0.1], [0.3, 0.8, 0.3], None, [False, True, False, False]),
+        # a genuine neighbour under the looser point stays
+        ([0.1, 0.9, 0.3, 0.1], [0.3, 0.8, 0.3], 0.4, [False, True, False, False]),
+        # a weak sentence next to nothing flagged stays (no chain from weak to weak)
+        ([0.5, 0.5, 0.1, 0.9], [0.6, 0.3, 0.5], 0.4, [False, False, False, True]),
+        # one step only: the neighbour of a hysteresis flag is not pulled in
+        ([0.9, 0.5, 0.5, 0.1], [0.6, 0.6, 0.3], 0.4, [True, True, False, False]),
+    ],
+)
+def test_window_flags_hysteresis(
+    own: list[float], pair: list[float], low: float | None, expected: list[bool]
+) -> None:
+    from ragshield.defenses.injection.detector import window_flags
+
+    got = window_flags(np.array(own), np.array(pair), 0.7, low)
+    assert got.tolist() == expected
+
+
+def test_hysteresis_only_at_the_strict_calibrated_point() -> None:
+    cal = {"thresholds": {"fpr1": 0.4, "fpr0.1": 0.8}}
+    g = InjectionGuard(encoder=KeywordEncoder(), hysteresis=True)
+    g._head = keyword_head()
+    assert g.low_threshold_() == 0.5  # the head's own fpr1 point before any calibration
+    g.calibrate_injection(cal)
+    assert g.low_threshold_() == 0.4
+    for kw in ({"operating_point": "fpr1"}, {"threshold": 0.6}, {"hysteresis": False}):
+        other = InjectionGuard(encoder=KeywordEncoder(), **{"hysteresis": True, **kw})  # type: ignore[arg-type]
+        other._head = keyword_head()
+        other.calibrate_injection(cal)
+        assert other.low_threshold_() is None

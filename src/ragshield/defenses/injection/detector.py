@@ -164,17 +164,28 @@ def pair_scores(
     return own, ps
 
 
-def window_flags(own: np.ndarray, pair: np.ndarray, threshold: float) -> np.ndarray:
+def window_flags(
+    own: np.ndarray, pair: np.ndarray, threshold: float, low: float | None = None
+) -> np.ndarray:
     """A sentence is flagged when its own score reaches ``threshold``, or when a window it
     shares with a neighbour does while *neither* sentence does alone (an instruction split
     in two; both halves go). A sentence that is flagged alone does not drag its genuine
-    neighbour out with it."""
+    neighbour out with it — unless that neighbour's own score reaches ``low`` (hysteresis,
+    as in edge detection: the other half of a split instruction is rarely strong enough on
+    its own for the strict point, but a genuine sentence is rarely both next to a flagged
+    one and over the looser point)."""
     flag = own >= threshold
     if pair.size:
         split = (pair >= threshold) & ~flag[:-1] & ~flag[1:]
         flag = flag.copy()
         flag[:-1] |= split
         flag[1:] |= split
+    if low is not None and low < threshold and flag.size > 1:
+        weak = own >= low
+        near = np.zeros_like(flag)
+        near[:-1] |= flag[1:]
+        near[1:] |= flag[:-1]
+        flag = flag | (near & weak)
     return flag
 
 
@@ -224,6 +235,9 @@ class InjectionGuard(ParamsMixin):
     windows: also score each pair of neighbouring sentences.
     window_text: score a pair on the encoding of its joined text (one more encoder call
         per pair, at index time) rather than on the mean of its two sentence vectors.
+    hysteresis: at ``fpr0.1``, a neighbour of a flagged sentence is flagged too when its
+        own score reaches the ``fpr1`` threshold (:func:`window_flags`; the index's flag
+        rate grows by at most twice the share flagged at ``fpr0.1``, so stays <= 0.3 %).
     scope: a flag removes the ``"sentence"`` or its whole ``"passage"``.
     head: path to a head JSON; ``None`` = the packaged head.
     language: ``sentencex`` language code for segmentation.
@@ -239,6 +253,7 @@ class InjectionGuard(ParamsMixin):
         "classifier": [Boolean()],
         "windows": [Boolean()],
         "window_text": [Boolean()],
+        "hysteresis": [Boolean()],
         "scope": [Options("sentence", "passage")],
         "max_chars": [Interval(int, 1, None)],
         "cache_size": [Interval(int, 0, None)],
@@ -256,6 +271,7 @@ class InjectionGuard(ParamsMixin):
         classifier: bool = True,
         windows: bool = True,  # issue #23: instructions split over two sentences
         window_text: bool = False,
+        hysteresis: bool = False,
         scope: Literal["sentence", "passage"] = "sentence",  # a hijacked page keeps its facts
         head: str | None = None,
         language: str = "en",
@@ -269,6 +285,7 @@ class InjectionGuard(ParamsMixin):
         self.classifier = classifier
         self.windows = windows
         self.window_text = window_text
+        self.hysteresis = hysteresis
         self.scope = scope
         self.head = head
         self.language = language
@@ -335,6 +352,16 @@ class InjectionGuard(ParamsMixin):
         if self.calibration_ is not None and self.threshold is None:
             return float(self.calibration_.get("offtopic_boost", 0.0))
         return float(self.head_().offtopic_boost)
+
+    def low_threshold_(self) -> float | None:
+        """The looser threshold :func:`window_flags` holds neighbours of a flagged sentence
+        to (``hysteresis`` at ``fpr0.1``: the ``fpr1`` point), else ``None``."""
+        if not self.hysteresis or self.threshold is not None or self.operating_point != "fpr0.1":
+            return None
+        if self.calibration_ is not None:
+            return float(self.calibration_["thresholds"]["fpr1"])
+        t = self.head_().thresholds.get("fpr1")
+        return None if t is None else float(t)
 
     def window_text_(self) -> bool:
         """Whether windows are scored on their joined text: as the index was calibrated
@@ -446,6 +473,7 @@ class InjectionGuard(ParamsMixin):
         clipped = [self._clip(r.text) for r in items]
         scored = self.score_texts([t for t, _ in clipped])
         t = self.threshold_() if self.classifier else float("nan")
+        low = self.low_threshold_() if self.classifier else None
         kept: list[RetrievedPassage] = []
         removed: list[RetrievedPassage] = []
         decisions: list[Decision] = []
@@ -453,7 +481,7 @@ class InjectionGuard(ParamsMixin):
         for i, (r, sc) in enumerate(zip(items, scored, strict=True)):
             by_rule = np.array([bool(h) for h in sc.rules], dtype=bool) if self.rules else None
             flag = (
-                window_flags(sc.own, sc.pair, t)
+                window_flags(sc.own, sc.pair, t, low)
                 if self.classifier
                 else np.zeros(len(sc.sentences), bool)
             )
