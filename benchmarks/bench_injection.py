@@ -37,6 +37,9 @@ What it measures (every figure printed is measured in this run; seed and split p
    generator's answers over clean test retrievals.
 8. Latency: InjectionGuard and the chain at k=10, one thread, sentence scores
    precomputed for the index (``precompute``), query vector from the retriever's call.
+
+Over 500 lines: eight sections of one report that share one index, one set of leave-out
+heads and their calibrations (computed once; split apart they would be recomputed).
 """
 
 from __future__ import annotations

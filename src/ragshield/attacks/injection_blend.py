@@ -40,9 +40,7 @@ Success at ``b`` calls = every piece of the instruction reached the context with
 calls (delivery, not obedience: no model is run; an upper bound on the attack).
 
 The wordings below were written for this attacker (Apache-2.0, this repository) after the
-detector's training set and rules were fixed; none is in
-``benchmarks/train_injection_head.py`` and none was shown to the defense's developers'
-dev runs.
+detector was fixed; none is in a training list or a dev run of the defense.
 """
 
 from __future__ import annotations
@@ -183,8 +181,7 @@ class Blend:
     carrier: int = 0
 
     @property
-    def ops(self) -> tuple[str, ...]:
-        """The camouflage applied (for reporting)."""
+    def ops(self) -> tuple[str, ...]:  # the camouflage applied (for reporting)
         out = [f"form:{self.form}"]
         out += ["topical"] * self.topical + ["synonyms"] * bool(self.synonyms)
         out += [f"typos:{self.typos}"] * bool(self.typos)
@@ -285,9 +282,7 @@ def render(goal: InjectionGoal, b: Blend) -> tuple[str, list[str]]:
     return (f"{q} {body}" if b.question or not sents else body), pieces
 
 
-class SnippetBox(Protocol):
-    """One call: for ``passage`` planted, which of its ``pieces`` reached the context."""
-
+class SnippetBox(Protocol):  # one call: which ``pieces`` of the planted passage got through
     def pieces_kept(self, question: str, passage: str, pieces: Sequence[str]) -> list[bool]: ...
 
 
