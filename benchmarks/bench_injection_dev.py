@@ -78,6 +78,10 @@ CONFIGS: dict[str, tuple[bool, float, bool]] = {
     "text+hyst": (True, 0.0, True),
     "mean+boost1+hyst": (False, 1.0, True),
     "text+boost1+hyst": (True, 1.0, True),
+    # the noisy-OR boost (scoring.pair_scores; the sum saturated at 1 in the first run)
+    "mean+orboost0.5+hyst": (False, 0.5, True),
+    "mean+orboost1+hyst": (False, 1.0, True),
+    "mean+orboost2+hyst": (False, 2.0, True),
 }
 
 

@@ -97,10 +97,13 @@ def test_pair_scores_add_the_boost_to_sentences_and_windows() -> None:
     w = np.zeros((3, 1), dtype=np.float32)
     head = InjectionHead(((w, np.array([0.0], np.float32)),), "k", {}, offtopic_boost=0.4)
     rows = unit([1, 0.1, 0], [1, 0, 0.1], [1, 0.1, 0.1], [0, 1, 0]).astype(np.float32)
-    off = offtopic(rows)
+    b = 0.4 * offtopic(rows)
     own, pair = pair_scores(head, rows)
-    assert np.allclose(own, 0.5 + 0.4 * off)
-    assert np.allclose(pair, 0.5 + 0.4 * np.minimum(off[:-1], off[1:]))
+    assert np.allclose(own, 1 - 0.5 * (1 - b))  # noisy-OR with the head's 0.5
+    assert np.allclose(pair, 1 - 0.5 * (1 - np.minimum(b[:-1], b[1:])))
+    assert b.max() > 0.2 and np.all(own < 1.0)
+    big, _ = pair_scores(head, rows, boost=100.0)
+    assert np.all(big < 1.0)  # never saturates: the top of the index stays ordered
     own0, _ = pair_scores(head, rows, boost=0.0)
     assert np.allclose(own0, 0.5)
     assert InjectionHead.from_dict(head.to_dict()).offtopic_boost == 0.4

@@ -14,9 +14,10 @@ So the signal is relative: each sentence's cosine to the centroid of the passage
 sentences (its *coherence*) against the median coherence of those other sentences; a
 sentence that fits its passage as well as the others do scores 0. It needs at least three
 sentences (with two, each is the other's only neighbour and both have the same
-coherence). The detector adds ``head.offtopic_boost`` times this to a sentence's own score
-before the threshold; calibration on the index's own passages applies the same addition,
-so the index keeps its calibrated flag rate.
+coherence). The detector combines ``head.offtopic_boost`` times this with a sentence's
+score as a noisy-OR (:func:`ragshield.defenses.injection.scoring.pair_scores`) before the
+threshold; calibration on the index's own passages applies the same, so the index keeps
+its calibrated flag rate.
 """
 
 from __future__ import annotations

@@ -74,9 +74,12 @@ def pair_scores(
     ``n - 1`` of them). ``rows`` as :func:`head_rows` makes them. With ``mask``
     (:func:`mention_mask`), a masked sentence's score is multiplied by ``discount``
     (default: the head's ``mention_discount``), and a window's when both its sentences
-    are masked. Then ``boost`` (default: the head's ``offtopic_boost``) times
-    :func:`~ragshield.defenses.injection.context.offtopic` is added to each sentence's
-    score, and times the smaller of its two sentences' values to a window's."""
+    are masked. Then each sentence's score ``s`` becomes ``1 - (1 - s)(1 - b)`` with
+    ``b = min(boost * offtopic, 0.99)`` (``boost``: default the head's ``offtopic_boost``;
+    :func:`~ragshield.defenses.injection.context.offtopic`), a window's with the smaller
+    of its two sentences' ``b``: a noisy-OR of two pieces of evidence that keeps scores
+    below 1 and their order among sentences with no boost (a plain sum saturated at 1 and
+    tied the index's top sentences, which a 0.1 % threshold cannot separate)."""
     lam = head.mention_discount if discount is None else discount
     beta = head.offtopic_boost if boost is None else boost
     d = head.vector_dim
@@ -85,7 +88,8 @@ def pair_scores(
         own = np.where(mask, own * lam, own)
     off = offtopic(rows[:, :d]) if beta > 0 and len(rows) >= 3 else None
     if off is not None:
-        own = np.minimum(1.0, own + beta * off)
+        off = np.minimum(beta * off, 0.99)
+        own = 1.0 - (1.0 - own) * (1.0 - off)
     if len(rows) < 2:
         return own, np.zeros(0, dtype=np.float64)
     pair = (
@@ -97,7 +101,7 @@ def pair_scores(
     if mask is not None and lam < 1.0:
         ps = np.where(mask[:-1] & mask[1:], ps * lam, ps)
     if off is not None:
-        ps = np.minimum(1.0, ps + beta * np.minimum(off[:-1], off[1:]))
+        ps = 1.0 - (1.0 - ps) * (1.0 - np.minimum(off[:-1], off[1:]))
     return own, ps
 
 
