@@ -475,10 +475,11 @@ DOCS = False
 #: with the fpr0.1 operating point took dev hard negatives 0.114 -> 0.014 for bare-row
 #: recall 1.000 -> 0.979 of the whole guard).
 MENTION_DISCOUNT = 0.5
-#: Weight of ``context.offtopic`` added to a sentence's score (dev choice of the fifth
-#: round, ``bench_injection_dev.py``; docs/results-injection.md). The head's own fallback
-#: thresholds are measured without it (on isolated sentences it adds nothing).
-OFFTOPIC_BOOST = 0.0
+#: Weight of ``context.offtopic`` in a sentence's score (dev choice of the fifth round,
+#: ``bench_injection_dev.py``, docs/results-injection.md: with hysteresis at fpr0.1, dev
+#: hard negatives in articles 0.086 -> 0.043 for one of 60 dev plants). The head's own
+#: fallback thresholds are measured without it (on isolated sentences it adds nothing).
+OFFTOPIC_BOOST = 1.0
 
 
 def view(text: str) -> str:

@@ -151,7 +151,8 @@ class InjectionGuard(ParamsMixin):
         classifier: bool = True,
         windows: bool = True,  # issue #23: instructions split over two sentences
         window_text: bool = False,
-        hysteresis: bool = False,
+        # dev choice (bench_injection_dev.py): split 0.27 -> 0.70 at fpr0.1, nothing else moved
+        hysteresis: bool = True,
         scope: Literal["sentence", "passage"] = "sentence",  # a hijacked page keeps its facts
         head: str | None = None,
         language: str = "en",
