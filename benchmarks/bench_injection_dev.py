@@ -24,7 +24,7 @@ What it measures (every figure printed is measured in this run; seed and split p
 
 Configurations (``--configs``, :data:`CONFIGS`): ``mean`` (a window = the mean of its two
 sentence vectors, the shipped scoring until this round), ``text`` (a window = the encoding
-of the two sentences' joined text, ``InjectionGuard(window_text=True)``), ``+boostB``
+of the two sentences' joined text, ``InjectionGuard(windows="text")``), ``+boostB``
 (the head's ``offtopic_boost`` = B: B times
 :func:`ragshield.defenses.injection.context.offtopic` added to a sentence's score),
 ``+hyst`` (``InjectionGuard(hysteresis=True)``: at fpr0.1 a neighbour of a flagged
@@ -152,7 +152,7 @@ def main() -> None:
             g = InjectionGuard(
                 encoder=enc,
                 operating_point=op,  # type: ignore[arg-type]
-                window_text=window_text,
+                windows="text" if window_text else True,
                 hysteresis=hyst,
             )
             g._head = head

@@ -129,7 +129,7 @@ def test_boost_flags_a_weak_instruction_that_does_not_fit_its_passage() -> None:
 
 
 def test_guard_follows_its_index_calibration_for_boost_and_window_text() -> None:
-    g = InjectionGuard(encoder=KeywordEncoder(), window_text=True)
+    g = InjectionGuard(encoder=KeywordEncoder(), windows="text")
     g._head = keyword_head(boost=1.0)
     assert (g.boost_(), g.window_text_()) == (1.0, True)
     g.calibrate_injection({"thresholds": {"fpr1": 0.5, "fpr0.1": 0.9}})  # an older index
@@ -146,7 +146,7 @@ def test_guard_follows_its_index_calibration_for_boost_and_window_text() -> None
 
 def test_window_text_scores_each_pair_on_its_joined_text() -> None:
     enc = KeywordEncoder()
-    g = InjectionGuard(encoder=enc, threshold=0.5, window_text=True)
+    g = InjectionGuard(encoder=enc, threshold=0.5, windows="text")
     g._head = keyword_head()
     sc = g.score_texts([PLANT])[0]
     views = [classifier_view(normalize(s)) for s in sc.sentences]
@@ -157,7 +157,7 @@ def test_window_text_scores_each_pair_on_its_joined_text() -> None:
     mean._head = keyword_head()
     assert not np.allclose(mean.score_texts([PLANT])[0].pair, sc.pair)
     # a guard with other window scoring never reads this one's cached scores
-    g2 = InjectionGuard(encoder=KeywordEncoder(), threshold=0.5, window_text=False)
+    g2 = InjectionGuard(encoder=KeywordEncoder(), threshold=0.5, windows=True)
     g2._head = replace(keyword_head())
     g2._cache = g._cache
     assert not np.allclose(g2.score_texts([PLANT])[0].pair, sc.pair)

@@ -77,7 +77,7 @@ def calibrate_index(
         encoder=encoder, head=head if isinstance(head, str) else None, cache_size=0
     )
     if window_text is not None:
-        guard.window_text = window_text
+        guard.windows = "text" if window_text else True
     if isinstance(head, InjectionHead):
         guard._head = head
     if guard.head_().vector_dim != encoder.dim:

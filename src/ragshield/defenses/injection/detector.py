@@ -112,9 +112,9 @@ class InjectionGuard(ParamsMixin):
     threshold: an explicit score threshold in (0, 1]; overrides any calibration.
     rules: apply the deterministic rules (``False``: classifier only, for ablations).
     classifier: apply the classifier head (``False``: rules only).
-    windows: also score each pair of neighbouring sentences.
-    window_text: score a pair on the encoding of its joined text (one more encoder call
-        per pair, at index time) rather than on the mean of its two sentence vectors.
+    windows: also score each pair of neighbouring sentences (``True``: on the mean of the
+        two sentence vectors; ``"text"``: on the encoding of their joined text, one more
+        encoder call per pair at index time).
     hysteresis: at ``fpr0.1``, a neighbour of a flagged sentence is flagged too when its
         own score reaches the ``fpr1`` threshold (:func:`window_flags`; the index's flag
         rate grows by at most twice the share flagged at ``fpr0.1``, so stays <= 0.3 %).
@@ -131,8 +131,7 @@ class InjectionGuard(ParamsMixin):
         "threshold": [Interval(Real, 0.0, 1.0, closed="right"), None],
         "rules": [Boolean()],
         "classifier": [Boolean()],
-        "windows": [Boolean()],
-        "window_text": [Boolean()],
+        "windows": [Boolean(), Options("text")],
         "hysteresis": [Boolean()],
         "scope": [Options("sentence", "passage")],
         "max_chars": [Interval(int, 1, None)],
@@ -149,8 +148,7 @@ class InjectionGuard(ParamsMixin):
         threshold: float | None = None,
         rules: bool = True,
         classifier: bool = True,
-        windows: bool = True,  # issue #23: instructions split over two sentences
-        window_text: bool = False,
+        windows: bool | Literal["text"] = True,  # issue #23: instructions split in two
         # dev choice (bench_injection_dev.py): split 0.27 -> 0.70 at fpr0.1, nothing else moved
         hysteresis: bool = True,
         scope: Literal["sentence", "passage"] = "sentence",  # a hijacked page keeps its facts
@@ -165,7 +163,6 @@ class InjectionGuard(ParamsMixin):
         self.rules = rules
         self.classifier = classifier
         self.windows = windows
-        self.window_text = window_text
         self.hysteresis = hysteresis
         self.scope = scope
         self.head = head
@@ -247,10 +244,10 @@ class InjectionGuard(ParamsMixin):
     def window_text_(self) -> bool:
         """Whether windows are scored on their joined text: as the index was calibrated
         (its thresholds hold for that scoring only; an index calibrated before the option
-        records none and keeps the mean-vector windows), else ``window_text``."""
+        records none and keeps the mean-vector windows), else ``windows == "text"``."""
         if self.calibration_ is not None and self.threshold is None:
             return bool(self.calibration_.get("window_text", False))
-        return bool(self.window_text)
+        return self.windows == "text"
 
     def threshold_source(self) -> str:
         if self.threshold is not None:
@@ -267,7 +264,7 @@ class InjectionGuard(ParamsMixin):
         return (cut[:space] if space > 0 else cut), True
 
     def _key(self, text: str, discount: float, window_text: bool, boost: float) -> bytes:
-        win = int(self.windows) + int(self.windows and window_text)
+        win = int(bool(self.windows)) + int(bool(self.windows) and window_text)
         raw = f"{self.language}\x00{win}\x00{discount}\x00{boost}\x00{text}".encode()
         return hashlib.blake2b(raw, digest_size=16).digest()
 
