@@ -20,21 +20,28 @@ Why sentences and short windows: a classifier that scores a whole passage dilute
 instruction buried in a genuine paragraph (PEERS.md: 8 of 10 caught alone, 8–10 % once
 buried). Each passage is cut into sentences (``sentencex``, plus line breaks and
 "colon + capital" clauses); each sentence is scored on its own and inside the two windows
-it shares with its neighbours (the mean of the two unit vectors), so an instruction split
-over two sentences is still read whole. A sentence is removed when
+it shares with its neighbours (the mean of the two unit vectors, or with
+``windows="text"`` the encoding of the joined text), so an instruction split over two
+sentences is still read whole. A sentence is removed when
 
 * a deterministic rule fires on it (:mod:`ragshield.defenses.injection.rules`: role/turn
   markers, tool-call syntax, encoded instructions, exfiltration URLs) — always; or
 * its score, ``max(own, window with the previous, window with the next)``, reaches the
   threshold: the index's own calibration at ``operating_point`` (``"fpr1"``: ≤ 1 % of the
   index's sentences would be flagged; ``"fpr0.1"``, the default: ≤ 0.1 %), else the
-  head's training operating point, unless ``threshold`` is given explicitly.
+  head's training operating point, unless ``threshold`` is given explicitly; or
+* (``hysteresis``, at ``fpr0.1``) it neighbours a removed sentence and its own score
+  reaches the ``fpr1`` threshold: the weaker half of a split instruction.
 
 The head's score of a sentence that reads as a notice to a person or a description of AI
 (:func:`ragshield.defenses.injection.features.mention_kind`: benign text that mentions
 instructions rather than giving them to a model) is multiplied by the head's
 ``mention_discount`` before the threshold; calibration applies the same discount, so the
-index's own text keeps its flag rate. The rules still apply in full.
+index's own text keeps its flag rate. The rules still apply in full. A sentence that is
+less on-topic for its passage than the passage's other sentences are
+(:func:`ragshield.defenses.injection.context.offtopic`) has its score raised by the head's
+``offtopic_boost`` (a noisy-OR; calibrated the same way): a planted instruction is off-topic
+for its paragraph, a security article's sentences are on-topic for each other.
 
 Every score is computed on :func:`ragshield.defenses.injection.text.normalize`'s output
 (NFKC, format characters removed, homoglyphs, spaced letters and leetspeak folded), so the
