@@ -14,20 +14,17 @@ Why: the filter has ~45 documented parameters (issue #22 wants no public constru
 TOML table, ``to_dict`` / ``from_dict``, ``setattr`` in the benchmarks' ablations, the
 index's calibration. So each stage's parameters live in one frozen dataclass (a field
 keeps its flat name, its default and the default's one-line citation), and
-:class:`FlatParams` maps a flat name onto its stage: reading ``f.echo_threshold`` reads
-``f.echo.echo_threshold``; assigning it replaces ``f.echo`` by a copy with that field
-changed (the dataclass stays frozen, and the once-per-change parameter check runs again).
+:class:`~ragshield.defenses.params.StagedParams` maps a flat name onto its stage:
+reading ``f.echo_threshold`` reads ``f.echo.echo_threshold``; assigning it replaces
+``f.echo`` by a copy with that field changed (the once-per-change check runs again).
 Values are only stored here; the filter's constraint table checks them on first use.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
-
-from ragshield.defenses.params import ParamsMixin
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -133,43 +130,3 @@ FLAT: dict[str, str] = {
     f.name: stage for stage, cls in STAGES.items() for f in dataclasses.fields(cls)
 }
 """Flat parameter name -> the stage argument that holds it."""
-
-
-class FlatParams(ParamsMixin):
-    """Flat names read and written through the stage dataclasses (see the module docstring).
-
-    ``flat_param_names`` is what :func:`~ragshield.defenses.params.init_param_names` lists for
-    ``to_dict`` / ``from_dict`` / ``get_params``: the configs keep their flat format.
-    """
-
-    _own_params: ClassVar[tuple[str, ...]] = ()  # constructor args that are not stages
-
-    @classmethod
-    def flat_param_names(cls) -> list[str]:
-        return [*cls._own_params[:1], *FLAT, *cls._own_params[1:]]
-
-    def _set_stages(self, stages: Mapping[str, Any], flat: Mapping[str, Any]) -> None:
-        """Store each stage dataclass, then apply flat overrides; an unknown name is a
-        ``TypeError`` as for any constructor (the registry turns it into a one-line error)."""
-        unknown = sorted(set(flat) - set(FLAT))
-        if unknown:
-            raise TypeError(
-                f"{type(self).__name__} got an unexpected keyword argument {unknown[0]!r}"
-            )
-        for stage, value in stages.items():
-            object.__setattr__(self, stage, value)
-        for name, value in flat.items():
-            setattr(self, name, value)
-
-    def __getattr__(self, name: str) -> Any:
-        stage = FLAT.get(name)
-        held = object.__getattribute__(self, "__dict__").get(stage) if stage else None
-        if held is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(held, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        stage = FLAT.get(name)
-        if stage is not None:
-            name, value = stage, dataclasses.replace(getattr(self, stage), **{name: value})
-        super().__setattr__(name, value)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ragshield.defenses.params import StagedParams
 from ragshield.defenses.ragdefender.claims import near_copy_conflicts, unsupported_consensus
 from ragshield.defenses.ragdefender.coverage import question_coverage
 from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
@@ -36,11 +37,11 @@ from ragshield.defenses.ragdefender.evidence import (
 )
 from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
 from ragshield.defenses.ragdefender.settings import (
+    STAGES,
     CopyParams,
     CoverageParams,
     EchoParams,
     EvidenceParams,
-    FlatParams,
     GroupingParams,
     KnnParams,
     PaperParams,
@@ -73,7 +74,7 @@ class Work:
         self.reasons.setdefault(i, reason)
 
 
-class EvidenceStages(FlatParams):
+class EvidenceStages(StagedParams):
     """The per-passage evidence stages; :class:`~.filter.RAGDefender` runs them in order."""
 
     encoder: Encoder | None
@@ -86,6 +87,7 @@ class EvidenceStages(FlatParams):
     coverage: CoverageParams
     _vocabulary: frozenset[str] | None = None
     _group_bars: tuple[float, ...] = DEFAULT_BARS
+    _stages = STAGES
 
     def __init__(self) -> None:
         self._echo = EchoVectors()
