@@ -92,7 +92,7 @@ class EchoParams:
     paraphrase_lexical: float = 0.6  # dev grid (0.5/0.6): catches rewritten prefixes
     claim_echo: float = 1.0  # off: dev HotpotQA clean benign removed 0.004 -> 0.030 at 0.7
     echo_group_margin: float = 2.0  # off; 0.03 = clean-first (docs/results-poisoning.md)
-    claim_consensus: bool = False  # ours (issue #28, session 5); see .claims
+    claim_consensus: bool = True  # ours (#28): dev clean sets fired 0/56 HotpotQA, 0/132 SQuAD
     consensus_echo: float = 0.75  # dev HotpotQA: clean sets fired 0/56 at 0.75, 3/56 at 0.7
     consensus_min_group: int = 3  # as coverage_min_group: a gold paragraph + one is a pair
 
