@@ -42,6 +42,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np
 
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+from ragshield.errors import InputError
 from ragshield.eval import extraction as ex
 from ragshield.eval.extraction_data import (
     KnowledgeBase,
@@ -214,7 +215,13 @@ def check_logs(
 
     vectors = encode_cached(kb.texts, encoder, cache_dir)
     (base,) = ex.standard_defenses(kb, encoder, vectors=vectors)[:1]
-    rags = {"none": base.pipeline(), "canary": ex.canary_defense(kb, base, vectors).pipeline()}
+    rags = {
+        "none": base.pipeline(),
+        "canary": ex.canary_defense(kb, base, vectors).pipeline(),
+        "canary-head": ex.canary_defense(
+            kb, base, vectors, name="canary-head", placement="head"
+        ).pipeline(),
+    }
     raw = (
         CachedGenerator(make_generator(generator, encoder, **llm_options), answer_cache)
         if answer_cache is not None
@@ -459,6 +466,14 @@ def main() -> None:
         help="utility questions (half dev, half test); 0 = attacks only, utility not measured "
         "(e.g. a second process running other attacks on the same answer cache)",
     )
+    ap.add_argument(
+        "--dev-questions",
+        type=int,
+        default=None,
+        help="how many of the --questions tune the distance threshold (default: half); the "
+        "rest are the test questions (e.g. --questions 200 --dev-questions 50 keeps the "
+        "dev half of --questions 100 and extends its test half)",
+    )
     ap.add_argument("--generator", default="extractive")
     ap.add_argument("--max-new-tokens", type=int, default=192)
     ap.add_argument(
@@ -615,6 +630,11 @@ def main() -> None:
     # run goes, and an unmarked folder holding them would be refused when the report is saved
     from ragshield.eval.outdir import claim_out_dir
 
+    if args.dev_questions is not None and not 0 <= args.dev_questions <= args.questions:
+        raise InputError(
+            f"--dev-questions must be between 0 and --questions ({args.questions}); "
+            f"got {args.dev_questions}."
+        )
     claim_out_dir(args.out, "extraction", ex.REPORT_FILES)
     t_start = time.perf_counter()
     encoder = SentenceTransformerEncoder()
@@ -628,7 +648,8 @@ def main() -> None:
     pool = list(kb.questions)
     pick = np.random.default_rng(args.seed).permutation(len(pool))[: args.questions]
     chosen = [pool[int(i)] for i in pick]
-    dev, test = chosen[: len(chosen) // 2], chosen[len(chosen) // 2 :]
+    n_dev = len(chosen) // 2 if args.dev_questions is None else args.dev_questions
+    dev, test = chosen[:n_dev], chosen[n_dev:]
     if args.skip_tuning is None and dev:
         threshold, recalls = tune_threshold(kb, encoder, vectors, dev)
     else:  # given, or no questions to tune on (--questions 0: attacks only)
@@ -665,6 +686,17 @@ def main() -> None:
     if "canary" in wanted:
         configs.append(
             ex.canary_defense(kb, rows[0], vectors, min_span_words=args.canary_span_words)
+        )
+    if "canary-head" in wanted:  # the marker as the chunk's head (PLACEMENTS["head"])
+        configs.append(
+            ex.canary_defense(
+                kb,
+                rows[0],
+                vectors,
+                name="canary-head",
+                placement="head",
+                min_span_words=args.canary_span_words,
+            )
         )
     if args.ragfort_index or (args.cascade_draft and args.cascade_reference):
         from ragshield.eval.extraction_plan import build_cascade
@@ -762,8 +794,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from ragshield.errors import InputError
-
     try:
         main()
     except InputError as exc:  # bad input: one line, exit 2, as the CLI does

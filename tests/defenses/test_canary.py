@@ -71,6 +71,25 @@ def test_embed_then_strip_roundtrip(text: str, before: str) -> None:
     assert strip_canaries(marked) == text
 
 
+@pytest.mark.parametrize("text", [KNEE, "The tower is tall. It was built in 1889 by Eiffel."])
+def test_head_placement_labels_the_chunk_and_strips_clean(text: str) -> None:
+    """``placement="head"``: the marker opens the chunk, so the question-to-answer junction
+    of a record is left as written; stripping gives the exact text back."""
+    code = canary_code("k", "x")
+    marked = embed_canary(text, code, "head")
+    assert marked.startswith(f"[ref {code}]. ") and marked.endswith(text)
+    assert codes_in(marked) == [code]
+    assert strip_canaries(marked) == text
+    assert check_output(marked, [marked], min_span_words=40) is not None  # a copy is caught
+    one_answer = text.split("\n")[-1]  # a normal answer: the record's answer, no label
+    assert check_output(one_answer, [marked], min_span_words=40) is None
+
+
+def test_unknown_placement_is_refused() -> None:
+    with pytest.raises(InputError, match="placement"):
+        embed_canary(KNEE, "ABCD-EFGH-JKLM", "tail")
+
+
 def test_embed_canaries_keeps_ids_and_records_code() -> None:
     out = embed_canaries([Passage("a", KNEE, metadata={"src": 1})], "k")
     assert out[0].id == "a" and out[0].metadata["src"] == 1

@@ -35,7 +35,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from difflib import SequenceMatcher
 from typing import Any, Literal
@@ -71,16 +71,38 @@ def canary_code(secret: str | bytes, chunk_id: str) -> str:
     return f"{code[:4]}-{code[4:8]}-{code[8:]}"
 
 
-def embed_canary(text: str, code: str) -> str:
-    """``text`` with ``[ref CODE].`` after its first line or sentence: inside the chunk, so
-    a copy of more than its opening sentence carries it, and never at the very end, where a
-    model cutting its copy short would drop it first."""
-    marker = f" [ref {code}]."
+def _after_first_line(text: str, marker: str) -> str:
+    """The marker after the chunk's first line or sentence: inside the chunk, so a copy of
+    more than its opening sentence carries it, and never at the very end, where a model
+    cutting its copy short would drop it first."""
     cut = text.find("\n")
     if cut < 0:
         m = re.search(r"[.!?](\s)", text)
         cut = m.start(1) if m else len(text)
-    return text[:cut] + marker + text[cut:]
+    return text[:cut] + f" {marker}" + text[cut:]
+
+
+def _head(text: str, marker: str) -> str:
+    """The marker as the chunk's first words, a label before the text: a dump that starts
+    at the chunk carries it, and it does not sit between a record's question and its answer
+    (where ``"sentence"`` puts it on ChatDoctor, the junction a normal answer is read from)."""
+    return f"{marker} {text}"
+
+
+#: where a chunk's marker goes (``embed_canary(placement=...)``)
+PLACEMENTS: dict[str, Callable[[str, str], str]] = {
+    "sentence": _after_first_line,
+    "head": _head,
+}
+
+
+def embed_canary(text: str, code: str, placement: str = "sentence") -> str:
+    """``text`` with ``[ref CODE].`` placed as ``placement`` says (:data:`PLACEMENTS`)."""
+    if placement not in PLACEMENTS:
+        raise InputError(
+            f"unknown canary placement {placement!r}; choose one of {', '.join(PLACEMENTS)}."
+        )
+    return PLACEMENTS[placement](text, f"[ref {code}].")
 
 
 def codes_in(text: str) -> list[str]:
@@ -88,16 +110,17 @@ def codes_in(text: str) -> list[str]:
     return ["-".join(m.groups()) for m in CANARY_RE.finditer(text)]
 
 
-def embed_canaries(passages: Sequence[Passage], secret: str | bytes) -> list[Passage]:
+def embed_canaries(
+    passages: Sequence[Passage], secret: str | bytes, placement: str = "sentence"
+) -> list[Passage]:
     """Each passage with its canary in the text and the code in ``metadata["canary"]``.
 
     Call it *after* encoding: the stored vectors must be those of the plain texts."""
     out = []
     for p in passages:
         code = canary_code(secret, p.id)
-        out.append(
-            replace(p, text=embed_canary(p.text, code), metadata={**p.metadata, "canary": code})
-        )
+        text = embed_canary(p.text, code, placement)
+        out.append(replace(p, text=text, metadata={**p.metadata, "canary": code}))
     return out
 
 
