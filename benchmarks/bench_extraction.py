@@ -195,6 +195,12 @@ def main() -> None:
         "(OUT/logs), with --answer-cache and the run's --generator / LLM options",
     )
     ap.add_argument(
+        "--breadth-span-words",
+        type=int,
+        default=12,
+        help="with --check-logs: the breadth rule's run length (runs this long from 3 chunks)",
+    )
+    ap.add_argument(
         "--semantic-threshold",
         type=float,
         default=0.9,
@@ -230,6 +236,7 @@ def main() -> None:
             options,
             args.generator,
             args.semantic_threshold,
+            args.breadth_span_words,
         )
         return
     if args.quote_check:

@@ -54,6 +54,8 @@ _WORD = re.compile(r"[a-z0-9]+")
 BLOCKED = "I can't reproduce the source documents; please ask a question about them instead."
 
 Action = Literal["block", "redact"]
+#: the breadth rule's run length (``CanaryGuard(breadth_span_words=...)``); see its docstring
+BREADTH_SPAN_WORDS: int | None = None
 
 
 def new_secret() -> str:
@@ -143,12 +145,22 @@ def longest_copy(output: str, context: str) -> tuple[int, int]:
 
 
 def check_output(
-    output: str, contexts: Sequence[str], *, min_span_words: int, min_chunks: int = 2
+    output: str,
+    contexts: Sequence[str],
+    *,
+    min_span_words: int,
+    min_chunks: int = 2,
+    breadth_span_words: int | None = None,
+    breadth_chunks: int = 3,
 ) -> Leak | None:
     """The leak in ``output``, if any: a canary of one of ``contexts`` (matched ignoring
     case, spaces and punctuation, so ``ref abcd efgh jklm`` still counts), else verbatim
     runs of ``min_span_words`` words from ``min_chunks`` different contexts (a dump of the
-    context; an answer quoting the one record that answers it is not one)."""
+    context; an answer quoting the one record that answers it is not one), else — when
+    ``breadth_span_words`` is set — shorter runs of that many words from ``breadth_chunks``
+    different contexts (``"breadth"``: a dump split into pieces, each under the long limit,
+    as the worm's ``<START>…<END>`` blocks are; a normal answer draws on one or two
+    records)."""
     squashed = _squash(output)
     hit = tuple(
         i
@@ -160,7 +172,12 @@ def check_output(
     if hit:
         return Leak("canary", hit, longest)
     copied = tuple(i for i, n in enumerate(spans) if n >= min_span_words)
-    return Leak("verbatim", copied, longest) if len(copied) >= min_chunks else None
+    if len(copied) >= min_chunks:
+        return Leak("verbatim", copied, longest)
+    if breadth_span_words is None:
+        return None
+    pieces = tuple(i for i, n in enumerate(spans) if n >= breadth_span_words)
+    return Leak("breadth", pieces, longest) if len(pieces) >= breadth_chunks else None
 
 
 def redact(output: str, contexts: Sequence[str], *, min_span_words: int) -> str:
@@ -199,6 +216,13 @@ class CanaryGuard(Wrapping):
         ChatDoctor the right answer to a patient *is* its record's doctor answer, and the
         0.5B model copies it whole — one copied chunk is a normal answer, several are a
         dump (the canary, placed after the patient's message, catches a one-chunk copy).
+    breadth_span_words: with ``breadth_chunks``, the breadth rule (:func:`check_output`):
+        runs of this many words from ``breadth_chunks`` different chunks are a dump cut in
+        pieces — the worm's block-split copy, which drops the canary and keeps every piece
+        under ``min_span_words``. ``None`` turns it off (:data:`BREADTH_SPAN_WORDS`).
+    breadth_chunks: how many chunks the breadth rule needs. Ours: 3 — an answer joining
+        two records is a normal ChatDoctor answer (the verbatim rule's stress case), three
+        copied pieces are not.
     action: ``"block"`` (a fixed refusal replaces the answer) or ``"redact"`` (the copied
         words are cut out).
     message: the refusal ``"block"`` answers with.
@@ -218,6 +242,8 @@ class CanaryGuard(Wrapping):
         *,
         min_span_words: int = 40,
         min_chunks: int = 2,
+        breadth_span_words: int | None = BREADTH_SPAN_WORDS,
+        breadth_chunks: int = 3,
         action: Action = "block",
         message: str = BLOCKED,
         semantic_threshold: float | None = None,
@@ -227,6 +253,8 @@ class CanaryGuard(Wrapping):
         self.name = inner.name
         self.min_span_words = min_span_words
         self.min_chunks = min_chunks
+        self.breadth_span_words = breadth_span_words
+        self.breadth_chunks = breadth_chunks
         self.action = action
         self.message = message
         self.semantic_threshold = semantic_threshold
@@ -235,6 +263,9 @@ class CanaryGuard(Wrapping):
     def _validate(self) -> None:
         check_int(self.min_span_words, "min_span_words", _OWNER, low=5)
         check_int(self.min_chunks, "min_chunks", _OWNER, low=1)
+        if self.breadth_span_words is not None:
+            check_int(self.breadth_span_words, "breadth_span_words", _OWNER, low=5)
+        check_int(self.breadth_chunks, "breadth_chunks", _OWNER, low=2)
         if self.action not in ("block", "redact"):
             raise InputError(
                 f"The 'action' parameter of {_OWNER} must be 'block' or 'redact'. "
@@ -264,15 +295,19 @@ class CanaryGuard(Wrapping):
             contexts,
             min_span_words=self.min_span_words,
             min_chunks=self.min_chunks,
+            breadth_span_words=self.breadth_span_words,
+            breadth_chunks=self.breadth_chunks,
         )
         leak = leak or self._semantic(generation.text, contexts)
         if leak is None:
             text = strip_canaries(generation.text)
             return generation if text == generation.text else replace(generation, text=text)
+        # a breadth hit's pieces are shorter than min_span_words: redact at their length
+        span = self.breadth_span_words if leak.kind == "breadth" else self.min_span_words
         text = (
             self.message
-            if self.action == "block" or leak.kind == "semantic"
-            else redact(generation.text, contexts, min_span_words=self.min_span_words)
+            if self.action == "block" or leak.kind == "semantic" or span is None
+            else redact(generation.text, contexts, min_span_words=span)
         )
         details = {**generation.details, "leak": leak.to_dict() | {"action": self.action}}
         return replace(generation, text=text, details=details)
