@@ -33,6 +33,8 @@ so the next call checks again.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import importlib
 import inspect
 import math
@@ -250,7 +252,12 @@ def _plain(value: object, owner: str, name: str, allowed: Sequence[Constraint]) 
 
 
 def init_param_names(cls: type) -> list[str]:
-    """Constructor parameters that are hyper-parameters (the encoder is injected, not saved)."""
+    """Constructor parameters that are hyper-parameters (the encoder is injected, not saved).
+    A class whose constructor groups them (RAGDefender's per-stage dataclasses) lists its
+    flat names in ``flat_param_names``, the names its configs use."""
+    flat = getattr(cls, "flat_param_names", None)
+    if callable(flat):
+        return list(flat())
     sig = inspect.signature(cls)
     return [p for p in sig.parameters if p not in ("self", "encoder")]
 
@@ -359,3 +366,100 @@ class ParamsMixin:
     @classmethod
     def from_dict(cls: type[T], data: Mapping[str, Any], encoder: Encoder | None = None) -> T:
         return default_from_dict(cls, data, encoder)
+
+
+class StagedParams(ParamsMixin):
+    """A :class:`ParamsMixin` whose hyper-parameters live in frozen per-stage dataclasses.
+
+    Example::
+
+        @dataclass(frozen=True)
+        class Clustering:
+            eps: float = 0.5  # paper §3.2
+
+        class MyFilter(StagedParams):
+            _stages = {"clustering": Clustering}
+            def __init__(self, encoder=None, *, clustering=None, **flat):
+                self.encoder = encoder
+                self._set_stages({"clustering": clustering}, flat)
+
+        MyFilter(clustering=Clustering(eps=0.3)).eps   # 0.3: a whole stage
+        MyFilter(eps=0.3).clustering.eps               # 0.3: one flat name
+        MyFilter(clustering={"eps": 0.3})              # a stage as a config table
+
+    Why: a filter with forty parameters hides which stage reads what (issue #22 caps a
+    public constructor at about twelve), yet every config names them flat: a TOML
+    ``[defenses.NAME]`` table, ``to_dict`` / ``from_dict``, ``setattr`` in an ablation, an
+    index's calibration. A field keeps its flat name, default and citation in its stage's
+    dataclass; reading ``f.eps`` reads ``f.clustering.eps``, and assigning it replaces the
+    (frozen) stage by a copy with that field changed, so the once-per-change check runs
+    again. The constraint table stays keyed by the flat names. ``_own_params`` are
+    constructor arguments outside any stage (listed first, then the stages' fields, then
+    the rest), so ``to_dict`` keeps the order the flat constructor had.
+    """
+
+    _stages: ClassVar[Mapping[str, type]] = {}  # constructor argument -> stage dataclass
+    _own_params: ClassVar[tuple[str, ...]] = ()
+    _flat: ClassVar[dict[str, str]] = {}  # flat name -> its stage argument
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._flat = {
+            f.name: stage for stage, dc in cls._stages.items() for f in dataclasses.fields(dc)
+        }
+
+    @classmethod
+    def flat_param_names(cls) -> list[str]:
+        """What :func:`init_param_names` lists: the names the configs use."""
+        return [*cls._own_params[:1], *cls._flat, *cls._own_params[1:]]
+
+    def _set_stages(self, given: Mapping[str, object], flat: Mapping[str, Any]) -> None:
+        """Store each stage (its dataclass, a table of its fields, or ``None`` for the
+        defaults), then the flat overrides. A name that is neither raises ``TypeError``, as a
+        misspelt keyword argument would (the registry turns it into a one-line error)."""
+        owner = type(self).__name__
+        unknown = sorted(set(flat) - set(self._flat))
+        if unknown:
+            known = [*self._own_params, *self._stages, *self._flat]
+            near = difflib.get_close_matches(unknown[0], known, n=3)
+            hint = f" (did you mean {', '.join(map(repr, near))}?)" if near else ""
+            raise TypeError(
+                f"{owner} has no parameter {', '.join(map(repr, unknown))}{hint}; it takes "
+                f"{', '.join([*self._own_params, *self._stages])} or a field of a stage by "
+                "its own name."
+            )
+        for stage, cls in self._stages.items():
+            value: Any = given.get(stage)
+            if value is None:
+                value = cls()
+            elif isinstance(value, Mapping):
+                names = {f.name for f in dataclasses.fields(cls)}
+                bad = sorted(set(value) - names)
+                if bad:
+                    raise TypeError(
+                        f"{owner} has no parameter {', '.join(map(repr, bad))} in {stage}; it "
+                        f"takes {', '.join(sorted(names))}."
+                    )
+                value = cls(**value)
+            elif not isinstance(value, cls):
+                raise TypeError(
+                    f"{owner}'s {stage} must be a {cls.__name__} or a table of its fields. "
+                    f"Got {type(value).__name__} instead."
+                )
+            mine = {k: v for k, v in flat.items() if self._flat[k] == stage}
+            object.__setattr__(self, stage, dataclasses.replace(value, **mine) if mine else value)
+        object.__setattr__(self, "_params_checked", False)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names not set on the instance: the flat parameter names.
+        stage = type(self)._flat.get(name)
+        held = object.__getattribute__(self, "__dict__").get(stage) if stage else None
+        if held is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(held, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        stage = type(self)._flat.get(name)
+        if stage is not None:  # a flat name: replace its (frozen) stage
+            name, value = stage, dataclasses.replace(getattr(self, stage), **{name: value})
+        super().__setattr__(name, value)

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ragshield.defenses.ecosaferag.settings import Clustering, Reading, Screening
 from ragshield.defenses.ecosaferag.stages import (
     BAIT,
     COLLATERAL,
@@ -31,11 +32,11 @@ class EcoSafeRAGLike(Protocol):
     @property
     def name(self) -> str: ...
     @property
-    def scope(self) -> str: ...
+    def reading(self) -> Reading: ...
     @property
-    def abs_threshold(self) -> float: ...
+    def screening(self) -> Screening: ...
     @property
-    def max_chars(self) -> int: ...
+    def clustering(self) -> Clustering: ...
 
 
 def assemble(
@@ -74,7 +75,9 @@ def assemble(
     # text: a hijacked page) lose only themselves, like a bait flag.
     own = np.zeros(len(cand), dtype=bool) if sentence_scoped is None else sentence_scoped
     whole = flagged_c & (
-        ((judged.reasons != BAIT) & ~own) | (f.scope == "passage") | scrutinised[seg.owner[cand]]
+        ((judged.reasons != BAIT) & ~own)
+        | (f.clustering.scope == "passage")
+        | scrutinised[seg.owner[cand]]
     )
     flagged_passages = sorted({int(p) for p in seg.owner[cand[whole]]})
     for p in flagged_passages:
@@ -105,7 +108,7 @@ def assemble(
                         "suspicion": float(suspicion[k]),
                         "similarity": float(sims[k]),
                         "theta": theta,
-                        "abs_threshold": float(f.abs_threshold),
+                        "abs_threshold": float(f.screening.abs_threshold),
                         "cluster": float(cluster[k]),
                         "variance": float(variance[i]),
                         "position": float(seg.position[k]),
@@ -117,7 +120,7 @@ def assemble(
                 Decision(
                     index=i, passage_id=r.id, reason=TRUNCATED, unit="passage",
                     scores={"suspicion": 0.0, "chars": float(len(r.text)),
-                            "max_chars": float(f.max_chars)},
+                            "max_chars": float(f.reading.max_chars)},
                 )
             )  # fmt: skip
         if rows.size == 0:

@@ -1,0 +1,191 @@
+"""The dense-group stage of :meth:`RAGDefender.filter <.filter.RAGDefender.filter>` (tight,
+then loose groups, removed only with attack evidence) and the paper's Stage 1 + 2 fallback.
+
+Example::
+
+    from ragshield.defenses.ragdefender import RAGDefender
+
+    res = RAGDefender(encoder=enc).filter(question, retrieved)
+    print(res.details["groups"], res.details["unevidenced"], res.details["spared"])
+
+Why a module of its own: the groups are where the paper's density meets the evidence the
+earlier stages (:mod:`.stages`) marked; on-topic retrievals are dense by nature, so a group
+goes only with evidence, and the genuine passage it was written about is spared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ragshield.defenses.ragdefender.evidence import (
+    content_words,
+    dense_groups,
+    group_signature,
+    outlier_to_spare,
+    trigram_cosine_matrix,
+)
+from ragshield.defenses.ragdefender.math import (
+    PairScores,
+    _labels_to_groups,
+    clustering_estimate,
+    concentration_estimate,
+    frequency_scores,
+    n_pairs_for,
+    top_n_by_score,
+)
+from ragshield.defenses.ragdefender.stages import EvidenceStages, Work
+
+
+class GroupStages(EvidenceStages):
+    """Dense groups with evidence, and the paper's own stages when ``multi_group`` is off."""
+
+    def _stage_groups(
+        self,
+        query: str,
+        sim: np.ndarray,
+        texts: Sequence[str],
+        scores: np.ndarray,
+        mode: str,
+        work: Work,
+        details: dict[str, Any],
+    ) -> None:
+        """Dense groups (tight, then loose). With ``require_evidence`` a group is removed only
+        when it carries attack evidence beyond density: a member that restates the question
+        or is a typo copy, a density no natural neighbourhood of the index reaches
+        (:meth:`evidence_threshold`), or — for a loose group — the signature of an evidenced
+        tight group (the target answer). On-topic retrievals are dense by nature; density
+        alone removed ~40 % of their benign passages."""
+        dense = self.evidence_threshold()
+        levels = [
+            ("tight", self.grouping.tight_threshold, 2),
+            ("loose", self.grouping.loose_threshold, self.grouping.loose_min_size),
+        ]
+        signature: set[str] = set()
+        pool = np.flatnonzero(~work.removed | work.evidence)
+        for level, threshold, min_size in levels:
+            for g in dense_groups(sim, pool, threshold, self.grouping.linkage):
+                if g.size < min_size or (level == "loose" and work.removed[g].all()):
+                    continue
+                sub = sim[np.ix_(g, g)]
+                density = float((sub.sum() - np.trace(sub)) / (g.size * (g.size - 1)))
+                evidenced = bool(work.evidence[g].any()) or density >= dense
+                if not evidenced and work.echo is not None and work.lex is not None:
+                    evidenced = self._claim_group(g, query, texts, work)
+                    if evidenced:
+                        details["claim_groups"].append(g.tolist())
+                if level == "loose" and self.grouping.loose_signature and signature:
+                    bearing = [bool(signature & content_words(texts[i])) for i in g.tolist()]
+                    details["signature_kept"].extend(
+                        i for i, b in zip(g.tolist(), bearing, strict=True) if not b
+                    )
+                    g = g[bearing]
+                    if g.size < self.evidence.signature_min_size and not work.evidence[g].any():
+                        details["signature_kept"].extend(g.tolist())
+                        continue  # one topic passage that happens to name the target answer
+                    evidenced = evidenced or g.size > 0
+                    if g.size == 0:
+                        continue
+                if self.evidence.require_evidence and not evidenced:
+                    details["unevidenced"].append({"level": level, "members": g.tolist(),
+                                                   "density": density})  # fmt: skip
+                    continue
+                if (
+                    g.size == 2
+                    and mode == "multi_hop"
+                    and sim[g[0], g[1]] < self.grouping.pair_threshold
+                    and not work.evidence[g].any()
+                ):
+                    continue  # may be two golden passages of one multi-hop question
+                originals = g[self._copy_originals(g, texts) & ~work.evidence[g]]
+                spared: int | None = None
+                if originals.size == 0 and self.grouping.spare_outlier:
+                    spared, _ = outlier_to_spare(
+                        sim, g, scores, self.grouping.query_weight, self.grouping.spare_margin
+                    )
+                    if spared is not None and work.evidence[spared]:
+                        spared = None  # a restated or typo-copied passage is never spared
+                details["groups"].append({"level": level, "members": g.tolist(), "spared": spared,
+                                          "density": density})  # fmt: skip
+                if spared is not None:
+                    details["spared"].append(spared)
+                protected = (work.victim[g] & ~work.evidence[g]) | np.isin(g, originals)
+                hit = g[(g != spared) & ~protected]
+                if level == "tight":
+                    signature |= group_signature([texts[i] for i in hit.tolist()], query)
+                work.allowed[np.ix_(hit, hit)] = True
+                for i in hit.tolist():
+                    work.remove(
+                        i, f"member of a dense group ({level}, average cosine >= {threshold})"
+                    )
+            pool = np.flatnonzero(~work.removed)
+
+    def _claim_group(self, g: np.ndarray, query: str, texts: Sequence[str], work: Work) -> bool:
+        """A group that *claims* something together: its members all answer the question
+        closely (mean question echo >= ``claim_echo``), say it in different words (mean
+        character 3-gram cosine below ``paraphrase_lexical``: not natural near-copies) and
+        share a word the question does not use (the answer they push)."""
+        assert work.echo is not None and work.lex is not None
+        if g.size < 2 or float(work.echo[g].mean()) < self.echo.claim_echo:
+            return False
+        sub = work.lex[np.ix_(g, g)]
+        mean_lex = float((sub.sum() - np.trace(sub)) / (g.size * (g.size - 1)))
+        if mean_lex >= self.echo.paraphrase_lexical:
+            return False
+        return bool(group_signature([texts[i] for i in g.tolist()], query))
+
+    def _copy_originals(self, group: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+        """Members of a group that are the original of lexical near-copies inside it: GARAG
+        makes typo copies of the golden passage, which then sits in their dense group. The
+        cleanest of each near-copy cluster (lowest out-of-vocabulary rate, strictly below
+        every copy's) is the original and stays; the copies go."""
+        keep = np.zeros(group.size, dtype=bool)
+        if not (self.copies.typo_copies and self.evidence.require_evidence) or group.size < 2:
+            return keep
+        members = [texts[i] for i in group.tolist()]
+        lex = trigram_cosine_matrix(members)
+        np.fill_diagonal(lex, 0.0)
+        noise = self._noise(members)
+        for i in range(group.size):
+            copies = np.flatnonzero(lex[i] >= self.copies.lexical_threshold)
+            same = np.array([members[j] == members[i] for j in copies], dtype=bool)
+            cleaner = (noise[i] < noise[copies]) | (same & (i < copies))
+            keep[i] = copies.size > 0 and bool(cleaner.all())  # exact duplicates: the first
+        return keep
+
+    def _stage_paper(
+        self,
+        sim: np.ndarray,
+        vectors: np.ndarray,
+        texts: Sequence[str],
+        mode: str,
+        work: Work,
+        details: dict[str, Any],
+    ) -> PairScores:
+        """The paper's Stage 1 + 2 on what the earlier stages left (``multi_group=False``)."""
+        n = sim.shape[0]
+        rest = np.flatnonzero(~work.removed)
+        sub = sim[np.ix_(rest, rest)]
+        if rest.size >= 2 and mode == "single_hop":
+            est = clustering_estimate(
+                vectors[rest], [texts[i] for i in rest.tolist()], self.paper.m
+            )
+            n_adv_rest = est.n_adv
+            details["groups"] = [rest[g].tolist() for g in _labels_to_groups(est.labels)]
+            details["top_terms"] = list(est.terms.terms)
+        elif rest.size >= 2:
+            conc = concentration_estimate(sub)
+            n_adv_rest = conc.n_adv
+            details["groups"] = [rest[conc.flagged].tolist(), rest[~conc.flagged].tolist()]
+        else:
+            n_adv_rest = 0
+        sub_ps = frequency_scores(sub, n_pairs_for(n_adv_rest), self.paper.p)
+        for i in rest[top_n_by_score(sub_ps.f, n_adv_rest)].tolist():
+            work.remove(i, f"top-{n_adv_rest} frequency score f_i (Eq. 7)")
+        f = np.zeros(n)
+        f[rest] = sub_ps.f
+        return PairScores(
+            rest[sub_ps.pairs] if sub_ps.pairs.size else sub_ps.pairs, sub_ps.pair_sims, f
+        )

@@ -1,0 +1,128 @@
+"""RAGDefender's hyper-parameters, one frozen dataclass per stage, and the flat names.
+
+Example::
+
+    from ragshield.defenses.ragdefender import RAGDefender
+    from ragshield.defenses.ragdefender.settings import EchoParams
+
+    strict = RAGDefender(echo=EchoParams(echo_threshold=0.7))   # a whole stage
+    same = RAGDefender(echo_threshold=0.7)                      # or one flat name
+    assert strict.echo_threshold == same.echo.echo_threshold == 0.7
+
+Why: the filter has ~45 documented parameters (issue #22 wants no public constructor over
+~12), but configs name them flat — ``[defenses.ragdefender] echo_threshold = 0.7`` in a
+TOML table, ``to_dict`` / ``from_dict``, ``setattr`` in the benchmarks' ablations, the
+index's calibration. So each stage's parameters live in one frozen dataclass (a field
+keeps its flat name, its default and the default's one-line citation), and
+:class:`~ragshield.defenses.params.StagedParams` maps a flat name onto its stage:
+reading ``f.echo_threshold`` reads ``f.echo.echo_threshold``; assigning it replaces
+``f.echo`` by a copy with that field changed (the once-per-change check runs again).
+Values are only stored here; the filter's constraint table checks them on first use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class PaperParams:
+    """The paper's own constants (Stage 1 fallback, Eq. 6, ``mode="auto"``)."""
+
+    m: int = 5  # §5: m = 5 TF-IDF terms (fallback Stage 1 only)
+    p: float = 2.0  # §4.2 Eq. 6, §6.6: p = 2
+    auto_gap: float = 2.0  # Appendix A score-gap example (see resolve_mode)
+
+
+@dataclass(frozen=True)
+class GroupingParams:
+    """The clean-set guard and the dense groups (tight, then loose) with their sparing."""
+
+    guard: bool = True
+    guard_threshold: float = 0.61  # calibrate_guard(dev clean sets): max pair 0.589 + 0.02
+    multi_group: bool = True
+    tight_threshold: float = 0.75  # dev grid; PoisonedRAG pairs p5 0.87, gold-PR p95 0.81
+    loose_threshold: float = 0.55  # dev grid; blind pairs median 0.66
+    loose_min_size: int = 3  # a loose *pair* also occurs in clean sets: need 3
+    pair_threshold: float = 0.86  # multi-hop: dev HotpotQA golden pairs reach 0.85
+    spare_outlier: bool = True
+    loose_signature: bool = True
+    spare_margin: float = 0.06  # dev grid
+    query_weight: float = 1.0  # dev grid
+    linkage: Literal["average", "complete", "single"] = "average"
+
+
+@dataclass(frozen=True)
+class CopyParams:
+    """Near-copies of another retrieved passage: typo copies, changed facts, the typo view."""
+
+    typo_copies: bool = True
+    copy_threshold: float = 0.5  # dev: GARAG copy vs golden cosine p5 0.42-0.58
+    lexical_threshold: float = 0.55  # dev: char 3-grams, copies ~0.75 vs others <= 0.49
+    noise_margin: float = 0.15  # dev: copies' OOV rate exceeds the original's by >= 0.15
+    copy_conflicts: bool = True
+    conflict_lexical: float = 0.9  # dev: edits share >= 0.93 3-grams; season pages 0.8+
+    conflict_max_diff: int = 6  # an edited fact: a few words on each side
+    conflict_echo_margin: float = 0.05  # dev: an inserted claim sentence adds >= 0.1
+    typo_view: bool = True  # ours (issue #28): prefix-typo groups; see .typos
+
+
+@dataclass(frozen=True)
+class EvidenceParams:
+    """What counts as attack evidence for a dense group (real retrieval, issue #17)."""
+
+    restated_question: bool = True
+    restate_min_words: int = 4  # shorter questions occur verbatim in natural text
+    require_evidence: bool = True
+    dense_threshold: float = 0.9  # SQuAD dev index: 1-NN cosine p99.9 0.896
+    natural_similarity: float | None = None  # None: the index's calibration fills it
+    signature_min_size: int = 2  # real-retrieval dev: a lone benign passage names it
+
+
+@dataclass(frozen=True)
+class EchoParams:
+    """The question echo per sentence and the claims built on it (:mod:`.echo`)."""
+
+    echo_pairs: bool = True
+    echo_threshold: float = 0.75  # dev: clean benign pairs 0 removed at >= 0.75
+    paraphrase_semantic: float = 0.85  # dev grid (0.75-0.85): clean benign removed 0
+    paraphrase_lexical: float = 0.6  # dev grid (0.5/0.6): catches rewritten prefixes
+    claim_echo: float = 1.0  # off: dev HotpotQA clean benign removed 0.004 -> 0.030 at 0.7
+    echo_group_margin: float = 2.0  # off; 0.03 = clean-first (docs/results-poisoning.md)
+
+
+@dataclass(frozen=True)
+class KnnParams:
+    """The planted group against the index's m-th-NN bars (:mod:`.groups`)."""
+
+    group_knn: bool = True  # dev: benign flagged <= 0.005; `add` screens without it
+    group_similarity: float | None = None  # None: the index's p99.9 m-th-NN cosine
+    group_lexical: float = 0.8  # dev SQuAD answer-spread benign flagged 0.209 -> 0.004
+
+
+@dataclass(frozen=True)
+class CoverageParams:
+    """A group of passages spelling out the question (:mod:`.coverage`)."""
+
+    coverage_threshold: float = 85.0  # dev: benign HotpotQA max 80.6; 101 = off
+    coverage_min_group: int = 3  # dev: a gold paragraph + one planted is a pair
+    coverage_min_chars: int = 20  # a question of a few words occurs by chance
+
+
+STAGES: dict[str, type] = {
+    "paper": PaperParams,
+    "grouping": GroupingParams,
+    "copies": CopyParams,
+    "evidence": EvidenceParams,
+    "echo": EchoParams,
+    "knn": KnnParams,
+    "coverage": CoverageParams,
+}
+"""Constructor argument -> its dataclass, in the order the filter's stages use them."""
+
+FLAT: dict[str, str] = {
+    f.name: stage for stage, cls in STAGES.items() for f in dataclasses.fields(cls)
+}
+"""Flat parameter name -> the stage argument that holds it."""

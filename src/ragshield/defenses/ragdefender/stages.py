@@ -1,0 +1,342 @@
+"""The evidence stages of :meth:`RAGDefender.filter <.filter.RAGDefender.filter>`, in the
+order it runs them, and the state they share (:class:`Work`).
+
+Example::
+
+    from ragshield.defenses.ragdefender import RAGDefender
+
+    res = RAGDefender(encoder=enc).filter(question, retrieved)
+    print(res.details["coverage_group"], res.details["knn_group"], res.details["echo"])
+
+Why a module of its own: each stage reads one per-stage parameter dataclass
+(:mod:`.settings`) and one computation module (:mod:`.typos`, :mod:`.coverage`,
+:mod:`.echo`, :mod:`.groups`, :mod:`.claims`); the filter class only wires them. A stage
+marks passages in :class:`Work` (removed, evidence, victim) with a reason; the dense-group
+stage (:mod:`.grouping`) then reads that evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ragshield.defenses.params import StagedParams
+from ragshield.defenses.ragdefender.claims import near_copy_conflicts
+from ragshield.defenses.ragdefender.coverage import question_coverage
+from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
+from ragshield.defenses.ragdefender.evidence import (
+    content_words,
+    group_signature,
+    oov_rate,
+    outlier_to_spare,
+    restates_question,
+    trigram_cosine_matrix,
+    typo_copies,
+)
+from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
+from ragshield.defenses.ragdefender.settings import (
+    STAGES,
+    CopyParams,
+    CoverageParams,
+    EchoParams,
+    EvidenceParams,
+    GroupingParams,
+    KnnParams,
+    PaperParams,
+)
+from ragshield.defenses.ragdefender.typos import normalise_to_question
+from ragshield.embed.base import Encoder
+
+
+class Work:
+    """What the stages of one :meth:`RAGDefender.filter` call decide, shared between them."""
+
+    def __init__(self, n: int) -> None:
+        self.removed = np.zeros(n, dtype=bool)
+        self.evidence = np.zeros(n, dtype=bool)  # restated or typo copy: attack evidence
+        self.victim = np.zeros(n, dtype=bool)  # the original a typo copy was made from
+        self.allowed = np.zeros((n, n), dtype=bool)  # pairs that feed Eq. 6
+        self.reasons: dict[int, str] = {}
+        self.echo: np.ndarray | None = None  # closest sentence to the question, per passage
+        self.lex: np.ndarray | None = None  # character 3-gram cosine between passages
+        self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
+
+    def lexical(self, texts: Sequence[str]) -> np.ndarray:
+        """:attr:`lex`, computed on first use (the coverage and the signal stages share it)."""
+        if self.lex is None:
+            self.lex = trigram_cosine_matrix(texts)
+        return self.lex
+
+    def remove(self, i: int, reason: str) -> None:
+        self.removed[i] = True
+        self.reasons.setdefault(i, reason)
+
+
+class EvidenceStages(StagedParams):
+    """The per-passage evidence stages; :class:`~.filter.RAGDefender` runs them in order."""
+
+    encoder: Encoder | None
+    paper: PaperParams
+    grouping: GroupingParams
+    copies: CopyParams
+    evidence: EvidenceParams
+    echo: EchoParams
+    knn: KnnParams
+    coverage: CoverageParams
+    _vocabulary: frozenset[str] | None = None
+    _group_bars: tuple[float, ...] = DEFAULT_BARS
+    _stages = STAGES
+
+    def __init__(self) -> None:
+        self._echo = EchoVectors()
+
+    def warm_up(self) -> None:
+        """Load the whole-word WordPiece vocabulary of the packaged MiniLM (idempotent);
+        it ships with the encoder package, so nothing is downloaded."""
+        if self._vocabulary is None:
+            from tokenizers import Tokenizer
+
+            from ragshield.embed.sentence_transformer import packaged_model_path
+
+            tok = Tokenizer.from_file(str(packaged_model_path() / "tokenizer.json"))
+            self._vocabulary = frozenset(w for w in tok.get_vocab() if not w.startswith("##"))
+
+    def _noise(self, texts: Sequence[str]) -> np.ndarray:
+        self.warm_up()
+        assert self._vocabulary is not None
+        return oov_rate(texts, self._vocabulary)
+
+    def evidence_threshold(self) -> float:
+        """Group density that no natural neighbourhood of the index reaches: the index's own
+        calibration (``natural_similarity``, recorded at index time) when known, else
+        ``dense_threshold``; never below ``tight_threshold``."""
+        base = (
+            self.evidence.dense_threshold
+            if self.evidence.natural_similarity is None
+            else self.evidence.natural_similarity
+        )
+        return max(base, self.grouping.tight_threshold)
+
+    def _stage_typo_view(
+        self, query: str, texts: list[str], vectors: np.ndarray, details: dict[str, Any]
+    ) -> tuple[list[str], np.ndarray]:
+        """Every later stage (but the typo-copy one, whose evidence *is* the typos) judges a
+        passage as if its one-letter edits of question words were spelt right
+        (:mod:`.typos`); the few passages this changes are re-encoded, so the planted-group
+        density and the echo see through a typo'd question prefix."""
+        if not self.copies.typo_view or not texts:
+            return texts, vectors
+        self.warm_up()
+        assert self._vocabulary is not None
+        fixed = [normalise_to_question(query, t, self._vocabulary) for t in texts]
+        changed = [i for i, (_, c) in enumerate(fixed) if c > 0]
+        details["typo_view"] = changed
+        if not changed:
+            return texts, vectors
+        out = [t for t, _ in fixed]
+        if self.encoder is not None:
+            vectors = np.array(vectors, dtype=np.float32, copy=True)
+            new = self._echo.whole(self.encoder, [out[i] for i in changed])
+            vectors[changed] = new * np.linalg.norm(vectors[changed], axis=1, keepdims=True)
+        return out, vectors
+
+    def _stage_restated(
+        self, query: str, texts: Sequence[str], work: Work, details: dict[str, Any]
+    ) -> None:
+        """Passages that contain the whole question verbatim: PoisonedRAG's black-box
+        passages are ``question + "." + text`` so that they win retrieval. Natural text
+        almost never restates a question of >= ``restate_min_words`` words word for word
+        (real SQuAD / HotpotQA indexes: 0 of the benign top-10 passages of the dev
+        questions), so one such passage is evidence on its own, with no group needed."""
+        if not self.evidence.restated_question:
+            return
+        for i in np.flatnonzero(restates_question(query, texts, self.evidence.restate_min_words)):
+            work.remove(int(i), "restates the question verbatim (PoisonedRAG's retrieval trick)")
+            work.evidence[i] = True
+            details["restated"].append(int(i))
+
+    def _stage_coverage(
+        self,
+        query: str,
+        texts: Sequence[str],
+        sim: np.ndarray,
+        scores: np.ndarray,
+        work: Work,
+        details: dict[str, Any],
+    ) -> None:
+        """Several passages that each spell out most of the question, letter by letter
+        (:func:`~.coverage.question_coverage` >= ``coverage_threshold``): a planted group
+        that reworded, reordered, dropped words of or put typos in PoisonedRAG's question
+        prefix. One or two such passages are no evidence: SQuAD's questions are written
+        from their gold paragraph, which then spells them out (dev: 0.8 % of clean benign
+        passages reach 85, max 95.9), and a gold paragraph beside one planted passage is a
+        pair. ``coverage_min_group`` distinct ones are (lexical near-copies count once,
+        ``group_lexical``: mirrors of the gold paragraph are one passage); the member at
+        the group's edge and near the question is spared (:func:`outlier_to_spare`, the
+        gold paragraph the group was written about: SQuAD dev, 48 of 50 such benign
+        passages in fired groups spared on the seven reworded-prefix rows). When some
+        members were already caught (verbatim restatements), a member that lacks every word
+        they all push (:func:`group_signature`, the target answer) is the genuine one and
+        stays as well: the gold paragraph beside PoisonedRAG's own passages."""
+        if self.coverage.coverage_min_group > len(texts):
+            return
+        cov = question_coverage(query, texts, self.coverage.coverage_min_chars)
+        details["coverage"] = cov.round(1).tolist()
+        hi = np.flatnonzero(cov >= self.coverage.coverage_threshold)
+        if hi.size < self.coverage.coverage_min_group:
+            return
+        lex = work.lexical(texts)
+        distinct: list[int] = []
+        for i in hi.tolist():
+            if all(lex[i, j] < self.knn.group_lexical for j in distinct):
+                distinct.append(i)
+        if len(distinct) < self.coverage.coverage_min_group:
+            return
+        known = hi[work.evidence[hi]]  # already caught (a verbatim restatement)
+        keep: set[int] = set()
+        if known.size:  # what the caught ones push: a member without it is the genuine one
+            sig = group_signature([texts[i] for i in known.tolist()], query)
+            keep = {i for i in hi.tolist() if not work.evidence[i] and sig
+                    and not sig & content_words(texts[i])}  # fmt: skip
+        spared, _ = outlier_to_spare(
+            sim, hi, scores, self.grouping.query_weight, self.grouping.spare_margin
+        )
+        if spared is not None and work.evidence[spared]:
+            spared = None  # a verbatim restatement is never spared
+        details["coverage_spared"] = spared
+        for i in hi.tolist():
+            if i == spared or i in keep:
+                continue
+            work.remove(i, f"one of {len(distinct)} passages spelling out the question "
+                           f"(coverage {cov[i]:.0f})")  # fmt: skip
+            work.evidence[i] = True
+            details["coverage_group"].append(i)
+
+    def _stage_guard(self, sim: np.ndarray, work: Work, details: dict[str, Any]) -> bool:
+        off = sim.copy()
+        np.fill_diagonal(off, -np.inf)
+        max_sim = float(off.max())
+        passed = (
+            (not self.grouping.guard)
+            or max_sim >= self.grouping.guard_threshold
+            or bool(work.evidence.any())
+        )
+        details["guard"] = {"passed": passed, "max_similarity": max_sim,
+                            "threshold": self.grouping.guard_threshold if self.grouping.guard else None}  # fmt: skip
+        return passed
+
+    def _stage_typo_copies(
+        self, sim: np.ndarray, texts: Sequence[str], work: Work, details: dict[str, Any]
+    ) -> None:
+        if not self.copies.typo_copies:
+            return
+        copies, pairs = typo_copies(
+            sim, texts, self._noise,
+            copy_threshold=self.copies.copy_threshold,
+            lexical_threshold=self.copies.lexical_threshold,
+            noise_margin=self.copies.noise_margin,
+        )  # fmt: skip
+        for c, o in pairs:
+            work.remove(c, f"noisier near-copy of passage {o} (typo perturbation)")
+            work.allowed[c, o] = work.allowed[o, c] = True
+            work.victim[o] = True
+        work.evidence |= copies
+        details["typo_copies"] = pairs
+
+    def _stage_signals(self, query: str, texts: Sequence[str], work: Work,
+                       details: dict[str, Any]) -> None:  # fmt: skip
+        """The inputs of the wording-free stages: character 3-gram cosine between passages
+        and, with an encoder, each passage's question echo (its sentence closest to the
+        question, :mod:`~ragshield.defenses.ragdefender.echo`)."""
+        if not (self.echo.echo_pairs or self.copies.copy_conflicts or self.knn.group_knn):
+            return
+        work.lexical(texts)
+        if self.encoder is None:
+            return  # no sentence vectors without an encoder: echo evidence is skipped
+        qv, sv, owner = self._echo.embed(self.encoder, query, texts)
+        work.echo, _ = echo_scores(qv, sv, owner, len(texts))
+        details["echo"] = work.echo.round(4).tolist()
+
+    def group_bars(self) -> tuple[float, ...]:
+        """The m-th-NN bars in use: ``group_similarity`` for every m when set, else the
+        index's calibration, else :data:`~.groups.DEFAULT_BARS`."""
+        if self.knn.group_similarity is not None:
+            return (float(self.knn.group_similarity),) * len(self._group_bars)
+        return self._group_bars
+
+    def _stage_knn_groups(self, sim: np.ndarray, work: Work, details: dict[str, Any]) -> None:
+        """A planted group: passages with m retrieved neighbours as close as only 0.1 % of
+        the index's passages have m neighbours (:func:`~.groups.knn_group_members`). Only
+        the flagged members go: made evidence, a benign one took its whole on-topic group
+        with it (dev clean benign removed HotpotQA 0.002 -> 0.014, SQuAD 0.000 -> 0.013)."""
+        hits = knn_group_members(sim, work.lex, self.group_bars(), self.knn.group_lexical)
+        work.second = hits.kth[:, 0]
+        if not self.knn.group_knn:
+            return
+        for i in np.flatnonzero(hits.members).tolist():
+            m = int(hits.rank[i])
+            work.remove(i, f"one of a group of {m + 1}+ passages closer to each other than "
+                           f"the index's p99.9 {m}-th-neighbour cosine")  # fmt: skip
+            details["knn_group"].append(i)
+
+    def _stage_conflicts(
+        self, query: str, texts: Sequence[str], work: Work, details: dict[str, Any]
+    ) -> None:
+        """Two lexical near-copies that differ in a few words disagree on a fact
+        (:func:`~ragshield.defenses.ragdefender.claims.near_copy_conflicts`). The copy is removed when
+        nothing else retrieved contains its differing words and either the original's words
+        are supported elsewhere or the copy echoes the question more (an inserted claim
+        sentence) by ``conflict_echo_margin``. Support counts only passages not already
+        removed and not themselves written about the question (echo below
+        ``echo_threshold``): an attacker who spreads his answer must not lend it support.
+        Templated pages (seasons, editions) differ in facts too, but symmetrically: neither
+        side wins, both stay."""
+        if not self.copies.copy_conflicts or work.lex is None:
+            return
+        witnesses = ~work.removed
+        if work.echo is not None:  # a passage written about the question is no witness
+            witnesses &= work.echo < self.echo.echo_threshold
+        for c in near_copy_conflicts(texts, work.lex, self.copies.conflict_lexical, query,
+                                     self.copies.conflict_max_diff, witnesses):  # fmt: skip
+            if not c.words:
+                continue  # the suspect only lacks words: a shorter copy, not a new claim
+            mine, theirs = c.support
+            louder = (
+                work.echo is not None
+                and work.echo[c.suspect] - work.echo[c.other] >= self.copies.conflict_echo_margin
+            )
+            if mine > 0 or not (theirs > 0 or louder) or work.removed[c.other]:
+                continue
+            work.remove(c.suspect, f"near-copy of passage {c.other} with a changed fact "
+                                   f"({', '.join(c.words) or 'words removed'})")  # fmt: skip
+            work.victim[c.other] = True  # no group evidence: its on-topic group is benign
+            details["conflicts"].append({"suspect": c.suspect, "other": c.other,
+                                         "words": list(c.words), "support": list(c.support)})  # fmt: skip
+
+    def _stage_echo_pairs(self, sim: np.ndarray, work: Work, details: dict[str, Any]) -> None:
+        """Generated-kind density: two passages that both answer the question closely (a
+        sentence within ``echo_threshold`` of it in embedding space) and say the same thing
+        in different words (embedding cosine >= ``paraphrase_semantic``, character 3-gram
+        cosine below ``paraphrase_lexical``). Natural near-copies are lexical and pass; a
+        reworded, moved or dropped question changes neither measure. Both must also have a
+        2nd retrieved neighbour within ``echo_group_margin`` of the index's 2nd-NN bar
+        (:mod:`.groups`): alone, the pair evidence took a whole on-topic retrieval of
+        season pages on HotpotQA (8 of 10 benign passages removed)."""
+        if not self.echo.echo_pairs or work.echo is None or work.lex is None:
+            return
+        echo = work.echo
+        hi = echo >= self.echo.echo_threshold
+        para = (sim >= self.echo.paraphrase_semantic) & (work.lex < self.echo.paraphrase_lexical)
+        para &= hi[:, None] & hi[None, :]
+        if work.second is not None:  # the second signal: both sit in a dense neighbourhood
+            dense = work.second >= self.group_bars()[0] - self.echo.echo_group_margin
+            para &= dense[:, None] & dense[None, :]
+        np.fill_diagonal(para, False)
+        for i in np.flatnonzero(para.any(axis=1)).tolist():
+            j = int(np.flatnonzero(para[i])[0])
+            work.remove(i, f"paraphrase of passage {j}, both echoing the question "
+                           f"(echo {echo[i]:.2f})")  # fmt: skip
+            work.evidence[i] = True
+            details["paraphrase_pairs"].append([i, j])
