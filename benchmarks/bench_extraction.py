@@ -49,7 +49,7 @@ from ragshield.eval.extraction_data import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extraction_logs import RULES, check_logs, quote_check, score_logs
+from extraction_logs import RULES, check_logs, paired_utility, quote_check, score_logs
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRID = (0.3, 0.4, 0.5, 0.6, 0.7)
@@ -195,6 +195,14 @@ def main() -> None:
         "(OUT/logs), with --answer-cache and the run's --generator / LLM options",
     )
     ap.add_argument(
+        "--paired-utility",
+        type=Path,
+        nargs=2,
+        default=None,
+        metavar=("A", "B"),
+        help="only compare two utility logs (OUT/logs/ROW__utility.jsonl) question by question",
+    )
+    ap.add_argument(
         "--breadth-span-words",
         type=int,
         default=12,
@@ -214,6 +222,9 @@ def main() -> None:
         "quote the knowledge base (no LLM)",
     )
     args = ap.parse_args()
+    if args.paired_utility:
+        paired_utility(*args.paired_utility)
+        return
     if args.check_logs is not None:
         kb = load_knowledge_base(
             args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed

@@ -412,3 +412,32 @@ def plot_curves(
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+def paired_utility(a: Path, b: Path) -> None:
+    """Two utility logs of the same questions compared answer by answer: accuracy of each,
+    answers word for word the same, the questions right in only one, and McNemar's exact
+    p (a binomial test on those discordant questions) — a difference in accuracy between
+    two rows at this size is noise unless the discordant questions lean one way."""
+    from scipy.stats import binomtest
+
+    def read(p: Path) -> dict[str, dict[str, Any]]:
+        rows = [json.loads(x) for x in p.read_text(encoding="utf-8").splitlines()]
+        return {r["query"]: r for r in rows}
+
+    ra, rb = read(a), read(b)
+    qs = [q for q in ra if q in rb]
+    if not qs:
+        raise SystemExit(f"no question is in both {a} and {b}")
+    only_a = sum(ra[q]["correct"] and not rb[q]["correct"] for q in qs)
+    only_b = sum(rb[q]["correct"] and not ra[q]["correct"] for q in qs)
+    p = binomtest(only_a, only_a + only_b).pvalue if only_a + only_b else 1.0
+    acc_a = sum(bool(ra[q]["correct"]) for q in qs) / len(qs)
+    acc_b = sum(bool(rb[q]["correct"]) for q in qs) / len(qs)
+    print(
+        f"{len(qs)} questions in both: accuracy {acc_a:.3f} ({a.name}) vs {acc_b:.3f} "
+        f"({b.name}); same answer text {sum(ra[q]['response'] == rb[q]['response'] for q in qs)}; "
+        f"right only in the first {only_a}, only in the second {only_b}; McNemar exact p {p:.2f}; "
+        f"answers caught {sum(bool(ra[q].get('leak')) for q in qs)} / "
+        f"{sum(bool(rb[q].get('leak')) for q in qs)}"
+    )
