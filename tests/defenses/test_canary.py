@@ -65,7 +65,7 @@ def test_code_is_keyed_and_reproducible() -> None:
 )
 def test_embed_then_strip_roundtrip(text: str, before: str) -> None:
     code = canary_code("k", "x")
-    marked = embed_canary(text, code)
+    marked = embed_canary(text, code, "sentence")
     assert f"{before} [ref {code}]." in marked
     assert codes_in(marked) == [code]
     assert strip_canaries(marked) == text

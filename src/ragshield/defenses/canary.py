@@ -103,7 +103,14 @@ PLACEMENTS: dict[str, Callable[[str, str], str]] = {
 }
 
 
-def embed_canary(text: str, code: str, placement: str = "sentence") -> str:
+#: where ``ragshield index`` puts a marker. Ours: ``"head"`` — on 100 ChatDoctor test
+#: questions (Qwen2.5-0.5B) it left 86 normal answers word for word unchanged where the
+#: after-the-first-line marker left 29 of 50, and RAG-Thief was caught on 43 of 64 queries
+#: against 44 of 64 (docs/results-extraction.md, Session 5)
+DEFAULT_PLACEMENT = "head"
+
+
+def embed_canary(text: str, code: str, placement: str = DEFAULT_PLACEMENT) -> str:
     """``text`` with ``[ref CODE].`` placed as ``placement`` says (:data:`PLACEMENTS`)."""
     if placement not in PLACEMENTS:
         raise InputError(
@@ -118,7 +125,7 @@ def codes_in(text: str) -> list[str]:
 
 
 def embed_canaries(
-    passages: Sequence[Passage], secret: str | bytes, placement: str = "sentence"
+    passages: Sequence[Passage], secret: str | bytes, placement: str = DEFAULT_PLACEMENT
 ) -> list[Passage]:
     """Each passage with its canary in the text and the code in ``metadata["canary"]``.
 

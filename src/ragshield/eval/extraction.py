@@ -196,7 +196,7 @@ def canary_defense(
     *,
     secret: str = "bench-extraction",
     name: str = "canary",
-    placement: str = "sentence",
+    placement: str = "sentence",  # the `canary` row of Sessions 1-3 (its answer cache)
     **guard: Any,
 ) -> DefenseConfig:
     """The ``canary`` row: the same chunks with their canaries embedded (same vectors: the
