@@ -57,8 +57,8 @@ Action = Literal["block", "redact"]
 #: the breadth rule's run length (``CanaryGuard(breadth_span_words=...)``). Ours: 12 — on
 #: the 100 normal Qwen-0.5B ChatDoctor answers of Session 3, 8 words from 3 chunks flagged 2,
 #: 10 flagged 0 and 12 flagged 0; one step above the smallest clean length, since 100 answers
-#: cannot show 0.5 %. Checked on 50 normal answers not seen when choosing: 0 flagged at 12
-#: (1 at 10). It catches the worm's block-split copies the canary misses (32 of 182 uncaught
+#: cannot show 0.5 %. Checked on 150 normal answers not seen when choosing: 0 flagged at 12
+#: (2 at 10). It catches the worm's block-split copies the canary misses (32 of 182 uncaught
 #: worm answers; docs/results-extraction.md, Session 5).
 BREADTH_SPAN_WORDS: int | None = 12
 
