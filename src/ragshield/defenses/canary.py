@@ -103,11 +103,12 @@ PLACEMENTS: dict[str, Callable[[str, str], str]] = {
 }
 
 
-#: where ``ragshield index`` puts a marker. Ours: ``"head"`` — on 100 ChatDoctor test
-#: questions (Qwen2.5-0.5B) it left 86 normal answers word for word unchanged where the
-#: after-the-first-line marker left 29 of 50, and RAG-Thief was caught on 43 of 64 queries
-#: against 44 of 64 (docs/results-extraction.md, Session 5)
-DEFAULT_PLACEMENT = "head"
+#: where ``ragshield index`` puts a marker: ``"sentence"``. ``"head"`` changed fewer normal
+#: answers (86 of 100 ChatDoctor answers unchanged vs 29 of 50; docs/results-extraction.md,
+#: Session 5) but is not the default yet: ``ragshield add``'s poisoning screen builds its probe
+#: question from the nearest stored chunk's text, which would then open with the marker, and
+#: it quarantined clean documents (tests/test_add.py); the screen should strip markers first.
+DEFAULT_PLACEMENT = "sentence"
 
 
 def embed_canary(text: str, code: str, placement: str = DEFAULT_PLACEMENT) -> str:
