@@ -341,6 +341,7 @@ ABLATION = {
         "typo_view": False,
     },
     "- verbatim restatement": {"restated_question": False},
+    "+ claim consensus (opt-in)": {"claim_consensus": True},
 }
 
 

@@ -17,7 +17,7 @@ What it measures (every figure printed is measured in this run; seed and split p
 3. Benign false positives at those thresholds (the whole guard: rules + head): sentences of
    the *test* articles (odd title positions; the dev ones were training negatives),
    sentences of the 44 HotpotQA test questions' on-topic passages (another corpus, never
-   calibrated on), and hard negatives (``ragshield.eval.injection.HARD_NEGATIVES`` + the
+   calibrated on), and hard negatives (``ragshield.eval.injection_detection.HARD_NEGATIVES`` + the
    odd-position ``bastioncorpus`` benign rows; none used in training).
 4. Detector level (no retrieval): every English malicious row of each family, planted
    with every placement of :mod:`ragshield.attacks.injection_families` into an on-topic
@@ -37,6 +37,9 @@ What it measures (every figure printed is measured in this run; seed and split p
    generator's answers over clean test retrievals.
 8. Latency: InjectionGuard and the chain at k=10, one thread, sentence scores
    precomputed for the index (``precompute``), query vector from the retriever's call.
+
+Over 500 lines: eight sections of one report that share one index, one set of leave-out
+heads and their calibrations (computed once; split apart they would be recomputed).
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ from ragshield.defenses.injection.calibration import calibrate_index
 from ragshield.defenses.injection.detector import InjectionGuard, segment
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.output import followed
-from ragshield.eval.injection import HARD_NEGATIVES, HARD_NEGATIVES_2, detection_rate
+from ragshield.eval.injection_detection import HARD_NEGATIVES, HARD_NEGATIVES_2, detection_rate
 from ragshield.text import contains_answer, normalize_answer
 from ragshield.types import Passage, RetrievedPassage
 from train_injection_head import cached_encoder, train_head
@@ -491,7 +494,12 @@ def main() -> None:
         k: {"p50": float(np.percentile(v, 50)), "p95": float(np.percentile(v, 95))}
         for k, v in lat.items()
     }
-    print(f"\n## Latency, k=10, one thread, index sentences precomputed ({len(qs)} test questions)")
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    out["latency_load_average"] = load
+    print(
+        f"\n## Latency, k=10, one thread, index sentences precomputed ({len(qs)} test "
+        f"questions; load average {load})"
+    )
     for k, v in out["latency_ms"].items():
         print(f"  {k:<16} p50 {v['p50']:6.2f} ms   p95 {v['p95']:6.2f} ms")
     enc.save()

@@ -1,7 +1,8 @@
 """The adaptive injection attacker against each defense: success against budget (issue #23).
 
     python benchmarks/bench_injection_adaptive.py [--data ../shared/data] [--seed 0]
-        [--goals 30] [--budget 200] [--json runs/injection_adaptive.json]
+        [--goals 30] [--budget 200] [--attacker adaptive|blend]
+        [--json runs/injection_adaptive.json]
 
 What it measures (every figure printed is measured in this run; seed and split printed):
 ``--goals`` SQuAD *test* questions (articles at odd title positions; questions drawn with
@@ -17,6 +18,12 @@ passages); success at budget b = the whole instruction, as planted, reached thos
 passages within b calls. Printed: success at 1 / 10 / 50 / 200 calls with a Wilson 95 %
 interval, mean calls of the successful searches, and which operators the first winning
 variants used. Success is delivery to the context, not obedience of a model (not run).
+
+``--attacker blend`` runs :class:`~ragshield.attacks.injection_blend.BlendInjectionAttack`
+instead (the held-out attacker: camouflage forms and a grey-box hill climb, built after
+the defense was fixed; its oracle also reports which pieces of the passage were kept;
+printed in addition: the mean best share of the instruction's words that reached the
+context in the searches that failed).
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from ragshield.attacks.injection_adaptive import (
     AdaptiveInjectionAttack,
     InjectionGoal,
 )
+from ragshield.attacks.injection_blend import BlendInjectionAttack, SnippetOracle
 from ragshield.attacks.injection_families import canary_word
 from ragshield.defenses.compose import FilterChain
 from ragshield.defenses.ecosaferag import EcoSafeRAG
@@ -66,6 +74,7 @@ def main() -> None:
         "--operating-point", default=None, help="guard operating point (default: the guard's)"
     )
     ap.add_argument("--defenses", default="none,ecosaferag,injection-guard,chain")
+    ap.add_argument("--attacker", choices=("adaptive", "blend"), default="adaptive")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     t0 = time.time()
@@ -111,7 +120,7 @@ def main() -> None:
         )
     g = make_guard(enc, head, cal, **guard_kw)
     print(
-        f"# Adaptive injection attacker (seed {args.seed}; {len(goals)} SQuAD test questions; "
+        f"# Adaptive injection attacker {args.attacker} (seed {args.seed}; {len(goals)} SQuAD test questions; "
         f"budget {args.budget}; guard operating point {g.operating_point}, threshold "
         f"{g.threshold_():.4f}, mention discount {g.discount_()})"
     )
@@ -122,16 +131,24 @@ def main() -> None:
     )
     print("|---" * (len(budgets) + 3) + "|")
     out: dict[str, Any] = {"seed": args.seed, "goals": len(goals), "budget": args.budget,
-                           "operating_point": g.operating_point, "rows": {}}  # fmt: skip
-    attack = AdaptiveInjectionAttack(budget=args.budget)
+                           "attacker": args.attacker, "operating_point": g.operating_point,
+                           "rows": {}}  # fmt: skip
+    blend = args.attacker == "blend"
+    attack = (BlendInjectionAttack if blend else AdaptiveInjectionAttack)(budget=args.budget)
     for name, d in defenses.items():
         t1 = time.time()
-        oracle = ChainOracle(store, enc, d, k=10, context_k=5)
-        res = [attack.search(goal, oracle, seed=args.seed, checkpoints=budgets) for goal in goals]
+        oracle = (SnippetOracle if blend else ChainOracle)(store, enc, d, k=10, context_k=5)
+        res: list[Any] = [
+            attack.search(goal, oracle, seed=args.seed, checkpoints=budgets)  # type: ignore[arg-type]
+            for goal in goals
+        ]
         succ = {b: sum(r.success[b] for r in res) for b in budgets}
         won = [r for r in res if r.winner is not None]
         ops = Counter(
-            o.split(":")[0] for r in won for o in r.winner.ops if not o.startswith("move")
+            o if blend else o.split(":")[0]
+            for r in won
+            for o in r.winner.ops
+            if not o.startswith("move")
         )  # type: ignore[union-attr]
         moves = Counter(o for r in won for o in r.winner.ops if o.startswith("move"))  # type: ignore[union-attr]
         mean_calls = float(np.mean([r.calls for r in won])) if won else float("nan")
@@ -140,6 +157,9 @@ def main() -> None:
             lo, hi = wilson(succ[b], len(goals))
             cells.append(f"{succ[b] / len(goals):.3f} ({lo:.2f}-{hi:.2f})")
         top = ", ".join(f"{k} {v}" for k, v in (ops + moves).most_common(5)) or "-"
+        if blend:
+            lost = [r.best for r in res if r.winner is None]
+            top += f"; failed searches' best share {np.mean(lost):.2f}" if lost else ""
         print(f"| {name} | " + " | ".join(cells) + f" | {mean_calls:.1f} | {top} |", flush=True)
         out["rows"][name] = {
             "success": {str(b): succ[b] / len(goals) for b in budgets},

@@ -116,9 +116,11 @@ def full(args: argparse.Namespace) -> None:
         print(f"indexed {n} passages in {timings['build_index (not part of a scan)']:.0f} s")
     qs = _questions(args.questions, args.seed)
     cpu0, wall0 = time.process_time(), time.perf_counter()
+    opts = batch_job_options(MODEL)
+    if args.state_cache_mb is not None:  # llama.cpp only: saved prompt states' RAM
+        opts["state_cache_mb"] = args.state_cache_mb
     writer = TextWriter(  # replies cached under --out: a new --out times a cold scan
-        MODEL, cache_dir=out / "cache" / "attack-text",
-        local_options=batch_job_options(MODEL),
+        MODEL, cache_dir=out / "cache" / "attack-text", local_options=opts,
     )  # fmt: skip
     t0, c0 = time.perf_counter(), time.process_time()
     writer.warm_up()
@@ -126,7 +128,7 @@ def full(args: argparse.Namespace) -> None:
     cpu_writer = time.process_time() - c0
     gen = None
     if not args.no_generator:
-        gen = make_generator(MODEL, cache_dir=out / "cache" / "answers", **batch_job_options(MODEL))
+        gen = make_generator(MODEL, cache_dir=out / "cache" / "answers", **opts)
     from ragshield.scan.run import open_scan_store
 
     t0, c0 = time.perf_counter(), time.process_time()
@@ -172,6 +174,7 @@ def full(args: argparse.Namespace) -> None:
     print("on an idle 2-core machine the wall time would lie between CPU / 2 (both cores "
           "busy) and the CPU time (one busy)")  # fmt: skip
     print(f"attack texts: {scan.notes.get('attack_texts')}")
+    _print_tokens(dict(scan.notes.get("prompt_tokens") or {}))
     print(f"load avg at the end {_load()} (2 cores; other jobs share them)")
     used = time.process_time() - cpu0
     print(
@@ -179,6 +182,25 @@ def full(args: argparse.Namespace) -> None:
         "wall time (all threads; on a machine of its own the wall time would approach it, "
         "or half of it where both cores work)"
     )
+
+
+def _print_tokens(tokens: dict) -> None:
+    """The engines' prompt tokens per LLM stage (ragshield.generate.counters): what a
+    change to prompt sharing buys, as counts the load does not move."""
+    keys = ("requested", "computed", "reused", "shared", "restored")
+    print("\n| stage | prompts run | answer-cache hits | prompt tokens: " + " | ".join(keys)
+          + " | computed / requested |")  # fmt: skip
+    print("|---|---:|---:|" + "---:|" * (len(keys) + 1))
+    total: dict[str, int] = {}
+    for stage, moved in [*tokens.items(), ("**all LLM stages**", None)]:
+        moved = total if moved is None else moved
+        if moved is not total:
+            for k, v in moved.items():
+                total[k] = total.get(k, 0) + v
+        share = moved.get("computed", 0) / moved["requested"] if moved.get("requested") else 0
+        cells = " | ".join(f"{moved.get(k, 0):,}" for k in keys)
+        print(f"| {stage} | {moved.get('rows', 0):,} | {moved.get('cache_hits', 0):,} | {cells} | "
+              + (f"{share:.3f} |" if moved.get("requested") else "not run |"))  # fmt: skip
 
 
 def _load() -> str:
@@ -284,6 +306,10 @@ def main() -> None:
     ap.add_argument("--targets", type=int, default=44, help="--compare-shared: targets")
     ap.add_argument("--e2e", type=int, default=0, help="--compare-shared: targets for ASR")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--state-cache-mb", type=int, default=None,
+        help="llama.cpp: RAM for saved prompt states (default: the generator's; 0 = off)",
+    )  # fmt: skip
     ap.add_argument("--out", default="runs/bench-scan")
     args = ap.parse_args()
     if not SHARED.is_dir():

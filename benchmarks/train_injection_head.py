@@ -30,7 +30,7 @@ templates, ``defenses/baits.py`` baits      questions/answers                   
 
 Recipe choice on dev only (``--dev``): :data:`DEV_HARD_NEGATIVES` (written for it, never
 trained on) and each family's bare English rows scored by the head trained without that
-family; the reported hard negatives (``ragshield.eval.injection.HARD_NEGATIVES``,
+family; the reported hard negatives (``ragshield.eval.injection_detection.HARD_NEGATIVES``,
 ``HARD_NEGATIVES_2``) are never read here. Every row of the benign "hard" sources weighs
 :data:`HARD_WEIGHT` in the fit.
 
@@ -40,6 +40,9 @@ filter scores them: a positive is split in two at its middle to make a window po
 adjacent benign sentences make window negatives. Vectors come from the packaged MiniLM
 (cached under ``~/.cache/ragshield/bench``). ``--leave-out FAMILY`` / ``--leave-lang L``
 drop a family / language from training (the benchmark trains those heads itself).
+
+Over 500 lines because the training texts written for it (about 400 lines of fixed
+sentences, named in the table above) sit beside the recipe that is their only reader.
 """
 
 from __future__ import annotations
@@ -120,7 +123,7 @@ TRAIN_INSTRUCTIONS: tuple[str, ...] = tuple(o + d for o in _OPENERS for d in _DI
 
 #: Benign text that talks about instructions, prompts or attacks, and ordinary imperatives
 #: (how-to steps, notices) — written for training; the evaluation's hard negatives are a
-#: separate list (:data:`ragshield.eval.injection.HARD_NEGATIVES`).
+#: separate list (:data:`ragshield.eval.injection_detection.HARD_NEGATIVES`).
 TRAIN_HARD_NEGATIVES: tuple[str, ...] = (
     "Prompt injection is an attack in which text hidden in a document tries to change what a language model does.",
     "The researchers showed that a web page could instruct an assistant to reveal its system prompt.",
@@ -375,7 +378,7 @@ INSTRUCTIONS_NON_EN: dict[str, tuple[str, ...]] = {
     ),
 }
 #: Dev hard negatives: never trained on; they choose the recipe (``--dev``). The reported
-#: ones are :data:`ragshield.eval.injection.HARD_NEGATIVES` and ``HARD_NEGATIVES_2``.
+#: ones are :data:`ragshield.eval.injection_detection.HARD_NEGATIVES` and ``HARD_NEGATIVES_2``.
 DEV_HARD_NEGATIVES: tuple[str, ...] = (
     "The hackers convinced the chatbot that they were its developers.",
     "A prompt is the text a user types to ask a language model for something.",
@@ -472,6 +475,11 @@ DOCS = False
 #: with the fpr0.1 operating point took dev hard negatives 0.114 -> 0.014 for bare-row
 #: recall 1.000 -> 0.979 of the whole guard).
 MENTION_DISCOUNT = 0.5
+#: Weight of ``context.offtopic`` in a sentence's score (dev choice of the fifth round,
+#: ``bench_injection_dev.py``, docs/results-injection.md: with hysteresis at fpr0.1, dev
+#: hard negatives in articles 0.086 -> 0.043 for one of 60 dev plants). The head's own
+#: fallback thresholds are measured without it (on isolated sentences it adds nothing).
+OFFTOPIC_BOOST = 1.0
 
 
 def view(text: str) -> str:
@@ -667,6 +675,7 @@ def train_head(
     hard_weight: float = HARD_WEIGHT,
     docs: bool = DOCS,
     mention_discount: float = MENTION_DISCOUNT,
+    offtopic_boost: float = OFFTOPIC_BOOST,
 ) -> InjectionHead:
     ex = assemble(
         data_root,
@@ -696,6 +705,7 @@ def train_head(
         "features": list(features),
         "hard_weight": hard_weight,
         "mention_discount": mention_discount,
+        "offtopic_boost": offtopic_boost,
         "seed": seed,
         "leave_out_family": leave_out,
         "leave_out_lang": leave_lang,
@@ -711,7 +721,9 @@ def train_head(
         ],
         "thresholds_measured_on": "ontopic dev sentences (training benign text)",
     }
-    return InjectionHead(head.layers, enc.name, thresholds, meta, features, mention_discount)
+    return InjectionHead(
+        head.layers, enc.name, thresholds, meta, features, mention_discount, offtopic_boost
+    )
 
 
 def dev_report(
@@ -774,7 +786,7 @@ def head_matrix(head: InjectionHead, enc: Any, texts: list[str]) -> np.ndarray:
 def head_scores(head: InjectionHead, enc: Any, texts: list[str]) -> np.ndarray:
     """Standalone sentences' scores as the filter computes them (mention discount too)."""
     norm = [normalize(t) for t in texts]
-    return pair_scores(head, head_matrix(head, enc, texts), mention_mask(norm))[0]
+    return pair_scores(head, head_matrix(head, enc, texts), mention_mask(norm), boost=0.0)[0]
 
 
 def cached_encoder() -> DiskCachedEncoder:
@@ -797,6 +809,7 @@ def main() -> None:
     ap.add_argument("--hard-weight", type=float, default=HARD_WEIGHT)
     ap.add_argument("--docs", action="store_true", default=DOCS, help="train on ABOUT_DOCS")
     ap.add_argument("--mention-discount", type=float, default=MENTION_DISCOUNT)
+    ap.add_argument("--offtopic-boost", type=float, default=OFFTOPIC_BOOST)
     args = ap.parse_args()
     t0 = time.time()
     enc = cached_encoder()
@@ -819,6 +832,7 @@ def main() -> None:
         leave_lang=args.leave_lang, seed=args.seed,
         features=() if args.no_features else tuple(args.features.split(",")), hard_weight=args.hard_weight,
         docs=args.docs, mention_discount=args.mention_discount,
+        offtopic_boost=args.offtopic_boost,
     )  # fmt: skip
     enc.save()
     head.save(args.out)

@@ -19,7 +19,7 @@ from ragshield.attacks.injection_families import (
 )
 from ragshield.defenses.injection.text import decoded_payloads, normalize
 from ragshield.errors import InputError
-from ragshield.eval.injection import HARD_NEGATIVES, HARD_NEGATIVES_2, tpr_at_fpr
+from ragshield.eval.injection_detection import HARD_NEGATIVES, HARD_NEGATIVES_2, tpr_at_fpr
 
 pytest.importorskip("bastioncorpus", reason="the families come from the bastioncorpus package")
 

@@ -191,6 +191,51 @@ class TestLlamaCppGenerator:
         again = [gen.generate_many(rows) for _ in range(2)]  # the warm cache is reused
         assert again[0][0].details["completion_ids"] == again[1][0].details["completion_ids"]
 
+    OTHER = (QUESTION, [CONTEXTS[0], "Kelvora lies on a river."])  # shares A's head
+    UNRELATED = (("Name a colour.", ["The sky is blue."]), ("Why?", []))
+
+    @pytest.mark.parametrize("width", [1, 2])
+    def test_an_earlier_prompt_is_restored_not_recomputed(self, gen, width):
+        """The scan's pattern: a prompt answered, other prompts in between (sequence 0 now
+        holds their head), then a prompt sharing the first one's question and passage
+        (another defense chain). Its shared tokens come from the saved state, counted
+        exactly, and the answer is still read from the context; without a state budget
+        they are computed."""
+        from ragshield.generate import counters
+        from ragshield.generate.llama_cpp import LlamaCppGenerator, _common_prefix
+
+        first = gen.prompt_ids(*self.REQUESTS[0])
+        both = _common_prefix([first, gen.prompt_ids(*self.OTHER)], limit=len(first))
+        plain = LlamaCppGenerator(
+            "smollm2-135m", max_new_tokens=24, batch_size=4, share_engine=False,
+            state_cache_mb=0,
+        )  # fmt: skip
+        computed: list[int] = []
+        for g in (gen, plain):
+            g.engine_.forget()
+            g.generate_many([self.REQUESTS[0], *self.UNRELATED[: width - 1]])
+            g.generate_many(list(self.UNRELATED))
+            before = counters.snapshot()
+            out = g.generate_many([self.OTHER, *self.UNRELATED[: width - 1]])[0]
+            moved = counters.since(before)
+            assert "Mirena Tolst" in out.text
+            assert moved["requested"] == sum(
+                moved.get(k, 0) for k in ("computed", "reused", "shared", "restored")
+            )
+            if g is gen:
+                assert len(gen.engine_.states) >= 3
+                # one row: sequence 0 restores it; two: each row, past their common head
+                # (the second row was answered in the call before: all but its last token)
+                head = len(gen.engine_.prefix)
+                want = both if width == 1 else both - head
+                if width == 2:
+                    want += len(gen.prompt_ids(*self.UNRELATED[0])) - 1 - head
+                assert moved["restored"] == want and out.details["reused_prefix_tokens"]
+            else:
+                assert "restored" not in moved and len(plain.engine_.states) == 0
+            computed.append(moved["computed"])
+        assert computed[1] >= computed[0] + 20  # the plain engine computed the head again
+
     def test_a_batch_of_one_is_a_single_call_and_rows_leave_no_cells(self, gen):
         import llama_cpp
 

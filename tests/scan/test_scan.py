@@ -84,6 +84,7 @@ def test_scan_writes_results_and_report(
     assert {"open_index", "attack_and_filter", "report"} <= set(res["timings_s"])
     cpu = res["scan_notes"]["cpu_s"]  # CPU seconds beside every wall time the scan takes
     assert set(cpu) == set(res["timings_s"]) - {"report"} and cpu["attack_and_filter"] > 0
+    assert res["scan_notes"]["prompt_tokens"] == {}  # no LLM: no engine counted a token
     none_pr = next(
         r for r in res["rows"] if r["defense"] == "none" and r["setting"] == "poisonedrag"
     )

@@ -225,6 +225,12 @@ def test_scan_with_a_real_small_llm_writer(index: Path, tmp_path: Path) -> None:
     assert stats["target_llm"] + stats["target_decoy"] == 1
     row = next(r for r in res["rows"] if r["setting"] == "poisonedrag")
     assert set(row["sources"].split("+")) <= {"llm", "template"}
+    # the stage's counts: replies from the writer's disk cache (it persists across scans,
+    # so a rerun is all hits) or from the engine, every prompt token accounted for once
+    moved = res["scan_notes"]["prompt_tokens"]["write_attacks"]
+    assert moved.get("cache_hits", 0) + moved.get("rows", 0) > 0
+    parts = ("computed", "reused", "shared", "restored")
+    assert moved.get("requested", 0) == sum(moved.get(k, 0) for k in parts)
 
 
 def test_whitebox_setting_is_opt_in_and_plants_optimised_prefixes(index: Path) -> None:

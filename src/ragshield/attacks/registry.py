@@ -140,6 +140,13 @@ _REGISTRY: dict[str, AttackSpec] = {
             "translation, framing, splitting, encodings, placement; issue #23)",
         ),
         _spec(
+            "injection-blend",
+            "corpus",
+            f"{_A}.injection_blend:BlendInjectionAttack",
+            "grey-box hill climb over camouflaged injections (forms, topic words, synonyms, "
+            "typos, pieces, glyphs; issue #23's held-out attacker)",
+        ),
+        _spec(
             "injection-offtopic",
             "corpus",
             f"{_A}.planting:PlantedInstructionAttack",

@@ -28,19 +28,17 @@ generator would read; metrics: see :mod:`ragshield.eval.metrics` and
 :data:`METRIC_LABELS`. Building the sets lives in :mod:`ragshield.eval.poisoning_sets`;
 this module runs the defenses over them and scores them.
 
-Over 500 lines because its result types (``SettingResult``, ``PoisoningResults``) live here
-until the one result type every harness shares (issue #22) replaces them.
+Its result types (``SettingResult``, ``PoisoningResults``) and their aggregation live in
+:mod:`ragshield.eval.poisoning_results` (re-exported here).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -50,6 +48,13 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int
 from ragshield.eval import metrics as M
 from ragshield.eval.datasets import ATTACK_SOURCES, PoisoningCase, load_poisoning, split_cases
+from ragshield.eval.poisoning_results import (
+    METRIC_LABELS,
+    PoisoningResults,
+    SettingResult,
+    aggregate,
+    poisoning_results,
+)
 from ragshield.eval.poisoning_sets import (
     CLEAN,
     MIXED,
@@ -81,73 +86,6 @@ __all__ = [
     "score_questions",
     "settings_from_scores",
 ]
-
-#: Metric key -> label used in tables (every key is a per-seed mean over questions).
-METRIC_LABELS: dict[str, str] = {
-    "recall": "adv recall",
-    "precision": "adv precision",
-    "golden_retention": "gold retained",
-    "clean_removed": "clean removed",
-    "n_adv_error": "|N_adv−M|",
-    "filter_asr": "filter ASR",
-    "adv_majority": "adv-majority",
-    "gold_in_context": "gold kept",
-    "asr": "ASR",
-    "accuracy": "ACC",
-    "filter_ms": "ms/query",
-}
-
-
-# --------------------------------------------------------------------------- scoring
-
-
-@dataclass
-class SettingResult:
-    """All metrics of one (defense, attack, ratio) cell: per seed and mean ± std."""
-
-    defense: str
-    attack: str
-    ratio: float
-    m_requested: int
-    m_used: float
-    n_questions: int
-    per_seed: dict[str, list[float]] = field(default_factory=dict)
-
-    def mean_std(self, key: str) -> tuple[float, float]:
-        return M.mean_std(self.per_seed.get(key, []))
-
-
-@dataclass
-class PoisoningResults:
-    """Everything one evaluation run measured, and on what."""
-
-    dataset: str
-    split: str
-    n_questions: int
-    seeds: list[int]
-    context_k: int
-    encoder: str
-    generator: str | None
-    settings: list[SettingResult]
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        for s_out, s in zip(out["settings"], self.settings, strict=True):
-            s_out["mean"] = {k: _finite(s.mean_std(k)[0]) for k in s.per_seed}
-            s_out["std"] = {k: _finite(s.mean_std(k)[1]) for k in s.per_seed}
-            s_out["per_seed"] = {k: [_finite(v) for v in vs] for k, vs in s.per_seed.items()}
-        return out
-
-    def get(self, defense: str, attack: str, ratio: float) -> SettingResult:
-        for s in self.settings:
-            if s.defense == defense and s.attack == attack and math.isclose(s.ratio, ratio):
-                return s
-        raise KeyError((defense, attack, ratio))
-
-
-def _finite(v: float) -> float | None:
-    return None if v is None or not math.isfinite(v) else float(v)
 
 
 def score_filter(
@@ -181,26 +119,6 @@ def score_filter(
         "adv_majority": float(M.adversarial_majority(adv[ctx])),
         "gold_in_context": float(bool(gold[ctx].any())),
     }
-
-
-def _aggregate(rows: list[dict[str, float]]) -> dict[str, float]:
-    s = {k: float(sum(r[k] for r in rows)) for k in rows[0]}
-    n = len(rows)
-    out = {
-        "recall": M.detection_recall(int(s["tp"]), int(s["fn"])),
-        "precision": M.detection_precision(int(s["tp"]), int(s["fp"])),
-        "golden_retention": M.ratio(s["gold_kept"], s["gold_total"]),
-        "clean_removed": M.ratio(s["fp"], s["n_clean"]),
-        "n_adv_error": s["n_adv_error"] / n,
-        "filter_asr": s["filter_asr"] / n,
-        "adv_majority": s["adv_majority"] / n,
-        "gold_in_context": s["gold_in_context"] / n,
-        "filter_ms": s["filter_ms"] / n,
-    }
-    if "asr" in s:
-        out["asr"] = s["asr"] / n
-        out["accuracy"] = s["accuracy"] / n
-    return out
 
 
 def context_texts(
@@ -493,7 +411,7 @@ def settings_from_scores(
         name = CLEAN if attack is None else attack_name(attack)
         m_used = [m for si in range(len(seeds)) for m in scores.m_used[(g, si)]]
         for dname in defenses:
-            seed_rows = [_aggregate(scores.rows[(g, si, dname)]) for si in range(len(seeds))]
+            seed_rows = [aggregate(scores.rows[(g, si, dname)]) for si in range(len(seeds))]
             keys = seed_rows[0].keys()
             settings.append(
                 SettingResult(
@@ -507,43 +425,3 @@ def settings_from_scores(
                 )
             )
     return settings
-
-
-def poisoning_results(
-    dataset_dir: Path | str,
-    split: str,
-    n_questions: int,
-    seeds: list[int],
-    settings: list[SettingResult],
-    *,
-    context_k: int,
-    n_benign: int,
-    n_golden: int,
-    encoder: Encoder,
-    generator: Generator | None,
-) -> PoisoningResults:
-    """The results object, with the notes that say how the sets were built and scored."""
-    notes = [
-        f"retrieved set = {n_golden} golden + {n_benign} benign (nearest golden passages of "
-        f"other questions of the same dataset) + M adversarial, shuffled; the {context_k} "
-        "survivors nearest the question form the context",
-        "M = round(5 × ratio) requested; a single attack never repeats a passage, so it "
-        "contributes at most the passages it has ('M used' is the mean actually used); "
-        "'mixed' interleaves PoisonedRAG, blind and GARAG",
-        "filter ASR = context holds more passages containing the incorrect answer than "
-        "passages containing the correct one; adv-majority = more than half of the context "
-        "is adversarial; gold kept = the golden passage is in the context",
-    ]
-    if generator is None:
-        notes.append("no generator was passed: end-to-end ASR/accuracy were not measured")
-    return PoisoningResults(
-        dataset=Path(dataset_dir).name,
-        split=split,
-        n_questions=n_questions,
-        seeds=seeds,
-        context_k=context_k,
-        encoder=str(getattr(encoder, "name", type(encoder).__name__)),
-        generator=None if generator is None else str(getattr(generator, "name", "generator")),
-        settings=settings,
-        notes=notes,
-    )

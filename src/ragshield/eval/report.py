@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragshield.eval.poisoning import METRIC_LABELS, PoisoningResults
+from ragshield.eval.poisoning_results import METRIC_LABELS, PoisoningResults
 from ragshield.eval.poisoning_sets import CLEAN
 
 DEFAULT_METRICS: tuple[str, ...] = (

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ragshield.errors import InputError, check_query
+from ragshield.generate import counters
 from ragshield.generate.base import Generator
 from ragshield.generate.prompt import build_messages
 from ragshield.types import Generation
@@ -152,6 +153,7 @@ class CachedGenerator(Wrapping):
         payload, stored = self._stored(question, contexts)
         if stored is not None:
             self.hits += 1
+            counters.add(cache_hits=1)
             return _to_generation(stored["generation"], cache="hit")
         self.misses += 1
         return self._store(payload, self.inner.generate(question, contexts))
@@ -173,6 +175,7 @@ class CachedGenerator(Wrapping):
                 self.hits += 1
                 out.append(_to_generation(stored["generation"], cache="hit"))
         self.misses += len(missing)
+        counters.add(cache_hits=len(requests) - len(missing))  # stored or repeated
         todo = list(missing.values())
         many = getattr(self.inner, "generate_many", None)
         if todo and callable(many):

@@ -39,303 +39,37 @@ Why it is written this way:
   :attr:`tokenizer_` and :attr:`reference_` are a :class:`LocalLLMGenerator` of the same
   model with the same settings, loaded only when the cascade asks for them.
 
-Over 500 lines because batched decoding with a shared prompt prefix and its KV-cache
-bookkeeping are state around one ``Llama`` object; options and prompts are in engine_options.
+The KV-cache bookkeeping (batched rows, shared prefixes, saved prompt states) is
+:mod:`ragshield.generate.llama_engine`; options and prompts are in engine_options.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ragshield.errors import InputError, ModelNotFoundError, check_int
+from ragshield.errors import InputError, check_int
 from ragshield.generate.engine_options import (
+    DECODING_OPTIONS,
     END_TOKENS,
     LocalDecoding,
     check_bool,
     check_messages,
 )
 from ragshield.generate.lines import answer_line_ended
+from ragshield.generate.llama_engine import (  # noqa: F401  (_common_prefix: tests)
+    _common_prefix,
+    _Engine,
+    open_engine,
+)
 from ragshield.models.formats import PACKAGED, check_format
 from ragshield.types import Generation
 
 _OWNER = "LlamaCppGenerator"
-
-
-@dataclass
-class _Row:
-    """One sequence being generated inside a shared batch."""
-
-    prompt: list[int]
-    seq: int
-    out: list[int] = field(default_factory=list)
-    stop: str = "max_new_tokens"
-    done: bool = False
-    logits: Any = None
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    ids: list[int]
-    stop: str
-    reused: int
-    prefill_s: float
-    decode_s: float
-    steps: int
-
-
-class _Engine:
-    """A llama.cpp model and one multi-sequence context (see the module docstring).
-
-    Not thread-safe: :class:`LlamaCppGenerator` holds :attr:`lock` around every call (the
-    generators sharing an engine share its lock).
-    """
-
-    def __init__(self, path: Path, *, n_ctx: int, n_seq: int, n_batch: int, threads: int):
-        import llama_cpp as lc
-        from llama_cpp import _internals
-        from llama_cpp._logger import set_verbose
-
-        set_verbose(False)
-        lc.llama_backend_init()
-        self.lc = lc
-        params = _internals.LlamaModel.default_params()
-        params.n_gpu_layers = 0
-        try:
-            self.model = _internals.LlamaModel(path_model=str(path), params=params, verbose=False)
-        except (ValueError, RuntimeError) as exc:
-            raise ModelNotFoundError(f"llama.cpp cannot load {path}: {exc}") from exc
-        # Rows share the cells, each within the trained context (checked per prompt);
-        # llama.cpp warns when the cache is larger than the trained context, so it is not.
-        n_ctx = min(n_ctx, self.model.n_ctx_train())
-        cparams = _internals.LlamaContext.default_params()
-        cparams.n_ctx = n_ctx
-        cparams.n_batch = n_batch
-        cparams.n_ubatch = n_batch
-        cparams.n_seq_max = n_seq
-        cparams.kv_unified = True  # rows share the prefix cells (module docstring)
-        cparams.n_threads = threads
-        cparams.n_threads_batch = threads
-        cparams.no_perf = True
-        self.ctx = _internals.LlamaContext(model=self.model, params=cparams, verbose=False)
-        self.n_ctx = n_ctx
-        self.n_seq = n_seq
-        self.n_batch = n_batch
-        self.n_vocab = self.model.n_vocab()
-        self._batch = lc.llama_batch_init(n_batch, 0, n_seq)  # a token may serve every row
-        weakref.finalize(self, lc.llama_batch_free, self._batch)
-        self.prefix: list[int] = []  # what sequence 0 holds
-        self.prefilled = 0  # prompt tokens the last run computed (the rest were shared)
-        self.lock = threading.RLock()
-
-    def close(self) -> None:
-        self.ctx.close()
-        self.model.close()
-
-    def set_threads(self, threads: int) -> None:
-        self.lc.llama_set_n_threads(self.ctx.ctx, threads, threads)
-
-    # -- KV cache ---------------------------------------------------------------------------
-
-    def _rm(self, seq: int, p0: int, p1: int = -1) -> None:
-        self.lc.llama_memory_seq_rm(self.ctx.memory, seq, p0, p1)
-
-    def _cp(self, src: int, dst: int, p0: int, p1: int) -> None:
-        self.lc.llama_memory_seq_cp(self.ctx.memory, src, dst, p0, p1)
-
-    def forget(self) -> None:
-        """Drop every cached token (benchmarks time a cold prefill with it)."""
-        self.lc.llama_memory_clear(self.ctx.memory, True)
-        self.prefix = []
-
-    # -- forward passes ---------------------------------------------------------------------
-
-    def decode(self, items: Sequence[tuple[int | Sequence[int], int, int, bool]]) -> list[Any]:
-        """Run ``(seq, pos, token, want_logits)`` items through the model, ``n_batch`` at a
-        time (``seq`` may list several sequences: one cell then serves them all); returns
-        the logits (float32 vectors) of the wanted items, in order."""
-        lc, batch = self.lc, self._batch
-        out: list[Any] = []
-        for start in range(0, len(items), self.n_batch):
-            chunk = items[start : start + self.n_batch]
-            batch.n_tokens = len(chunk)
-            for i, (seq, pos, tok, want) in enumerate(chunk):
-                seqs = (seq,) if isinstance(seq, int) else seq
-                batch.token[i] = tok
-                batch.pos[i] = pos
-                batch.n_seq_id[i] = len(seqs)
-                for j, s in enumerate(seqs):
-                    batch.seq_id[i][j] = s
-                batch.logits[i] = want
-            code = lc.llama_decode(self.ctx.ctx, batch)
-            if code != 0:
-                raise RuntimeError(
-                    f"llama_decode returned {code} (the KV cache of {self.n_ctx} tokens may "
-                    "be full: pass a larger n_ctx or a smaller batch_size)"
-                )
-            for i, (_, _, _, want) in enumerate(chunk):
-                if want:
-                    ptr = lc.llama_get_logits_ith(self.ctx.ctx, i)
-                    out.append(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy())
-        return out
-
-    def run(
-        self,
-        prompts: Sequence[list[int]],
-        *,
-        max_new_tokens: int,
-        pick: Callable[[Any, int], int],
-        is_end: Callable[[int], bool],
-        line_ended: Callable[[list[int]], bool] | None,
-        reuse_prefix: bool,
-    ) -> list[_Outcome]:
-        """Generate for ``prompts`` together (module docstring); ``pick(logits, step)``
-        chooses a token, ``is_end`` says whether it ends the reply (it is not kept), and
-        ``line_ended`` whether the reply so far ends its first line."""
-        if not reuse_prefix:
-            self.forget()
-        shortest = min(len(p) for p in prompts)
-        common = _common_prefix(prompts, limit=shortest - 1)
-        keep = _common_prefix([self.prefix, prompts[0][:common]], limit=common)
-        self._rm(0, keep)
-        t0 = time.perf_counter()
-        if common > keep:
-            self.decode([(0, pos, prompts[0][pos], False) for pos in range(keep, common)])
-        self.prefix = list(prompts[0][:common])
-        rows = [_Row(list(p), seq=r + 1) for r, p in enumerate(prompts)]
-        for row in rows:
-            self._rm(row.seq, 0)
-            if common:
-                self._cp(0, row.seq, 0, common)
-        items, last = _prefix_tree(rows, common)
-        self.prefilled = max(0, common - keep) + len(items)
-        wanted = [i for i, item in enumerate(items) if item[3]]
-        logits_of = dict(zip(wanted, self.decode(items), strict=True))
-        for row, i in zip(rows, last, strict=True):
-            row.logits = logits_of[i].copy()  # rows with one last cell each get their own
-        prefill = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        steps = 0
-        try:
-            for step in range(max_new_tokens):
-                feed: list[_Row] = []
-                for row in rows:
-                    if row.done:
-                        continue
-                    token = pick(row.logits, step)
-                    if is_end(token):
-                        row.stop, row.done = "eos", True
-                        continue
-                    row.out.append(token)
-                    if line_ended is not None and line_ended(row.out):
-                        row.stop, row.done = "newline", True
-                    elif step == max_new_tokens - 1:
-                        row.done = True
-                    else:
-                        feed.append(row)
-                if not feed:
-                    break
-                logits = self.decode(
-                    [(r.seq, len(r.prompt) + len(r.out) - 1, r.out[-1], True) for r in feed]
-                )
-                steps += 1
-                for row, lg in zip(feed, logits, strict=True):
-                    row.logits = lg
-        finally:
-            for row in rows:
-                self._rm(row.seq, 0)
-        decode = time.perf_counter() - t1
-        own = [len(r.prompt) - common for r in rows]
-        total_own = sum(own) or 1
-        made = [max(len(r.out) - 1, 0) for r in rows]
-        total_made = sum(made) or 1
-        return [
-            _Outcome(
-                ids=r.out,
-                stop=r.stop,
-                reused=keep,
-                prefill_s=prefill * n / total_own,
-                decode_s=decode * m / total_made if len(rows) > 1 else decode,
-                steps=m,
-            )
-            for r, n, m in zip(rows, own, made, strict=True)
-        ]
-
-
-#: Engines in use, by what fixes them (weights file, cache cells, sequences, batch); an
-#: engine lives as long as one generator holds it (see the module docstring).
-_ENGINES: weakref.WeakValueDictionary[tuple[str, int, int, int], _Engine] = (
-    weakref.WeakValueDictionary()
-)
-_ENGINES_LOCK = threading.Lock()
-
-
-def open_engine(path: Path, *, n_ctx: int, n_seq: int, n_batch: int, threads: int) -> _Engine:
-    """The process's engine for these weights and sizes, loaded on first use (``threads``
-    is set per call, so it is not part of what is shared)."""
-    key = (str(Path(path).resolve()), n_ctx, n_seq, n_batch)
-    with _ENGINES_LOCK:
-        engine = _ENGINES.get(key)
-        if engine is None:
-            engine = _Engine(path, n_ctx=n_ctx, n_seq=n_seq, n_batch=n_batch, threads=threads)
-            _ENGINES[key] = engine
-        return engine
-
-
-def _prefix_tree(
-    rows: Sequence[_Row], start: int
-) -> tuple[list[tuple[list[int], int, int, bool]], list[int]]:
-    """The prefill items of ``rows`` from position ``start`` on, each prompt token shared
-    by several rows computed once: ``(seqs, pos, token, want_logits)`` items (a token in
-    the rows' common part lists all their sequences) and, per row, the item of its last
-    prompt token.
-
-    Rows sorted by prompt share the longest prefix with their predecessor, so that
-    predecessor's items are reused up to it (a prefix tree, built in one pass). Each
-    sequence's tokens stay in position order (llama.cpp requires it)."""
-    order = sorted(range(len(rows)), key=lambda r: rows[r].prompt)
-    items: list[tuple[list[int], int, int, bool]] = []
-    at: dict[int, list[int]] = {}  # row -> item index per position from start
-    last = [0] * len(rows)
-    prev: int | None = None
-    for r in order:
-        prompt, seq = rows[r].prompt, rows[r].seq
-        shared = start
-        if prev is not None:
-            shared = _common_prefix([rows[prev].prompt, prompt], limit=len(prompt))
-            shared = max(start, shared)
-        mine = at[prev][: shared - start] if prev is not None else []
-        for i in mine:
-            items[i][0].append(seq)
-        for pos in range(shared, len(prompt)):
-            mine.append(len(items))
-            items.append(([seq], pos, prompt[pos], False))
-        at[r] = mine
-        last[r] = mine[-1]
-        seqs, pos, tok, _ = items[mine[-1]]
-        items[mine[-1]] = (seqs, pos, tok, True)
-        prev = r
-    return items, last
-
-
-def _common_prefix(seqs: Sequence[Sequence[int]], *, limit: int) -> int:
-    """Length of the longest prefix all ``seqs`` share, at most ``limit``."""
-    first = seqs[0]
-    n = min(max(0, limit), len(first))
-    for other in seqs[1:]:
-        n = min(n, len(other))
-        for i in range(n):
-            if first[i] != other[i]:
-                n = i
-                break
-    return n
 
 
 def render_chat_template(template: str, messages: list[dict[str, str]], **special: str) -> str:
@@ -385,6 +119,12 @@ class LlamaCppGenerator(LocalDecoding):
     share_engine: use the process's engine of the same weights, ``n_ctx`` and
         ``batch_size`` when there is one (module docstring); ``False`` loads a private
         copy (the model's memory twice, no shared prefix).
+    state_cache_mb: RAM for saved KV states of earlier prompts, restored when a new prompt
+        shares a long head with one (:mod:`ragshield.generate.kv_states`; ours: 1,024 MB
+        holds about 100 of the scan's 800-token 0.5B prompts at ~13 KB per token, i.e. the
+        previous defense chain's prompts of a 50-question scan); 0 turns it off. Same
+        answers up to the kernels' rounding (a restored row's cells were computed in
+        another batch; ``docs/results-llm-engine.md`` counts the agreement).
     """
 
     backend = "llama.cpp"
@@ -411,6 +151,7 @@ class LlamaCppGenerator(LocalDecoding):
         reuse_prefix: bool = True,
         weights: str = "auto",
         share_engine: bool = True,
+        state_cache_mb: int = 1024,
     ) -> None:
         self._init_decoding(locals())
         self.n_ctx = n_ctx
@@ -418,6 +159,7 @@ class LlamaCppGenerator(LocalDecoding):
         self.reuse_prefix = reuse_prefix
         self.weights = weights
         self.share_engine = share_engine
+        self.state_cache_mb = state_cache_mb
         self._engine: _Engine | None = None
         self._path: Path | None = None
         self._eos: frozenset[int] = frozenset()
@@ -441,6 +183,7 @@ class LlamaCppGenerator(LocalDecoding):
         check_format(self.weights, _OWNER)
         check_bool(self.reuse_prefix, "reuse_prefix", _OWNER)
         check_bool(self.share_engine, "share_engine", _OWNER)
+        check_int(self.state_cache_mb, "state_cache_mb", _OWNER, low=0, high=1 << 20)
 
     @property
     def path_(self) -> Path:
@@ -485,6 +228,7 @@ class LlamaCppGenerator(LocalDecoding):
             "n_seq": self.batch_size + 1,
             "n_batch": 512,  # llama.cpp's default logical batch
             "threads": self.threads_,
+            "state_bytes": self.state_cache_mb << 20,
         }
         opener = open_engine if self.share_engine else _Engine
         engine = opener(self.path_, **sizes)
@@ -524,19 +268,8 @@ class LlamaCppGenerator(LocalDecoding):
         if self._reference is None:
             from ragshield.generate.local_hf import LocalLLMGenerator
 
-            self._reference = LocalLLMGenerator(
-                self.model,
-                max_new_tokens=self.max_new_tokens,
-                min_new_tokens=self.min_new_tokens,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                seed=self.seed,
-                stop_at_newline=self.stop_at_newline,
-                threads=self.threads,
-                dtype=self.dtype,
-                prompt_style=self.prompt_style,
-                show_progress=self.show_progress,
-            )
+            same = {k: getattr(self, k) for k in DECODING_OPTIONS if k != "cache_dir"}
+            self._reference = LocalLLMGenerator(**same)
         return self._reference
 
     @property

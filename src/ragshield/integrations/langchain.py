@@ -43,6 +43,7 @@ from ragshield.integrations._core import (
     audit_event,
     missing_extra,
 )
+from ragshield.integrations._pydantic import ShieldModel
 
 try:
     from langchain_core.callbacks import AsyncCallbackManager, CallbackManager, Callbacks
@@ -55,7 +56,6 @@ try:
     from langchain_core.documents import BaseDocumentCompressor, Document
     from langchain_core.embeddings import Embeddings
     from langchain_core.runnables import RunnableConfig, RunnableSerializable
-    from pydantic import BaseModel, ConfigDict, PrivateAttr
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("langchain-core", extra="langchain", framework="LangChain") from exc
 
@@ -70,33 +70,14 @@ __all__ = [
 ]
 
 
-class _ShieldFields(BaseModel):
+class _ShieldFields(ShieldModel):
     """Parameters shared by the compressor and the runnable (see :class:`Shield`).
 
     ``embedding_key``: metadata field holding a document's vector, reused under the rule of
     :mod:`ragshield.integrations._core` (``None`` = always encode with the ragshield encoder).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    defense: Any = DEFAULT_DEFENSE
-    encoder: Any = None
-    embeddings_model_name: str | None = None
-    metadata_key: str = DEFAULT_METADATA_KEY
     embedding_key: str | None = None
-
-    _shield: Shield | None = PrivateAttr(default=None)
-
-    @property
-    def shield(self) -> Shield:
-        """The framework-neutral core, built on first use from the fields above."""
-        if self._shield is None:
-            self._shield = Shield.of(self)
-        return self._shield
-
-    def warm_up(self) -> None:
-        """Build the defense and load the encoder now instead of on the first query."""
-        self.shield.load()
 
     def _filter(
         self, query: str, documents: Sequence[Document]

@@ -30,18 +30,17 @@ from typing import Any
 from ragshield.errors import InputError
 from ragshield.integrations._core import (
     DEFAULT_DEFENSE,
-    DEFAULT_METADATA_KEY,
     DefenseSpec,
     EncoderSpec,
-    Shield,
     _build_encoder,
     audit_event,
     missing_extra,
 )
+from ragshield.integrations._pydantic import ShieldModel
 
 try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
-    from llama_index.core.bridge.pydantic import Field, PrivateAttr
+    from llama_index.core.bridge.pydantic import PrivateAttr
     from llama_index.core.instrumentation import get_dispatcher
     from llama_index.core.instrumentation.events import BaseEvent
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -68,35 +67,18 @@ class RagshieldFilterEvent(BaseEvent):
         return "RagshieldFilterEvent"
 
 
-class RagshieldNodePostprocessor(BaseNodePostprocessor):
+class RagshieldNodePostprocessor(ShieldModel, BaseNodePostprocessor):
     """A :class:`BaseNodePostprocessor` that removes (or trims) adversarial nodes.
 
     Parameters: see :class:`ragshield.integrations.Shield`.
     """
 
-    defense: Any = Field(default=DEFAULT_DEFENSE, description="ragshield defense(s)")
-    encoder: Any = Field(default=None, description="ragshield encoder or local model path")
-    embeddings_model_name: str | None = Field(default=None)
-    metadata_key: str = Field(default=DEFAULT_METADATA_KEY)
-
-    _shield: Shield | None = PrivateAttr(default=None)
-
     def __init__(self, defense: DefenseSpec = DEFAULT_DEFENSE, **kwargs: Any) -> None:
-        super().__init__(defense=defense, **kwargs)  # type: ignore[call-arg]
+        super().__init__(defense=defense, **kwargs)
 
     @classmethod
     def class_name(cls) -> str:
         return "RagshieldNodePostprocessor"
-
-    @property
-    def shield(self) -> Shield:
-        if self._shield is None:
-            self._shield = Shield.of(self)
-        return self._shield
-
-    def warm_up(self) -> None:
-        """Build the defense and load the encoder now instead of on the first query."""
-        self.shield.load()
 
     def _postprocess_nodes(
         self,

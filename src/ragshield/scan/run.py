@@ -269,13 +269,24 @@ def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
 
 
 @contextmanager
-def _timed(timings: dict[str, float], cpu: dict[str, float], stage: str) -> Iterator[None]:
+def _timed(
+    timings: dict[str, float],
+    cpu: dict[str, float],
+    stage: str,
+    tokens: dict[str, dict[str, int]] | None = None,
+) -> Iterator[None]:
     """Wall seconds of ``stage`` into ``timings``, the process's CPU seconds (all threads)
-    into ``cpu``: on a shared machine the wall time says little without the CPU time."""
-    t0, c0 = time.perf_counter(), time.process_time()
+    into ``cpu``: on a shared machine the wall time says little without the CPU time. With
+    ``tokens``, the local engines' prompt tokens and answer-cache hits counted during the
+    stage (:mod:`ragshield.generate.counters`): counts, which the load does not move."""
+    from ragshield.generate import counters
+
+    t0, c0, n0 = time.perf_counter(), time.process_time(), counters.snapshot()
     yield
     timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - t0
     cpu[stage] = cpu.get(stage, 0.0) + time.process_time() - c0
+    if tokens is not None and (moved := counters.since(n0)):
+        tokens[stage] = moved
 
 
 def _bar(show: bool, desc: str, unit: str, total: int | None = None) -> Any:
@@ -341,16 +352,18 @@ def run_scan(
         cases, fallback = to_cases(questions, store, encoder, split=split)
     with _timed(timings, cpu, "build_defenses"):
         chains = build_chains(defenses, encoder)
+    tokens: dict[str, dict[str, int]] = {}
     notes: dict[str, Any] = {
         "gold_from_top1": fallback,
         "generator": getattr(generator, "name", ""),
         "cpu_s": cpu,  # CPU seconds per stage, filled as the stages run
+        "prompt_tokens": tokens,  # engine counts per LLM stage, likewise
     }
     if attack_writer is not None and len(settings) > 1:
         text_of = {p.id: p.text for p in store.passages}
         golden = {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids[0] in text_of}
         with (
-            _timed(timings, cpu, "write_attacks"),
+            _timed(timings, cpu, "write_attacks", tokens),
             _bar(show_progress, "write attacks", "q", len(cases)) as wbar,
             _bar(show_progress, "write attack texts (batched replies)", "reply") as rbar,
         ):
@@ -371,7 +384,7 @@ def run_scan(
     if "prefix-llm" in settings and attack_writer is not None:  # opt-in: LLM paraphrases
         from ragshield.eval.adaptive_eval import paraphrase_texts
 
-        with _timed(timings, cpu, "write_paraphrases"):
+        with _timed(timings, cpu, "write_paraphrases", tokens):
             cases = paraphrase_texts(cases, attack_writer.writer)
     data = OnTopicData(Path(index_path).name, tuple(store.passages), tuple(cases))
     examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -386,7 +399,7 @@ def run_scan(
         if wanted and len(cell) < _EXAMPLES_PER_CELL:
             cell.append(example_of(t, context_k))
 
-    with _timed(timings, cpu, "attack_and_filter"):
+    with _timed(timings, cpu, "attack_and_filter", tokens):
         try:
             results = run_settings(  # filter-aware settings are searched per chain
                 data,
@@ -406,7 +419,7 @@ def run_scan(
             bar.close()
     cells: list[ExtractionCell] = []
     if EXTRACTION in attacks:
-        with _timed(timings, cpu, "extraction"):
+        with _timed(timings, cpu, "extraction", tokens):
             cells, notes["extraction"] = _extraction(
                 store,
                 encoder,

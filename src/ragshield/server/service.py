@@ -16,8 +16,7 @@ Example::
     verdict = service.admit_ask(key, AskRequest(question="Who designed the Eiffel Tower?"))
     print(service.ask(key, AskRequest(question="..."), verdict)["answer"])
 
-Over 500 lines because admission, budgets, throttle, answering and audit are the steps of one
-request, in order; each policy lives in its own module.
+Over 500 lines: admission, budgets, throttle, answering and audit are one request's steps.
 """
 
 from __future__ import annotations

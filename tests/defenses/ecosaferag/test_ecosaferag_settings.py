@@ -66,12 +66,10 @@ def test_setting_a_flat_name_replaces_its_group_and_is_checked_again() -> None:
         f._validate_params()
 
 
-def test_to_dict_is_flat_and_reads_group_tables_back() -> None:
+def test_to_dict_stays_flat_and_a_config_table_may_group() -> None:
     f = EcoSafeRAG(screening={"tau": 0.3}, baiting={"bait_types": ["role_play"]})
     data = f.to_dict()
-    assert data["type"] == "ecosaferag" and set(data["init_parameters"]) == set(FLAT)
-    grouped = {"type": "ecosaferag", "init_parameters": {"screening": {"tau": 0.3}}}
-    assert EcoSafeRAG.from_dict(grouped).tau == 0.3
+    assert data["type"] == "ecosaferag" and list(data["init_parameters"]) == list(FLAT)
     assert EcoSafeRAG.from_dict(data).get_params() == f.get_params()
     assert build_filter("ecosaferag", None, {"clustering": {"eps": 0.5}}).eps == 0.5  # type: ignore[attr-defined]
 
@@ -87,10 +85,14 @@ def test_to_dict_is_flat_and_reads_group_tables_back() -> None:
 def test_unknown_names_are_refused_in_one_line(kwargs: dict, message: str) -> None:
     with pytest.raises(TypeError, match=message):
         EcoSafeRAG(**kwargs)
-    with pytest.raises(InputError, match=message):
-        EcoSafeRAG.from_dict({"type": "ecosaferag", "init_parameters": kwargs})
     with pytest.raises(InputError, match="bad parameters for defense 'ecosaferag'"):
         build_filter("ecosaferag", None, kwargs)
+
+
+def test_from_dict_takes_the_flat_names_only() -> None:
+    with pytest.raises(InputError, match=r"no parameter 'epsilon'; it takes language, ") as e:
+        EcoSafeRAG.from_dict({"type": "ecosaferag", "init_parameters": {"epsilon": 1}})
+    assert "screening" not in str(e.value)  # a saved config names fields, not groups
 
 
 def test_unknown_attribute_is_an_attribute_error_and_pickling_works() -> None:

@@ -117,8 +117,7 @@ from ragshield.defenses.params import (
     Constraint,
     ParamTable,
     StagedParams,
-    _plain,
-    type_name,
+    default_from_dict,
 )
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_query
@@ -215,41 +214,19 @@ class EcoSafeRAG(StagedParams):
         """The flat parameters (without the encoder), so ``EcoSafeRAG(encoder=e,
         **f.get_params())`` rebuilds an identical filter from a config file; the bait
         lists come back as lists, as a config file holds them."""
-        params = {name: getattr(getattr(self, group), name) for name, group in self._flat.items()}
+        params = super().get_params()
         for name in ("bait_types", "baits"):
             if isinstance(params[name], tuple):
                 params[name] = list(params[name])
         return params
 
-    def to_dict(self) -> dict[str, Any]:
-        """``{"type": "ecosaferag", "init_parameters": {...}}`` with the flat names (the
-        shared config format, readable by every earlier version)."""
-        owner, table = type(self).__name__, type(self)._parameter_constraints
-        params = {k: _plain(v, owner, k, table.get(k, ())) for k, v in self.get_params().items()}
-        return {"type": type_name(type(self)), "init_parameters": params}
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], encoder: Encoder | None = None) -> EcoSafeRAG:
-        """Reads ``{"type", "init_parameters"}`` (flat names or group tables) and, for
-        configs saved before the shared format, ``{"type", "params"}``."""
+        """Reads ``{"type", "init_parameters"}`` and, for configs saved before the shared
+        format, ``{"type", "params"}``."""
         if isinstance(data, Mapping) and "params" in data and "init_parameters" not in data:
             data = {"type": data.get("type"), "init_parameters": data["params"]}
-        if not isinstance(data, Mapping) or not isinstance(
-            data.get("init_parameters", {}), Mapping
-        ):
-            raise InputError(
-                f"{cls.__name__}.from_dict expects {{'type': ..., 'init_parameters': {{...}}}}. "
-                f"Got {data!r} instead."
-            )
-        if data.get("type") not in {type_name(cls), f"{cls.__module__}:{cls.__qualname__}"}:
-            raise InputError(
-                f"not a {cls.__name__} config: type is {data.get('type')!r}, expected "
-                f"{type_name(cls)!r}."
-            )
-        try:
-            return cls(encoder=encoder, **dict(data.get("init_parameters", {})))
-        except TypeError as exc:
-            raise InputError(str(exc)) from exc
+        return default_from_dict(cls, data, encoder)
 
     def bait_texts(self, query: str) -> list[str]:
         """The bait passages for ``query`` (the same for every query when

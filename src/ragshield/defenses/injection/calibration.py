@@ -64,15 +64,20 @@ def calibrate_index(
     head: InjectionHead | str | None = None,
     sample: int = 5000,
     seed: int = 0,
+    window_text: bool | None = None,
 ) -> dict[str, Any] | None:
     """Score (a seeded sample of) the index's sentences; ``None`` for fewer than 20
     sentences (too few to calibrate anything: the head's default threshold applies) or an
-    encoder whose vectors the head cannot read (another dimension)."""
+    encoder whose vectors the head cannot read (another dimension). ``window_text``: how
+    the guards that read this calibration score windows (``None``: the guard's default);
+    recorded, since the thresholds hold for that scoring only."""
     if isinstance(texts, str):
         raise InputError("calibrate_index expects a list of texts, got a bare string.")
     guard = InjectionGuard(
         encoder=encoder, head=head if isinstance(head, str) else None, cache_size=0
     )
+    if window_text is not None:
+        guard.windows = "text" if window_text else True
     if isinstance(head, InjectionHead):
         guard._head = head
     if guard.head_().vector_dim != encoder.dim:
@@ -101,6 +106,8 @@ def calibrate_index(
                     if isinstance(head, str) else head.meta.get("id", "custom")),
         "encoder": str(getattr(encoder, "name", "")),
         "mention_discount": guard.discount_(),
+        "window_text": guard.window_text_(),
+        "offtopic_boost": guard.boost_(),
         "seed": seed,
     }  # fmt: skip
 

@@ -20,21 +20,28 @@ Why sentences and short windows: a classifier that scores a whole passage dilute
 instruction buried in a genuine paragraph (PEERS.md: 8 of 10 caught alone, 8–10 % once
 buried). Each passage is cut into sentences (``sentencex``, plus line breaks and
 "colon + capital" clauses); each sentence is scored on its own and inside the two windows
-it shares with its neighbours (the mean of the two unit vectors), so an instruction split
-over two sentences is still read whole. A sentence is removed when
+it shares with its neighbours (the mean of the two unit vectors, or with
+``windows="text"`` the encoding of the joined text), so an instruction split over two
+sentences is still read whole. A sentence is removed when
 
 * a deterministic rule fires on it (:mod:`ragshield.defenses.injection.rules`: role/turn
   markers, tool-call syntax, encoded instructions, exfiltration URLs) — always; or
 * its score, ``max(own, window with the previous, window with the next)``, reaches the
   threshold: the index's own calibration at ``operating_point`` (``"fpr1"``: ≤ 1 % of the
   index's sentences would be flagged; ``"fpr0.1"``, the default: ≤ 0.1 %), else the
-  head's training operating point, unless ``threshold`` is given explicitly.
+  head's training operating point, unless ``threshold`` is given explicitly; or
+* (``hysteresis``, at ``fpr0.1``) it neighbours a removed sentence and its own score
+  reaches the ``fpr1`` threshold: the weaker half of a split instruction.
 
 The head's score of a sentence that reads as a notice to a person or a description of AI
 (:func:`ragshield.defenses.injection.features.mention_kind`: benign text that mentions
 instructions rather than giving them to a model) is multiplied by the head's
 ``mention_discount`` before the threshold; calibration applies the same discount, so the
-index's own text keeps its flag rate. The rules still apply in full.
+index's own text keeps its flag rate. The rules still apply in full. A sentence that is
+less on-topic for its passage than the passage's other sentences are
+(:func:`ragshield.defenses.injection.context.offtopic`) has its score raised by the head's
+``offtopic_boost`` (a noisy-OR; calibrated the same way): a planted instruction is off-topic
+for its paragraph, a security article's sentences are on-topic for each other.
 
 Every score is computed on :func:`ragshield.defenses.injection.text.normalize`'s output
 (NFKC, format characters removed, homoglyphs, spaced letters and leetspeak folded), so the
@@ -65,24 +72,30 @@ tuning. The head reads the sentence vector and the ``addressed`` feature
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from numbers import Real
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from ragshield.defenses.base import check_retrieved
-from ragshield.defenses.injection.features import feature_matrix, mention_kind
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
+from ragshield.defenses.injection.scoring import (
+    Scored,
+    head_rows,
+    mention_mask,
+    pair_scores,
+    segment,
+    window_flags,
+    window_scores,
+)
 from ragshield.defenses.injection.text import normalize
 from ragshield.defenses.params import Boolean, Interval, Options, ParamsMixin, ParamTable
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_query
-from ragshield.text import split_sentences
 from ragshield.types import Decision, FilterResult, RetrievedPassage
 
 __all__ = [
@@ -95,107 +108,6 @@ OPERATING_POINTS: Mapping[str, float] = {"fpr1": 0.01, "fpr0.1": 0.001}
 RULE, CLASSIFIER, COLLATERAL = "injection_rule", "injection_classifier", "injection_collateral"
 OperatingPoint = Literal["fpr1", "fpr0.1"]
 
-_CLAUSE = re.compile(r"(?<=:)\s+(?=[\"“'A-Z])")
-
-
-def segment(text: str, language: str = "en") -> list[str]:
-    """Sentences of ``text``: lines first (a chat-turn marker starts a line), then
-    ``sentencex`` sentences, then clauses after "colon + capital letter or quote"."""
-    out: list[str] = []
-    for line in text.splitlines():
-        for s in split_sentences(line, language):
-            out.extend(c.strip() for c in _CLAUSE.split(s) if c.strip())
-    return out
-
-
-def head_rows(head: InjectionHead, vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
-    """What the head reads per sentence: the unit vector, then the head's hand-made
-    features of the normalised ``texts`` (none for a vector-only head)."""
-    if not head.features:
-        return vectors
-    return np.hstack([vectors, feature_matrix(head.features, texts)])
-
-
-def mention_mask(texts: Sequence[str]) -> np.ndarray:
-    """Per normalised sentence: does :func:`~ragshield.defenses.injection.features.
-    mention_kind` read it as a notice to a person or a description of AI?"""
-    return np.array([bool(mention_kind(t)) for t in texts], dtype=bool)
-
-
-def pair_scores(
-    head: InjectionHead,
-    rows: np.ndarray,
-    mask: np.ndarray | None = None,
-    discount: float | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(own, pair)``: each sentence's score, and each neighbouring pair's (the mean of
-    the two unit vectors, re-normalised, with the larger of the two feature values;
-    ``n - 1`` of them). ``rows`` as :func:`head_rows` makes them. With ``mask``
-    (:func:`mention_mask`), a masked sentence's score is multiplied by ``discount``
-    (default: the head's ``mention_discount``), and a window's when both its sentences
-    are masked."""
-    lam = head.mention_discount if discount is None else discount
-    own = head.score(rows) if len(rows) else np.zeros(0, dtype=np.float64)
-    if mask is not None and lam < 1.0 and own.size:
-        own = np.where(mask, own * lam, own)
-    if len(rows) < 2:
-        return own, np.zeros(0, dtype=np.float64)
-    d = head.vector_dim
-    pair = l2_normalize((rows[:-1, :d] + rows[1:, :d]) / 2.0)
-    if rows.shape[1] > d:
-        pair = np.hstack([pair, np.maximum(rows[:-1, d:], rows[1:, d:])])
-    ps = head.score(pair)
-    if mask is not None and lam < 1.0:
-        ps = np.where(mask[:-1] & mask[1:], ps * lam, ps)
-    return own, ps
-
-
-def window_flags(own: np.ndarray, pair: np.ndarray, threshold: float) -> np.ndarray:
-    """A sentence is flagged when its own score reaches ``threshold``, or when a window it
-    shares with a neighbour does while *neither* sentence does alone (an instruction split
-    in two; both halves go). A sentence that is flagged alone does not drag its genuine
-    neighbour out with it."""
-    flag = own >= threshold
-    if pair.size:
-        split = (pair >= threshold) & ~flag[:-1] & ~flag[1:]
-        flag = flag.copy()
-        flag[:-1] |= split
-        flag[1:] |= split
-    return flag
-
-
-def window_scores(
-    head: InjectionHead, vectors: np.ndarray, mask: np.ndarray | None = None
-) -> np.ndarray:
-    """Per sentence: ``max(own score, pair score with the previous, with the next)`` — an
-    upper bound of what :func:`window_flags` flags at any threshold, so a threshold
-    calibrated on it flags at most the calibrated share of benign sentences."""
-    own, pair = pair_scores(head, vectors, mask)
-    best = own.copy()
-    if pair.size:
-        best[:-1] = np.maximum(best[:-1], pair)
-        best[1:] = np.maximum(best[1:], pair)
-    return best
-
-
-@dataclass(frozen=True)
-class Scored:
-    """One passage's sentences with their scores and rule hits (cached per text)."""
-
-    sentences: tuple[str, ...]
-    own: np.ndarray
-    pair: np.ndarray
-    rules: tuple[tuple[str, ...], ...]
-
-    @property
-    def scores(self) -> np.ndarray:
-        """max(own, neighbouring windows) per sentence (what calibration thresholds)."""
-        best = self.own.copy()
-        if self.pair.size:
-            best[:-1] = np.maximum(best[:-1], self.pair)
-            best[1:] = np.maximum(best[1:], self.pair)
-        return best
-
 
 class InjectionGuard(ParamsMixin):
     """Sentence/window-level injection filter (a :class:`PassageFilter`).
@@ -207,7 +119,12 @@ class InjectionGuard(ParamsMixin):
     threshold: an explicit score threshold in (0, 1]; overrides any calibration.
     rules: apply the deterministic rules (``False``: classifier only, for ablations).
     classifier: apply the classifier head (``False``: rules only).
-    windows: also score each pair of neighbouring sentences.
+    windows: also score each pair of neighbouring sentences (``True``: on the mean of the
+        two sentence vectors; ``"text"``: on the encoding of their joined text, one more
+        encoder call per pair at index time).
+    hysteresis: at ``fpr0.1``, a neighbour of a flagged sentence is flagged too when its
+        own score reaches the ``fpr1`` threshold (:func:`window_flags`; the index's flag
+        rate grows by at most twice the share flagged at ``fpr0.1``, so stays <= 0.3 %).
     scope: a flag removes the ``"sentence"`` or its whole ``"passage"``.
     head: path to a head JSON; ``None`` = the packaged head.
     language: ``sentencex`` language code for segmentation.
@@ -221,7 +138,8 @@ class InjectionGuard(ParamsMixin):
         "threshold": [Interval(Real, 0.0, 1.0, closed="right"), None],
         "rules": [Boolean()],
         "classifier": [Boolean()],
-        "windows": [Boolean()],
+        "windows": [Boolean(), Options("text")],
+        "hysteresis": [Boolean()],
         "scope": [Options("sentence", "passage")],
         "max_chars": [Interval(int, 1, None)],
         "cache_size": [Interval(int, 0, None)],
@@ -237,7 +155,9 @@ class InjectionGuard(ParamsMixin):
         threshold: float | None = None,
         rules: bool = True,
         classifier: bool = True,
-        windows: bool = True,  # issue #23: instructions split over two sentences
+        windows: bool | Literal["text"] = True,  # issue #23: instructions split in two
+        # dev choice (bench_injection_dev.py): split 0.27 -> 0.70 at fpr0.1, nothing else moved
+        hysteresis: bool = True,
         scope: Literal["sentence", "passage"] = "sentence",  # a hijacked page keeps its facts
         head: str | None = None,
         language: str = "en",
@@ -250,6 +170,7 @@ class InjectionGuard(ParamsMixin):
         self.rules = rules
         self.classifier = classifier
         self.windows = windows
+        self.hysteresis = hysteresis
         self.scope = scope
         self.head = head
         self.language = language
@@ -310,6 +231,31 @@ class InjectionGuard(ParamsMixin):
             return float(self.calibration_.get("mention_discount", 1.0))
         return float(self.head_().mention_discount)
 
+    def boost_(self) -> float:
+        """The head's off-topic boost, or the one the index was calibrated with (an index
+        calibrated before the boost existed records none: 0 until it is rebuilt)."""
+        if self.calibration_ is not None and self.threshold is None:
+            return float(self.calibration_.get("offtopic_boost", 0.0))
+        return float(self.head_().offtopic_boost)
+
+    def low_threshold_(self) -> float | None:
+        """The looser threshold :func:`window_flags` holds neighbours of a flagged sentence
+        to (``hysteresis`` at ``fpr0.1``: the ``fpr1`` point), else ``None``."""
+        if not self.hysteresis or self.threshold is not None or self.operating_point != "fpr0.1":
+            return None
+        if self.calibration_ is not None:
+            return float(self.calibration_["thresholds"]["fpr1"])
+        t = self.head_().thresholds.get("fpr1")
+        return None if t is None else float(t)
+
+    def window_text_(self) -> bool:
+        """Whether windows are scored on their joined text: as the index was calibrated
+        (its thresholds hold for that scoring only; an index calibrated before the option
+        records none and keeps the mean-vector windows), else ``windows == "text"``."""
+        if self.calibration_ is not None and self.threshold is None:
+            return bool(self.calibration_.get("window_text", False))
+        return self.windows == "text"
+
     def threshold_source(self) -> str:
         if self.threshold is not None:
             return "explicit"
@@ -324,8 +270,9 @@ class InjectionGuard(ParamsMixin):
         space = cut.rfind(" ", self.max_chars - 200)
         return (cut[:space] if space > 0 else cut), True
 
-    def _key(self, text: str, discount: float) -> bytes:
-        raw = f"{self.language}\x00{int(self.windows)}\x00{discount}\x00{text}".encode()
+    def _key(self, text: str, discount: float, window_text: bool, boost: float) -> bytes:
+        win = int(bool(self.windows)) + int(bool(self.windows) and window_text)
+        raw = f"{self.language}\x00{win}\x00{discount}\x00{boost}\x00{text}".encode()
         return hashlib.blake2b(raw, digest_size=16).digest()
 
     def score_texts(self, texts: Sequence[str]) -> list[Scored]:
@@ -333,7 +280,9 @@ class InjectionGuard(ParamsMixin):
         call). Scores are 0 when the classifier is off."""
         self._validate_params()
         discount = self.discount_()
-        keys = [self._key(t, discount) for t in texts]
+        window_text = self.window_text_()
+        boost = self.boost_()
+        keys = [self._key(t, discount, window_text, boost) for t in texts]
         todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._cache}
         fresh: dict[bytes, Scored] = {}
         if todo:
@@ -350,8 +299,21 @@ class InjectionGuard(ParamsMixin):
             )
             # the mention check only matters when it discounts (an older index: factor 1)
             mask = mention_mask(norm) if vecs is not None and discount < 1.0 else None
+            joined: list[np.ndarray] = []
+            if vecs is not None and self.encoder is not None and self.windows and window_text:
+                views = [classifier_view(t) for t in norm]
+                at, texts2 = 0, []
+                for ss in segs.values():
+                    texts2 += [f"{views[at + j]} {views[at + j + 1]}" for j in range(len(ss) - 1)]
+                    at += len(ss)
+                pv = l2_normalize(self.encoder.encode(texts2)) if texts2 else np.zeros((0, 1))
+                at = 0
+                for ss in segs.values():
+                    m = max(len(ss) - 1, 0)
+                    joined.append(pv[at : at + m])
+                    at += m
             at = 0
-            for k, ss in segs.items():
+            for p, (k, ss) in enumerate(segs.items()):
                 n = len(ss)
                 own = pair = np.zeros(0, dtype=np.float64)
                 if vecs is not None and n:
@@ -360,6 +322,8 @@ class InjectionGuard(ParamsMixin):
                         vecs[at : at + n],
                         None if mask is None else mask[at : at + n],
                         discount,
+                        joined[p] if joined and n > 1 else None,
+                        boost,
                     )
                     if not self.windows:
                         pair = np.zeros(0, dtype=np.float64)
@@ -394,6 +358,7 @@ class InjectionGuard(ParamsMixin):
         clipped = [self._clip(r.text) for r in items]
         scored = self.score_texts([t for t, _ in clipped])
         t = self.threshold_() if self.classifier else float("nan")
+        low = self.low_threshold_() if self.classifier else None
         kept: list[RetrievedPassage] = []
         removed: list[RetrievedPassage] = []
         decisions: list[Decision] = []
@@ -401,7 +366,7 @@ class InjectionGuard(ParamsMixin):
         for i, (r, sc) in enumerate(zip(items, scored, strict=True)):
             by_rule = np.array([bool(h) for h in sc.rules], dtype=bool) if self.rules else None
             flag = (
-                window_flags(sc.own, sc.pair, t)
+                window_flags(sc.own, sc.pair, t, low)
                 if self.classifier
                 else np.zeros(len(sc.sentences), bool)
             )

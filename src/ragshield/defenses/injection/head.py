@@ -58,6 +58,10 @@ class InjectionHead:
     #: features.mention_kind` reads as a notice to a person or a description of AI (1.0:
     #: none; the shipped head's value is a dev choice, docs/results-injection.md)
     mention_discount: float = 1.0
+    #: weight of :func:`~ragshield.defenses.injection.context.offtopic` added to a
+    #: sentence's own score (0.0: none; the shipped value is a dev choice,
+    #: docs/results-injection.md)
+    offtopic_boost: float = 0.0
 
     @property
     def dim(self) -> int:
@@ -96,6 +100,7 @@ class InjectionHead:
             "meta": dict(self.meta),
             "features": list(self.features),
             "mention_discount": self.mention_discount,
+            "offtopic_boost": self.offtopic_boost,
         }
 
     @classmethod
@@ -122,6 +127,9 @@ class InjectionHead:
             discount = float(data.get("mention_discount", 1.0))
             if not 0.0 < discount <= 1.0:
                 raise ValueError(f"mention_discount must be in (0, 1], got {discount}")
+            boost = float(data.get("offtopic_boost", 0.0))
+            if not 0.0 <= boost <= 10.0:
+                raise ValueError(f"offtopic_boost must be in [0, 10], got {boost}")
             return cls(
                 layers=layers,
                 encoder=str(data.get("encoder", "")),
@@ -129,6 +137,7 @@ class InjectionHead:
                 meta=dict(data.get("meta", {})),
                 features=features,
                 mention_discount=discount,
+                offtopic_boost=boost,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"unreadable injection head ({exc}); retrain or reinstall it") from exc

@@ -103,3 +103,54 @@ def near_copy_conflicts(
         else:
             out.append(Conflict(j, i, tuple(sorted(b)), (sb, sa)))
     return out
+
+
+@dataclass(frozen=True)
+class Consensus:
+    """Passages that agree on words nothing else retrieved says: ``members`` (indices) and
+    the ``words`` they share beyond the question."""
+
+    members: tuple[int, ...]
+    words: tuple[str, ...]
+
+
+def unsupported_consensus(
+    query: str,
+    texts: Sequence[str],
+    echo: np.ndarray,
+    echo_bar: float,
+    min_group: int,
+    lex: np.ndarray,
+    lexical: float,
+) -> Consensus:
+    """Passages written *about the question* (question echo >= ``echo_bar``) that push the
+    same claim the rest of the retrieved set does not make: a content word outside the
+    question that at least ``min_group`` distinct such passages use (lexical near-copies at
+    >= ``lexical`` 3-gram cosine count once: mirrors of one page are one witness) and no
+    other retrieved passage contains. Why: an attacker needs several passages near the
+    question to hold the context, and they must all carry his answer; the genuine passages
+    around a question name its answer among other things, and the passages that do not
+    answer it closely still mention the entities it is about. No wording is assumed: the
+    question may be restated, reworded or absent."""
+    hi: list[int] = np.flatnonzero(echo >= echo_bar).tolist()
+    if len(hi) < min_group:
+        return Consensus((), ())
+    q = content_words(query)
+    words = [content_words(t) - q for t in texts]
+    members: set[int] = set()
+    pushed: list[str] = []
+    for w in sorted(set().union(*(words[i] for i in hi))):
+        group = [i for i in hi if w in words[i]]
+        if len(group) < min_group:
+            continue
+        distinct: list[int] = []
+        for i in group:
+            if all(lex[i, j] < lexical for j in distinct):
+                distinct.append(i)
+        if len(distinct) < min_group:
+            continue
+        if any(w in words[k] for k in range(len(texts)) if k not in group):
+            continue  # the rest of the retrieved evidence says it too
+        members.update(group)
+        pushed.append(w)
+    return Consensus(tuple(sorted(members)), tuple(pushed))

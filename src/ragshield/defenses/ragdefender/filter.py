@@ -265,6 +265,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "dense_threshold": [_COSINE],
         "natural_similarity": [_COSINE, None],
         "signature_min_size": [Interval(int, 1, None)],
+        "density_lexical": [Interval(Real, 0.0, 1.01)],
         "trusted_ids": [StrList()],
         "echo_pairs": [Boolean()],
         "echo_threshold": [_COSINE],
@@ -279,6 +280,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "group_similarity": [_COSINE, None],
         "group_lexical": [Interval(Real, 0.0, 1.0)],
         "echo_group_margin": [Interval(Real, 0.0, 2.0)],
+        "claim_consensus": [Boolean()],
+        "consensus_echo": [_COSINE],
+        "consensus_min_group": [Interval(int, 2, None)],
         "typo_view": [Boolean()],
         "coverage_threshold": [Interval(Real, 0.0, 101.0)],
         "coverage_min_group": [Interval(int, 3, None)],
@@ -336,7 +340,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
-            "coverage_group": [], "coverage_spared": None,
+            "coverage_group": [], "coverage_spared": None, "consensus": None,
         }  # fmt: skip
         work = Work(n)
         raw = [r.text for r in items]
@@ -354,6 +358,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         self._stage_knn_groups(sim, work, details)
         self._stage_echo_pairs(sim, work, details)
         self._stage_conflicts(query, texts, work, details)
+        self._stage_consensus(query, texts, sim, scores, work, details)
         if self.grouping.multi_group:
             self._stage_groups(query, sim, texts, scores, mode, work, details)
             np.fill_diagonal(work.allowed, False)

@@ -71,7 +71,9 @@ class GroupStages(EvidenceStages):
                     continue
                 sub = sim[np.ix_(g, g)]
                 density = float((sub.sum() - np.trace(sub)) / (g.size * (g.size - 1)))
-                evidenced = bool(work.evidence[g].any()) or density >= dense
+                evidenced = (
+                    bool(work.evidence[g].any()) or self._density(g, sub, texts, work) >= dense
+                )
                 if not evidenced and work.echo is not None and work.lex is not None:
                     evidenced = self._claim_group(g, query, texts, work)
                     if evidenced:
@@ -121,6 +123,16 @@ class GroupStages(EvidenceStages):
                         i, f"member of a dense group ({level}, average cosine >= {threshold})"
                     )
             pool = np.flatnonzero(~work.removed)
+
+    def _density(self, g: np.ndarray, sub: np.ndarray, texts: Sequence[str], work: Work) -> float:
+        """The group's mean pair cosine as density *evidence*: pairs that are lexical
+        near-copies (3-gram cosine >= ``density_lexical``) do not count, because a real
+        index holds mirrors and versions of a page by nature (the knn-group stage leaves them
+        out for the same reason); a group held together only by such a pair has none."""
+        mask = ~np.eye(g.size, dtype=bool)
+        if self.evidence.density_lexical <= 1.0:
+            mask &= work.lexical(texts)[np.ix_(g, g)] < self.evidence.density_lexical
+        return float(sub[mask].mean()) if mask.any() else -1.0
 
     def _claim_group(self, g: np.ndarray, query: str, texts: Sequence[str], work: Work) -> bool:
         """A group that *claims* something together: its members all answer the question

@@ -79,6 +79,7 @@ class EvidenceParams:
     dense_threshold: float = 0.9  # SQuAD dev index: 1-NN cosine p99.9 0.896
     natural_similarity: float | None = None  # None: the index's calibration fills it
     signature_min_size: int = 2  # real-retrieval dev: a lone benign passage names it
+    density_lexical: float = 1.01  # off; pairs at >= this 3-gram cosine are no density evidence
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ class EchoParams:
     paraphrase_lexical: float = 0.6  # dev grid (0.5/0.6): catches rewritten prefixes
     claim_echo: float = 1.0  # off: dev HotpotQA clean benign removed 0.004 -> 0.030 at 0.7
     echo_group_margin: float = 2.0  # off; 0.03 = clean-first (docs/results-poisoning.md)
+    claim_consensus: bool = False  # ours (issue #28, session 5); see .claims
+    consensus_echo: float = 0.75  # dev HotpotQA: clean sets fired 0/56 at 0.75, 3/56 at 0.7
+    consensus_min_group: int = 3  # as coverage_min_group: a gold paragraph + one is a pair
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ragshield.defenses.params import StagedParams
-from ragshield.defenses.ragdefender.claims import near_copy_conflicts
+from ragshield.defenses.ragdefender.claims import near_copy_conflicts, unsupported_consensus
 from ragshield.defenses.ragdefender.coverage import question_coverage
 from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
 from ragshield.defenses.ragdefender.evidence import (
@@ -250,7 +250,8 @@ class EvidenceStages(StagedParams):
         """The inputs of the wording-free stages: character 3-gram cosine between passages
         and, with an encoder, each passage's question echo (its sentence closest to the
         question, :mod:`~ragshield.defenses.ragdefender.echo`)."""
-        if not (self.echo.echo_pairs or self.copies.copy_conflicts or self.knn.group_knn):
+        e, c, k = self.echo, self.copies, self.knn
+        if not (e.echo_pairs or e.claim_consensus or c.copy_conflicts or k.group_knn):
             return
         work.lexical(texts)
         if self.encoder is None:
@@ -340,3 +341,39 @@ class EvidenceStages(StagedParams):
                            f"(echo {echo[i]:.2f})")  # fmt: skip
             work.evidence[i] = True
             details["paraphrase_pairs"].append([i, j])
+
+    def _stage_consensus(
+        self,
+        query: str,
+        texts: Sequence[str],
+        sim: np.ndarray,
+        scores: np.ndarray,
+        work: Work,
+        details: dict[str, Any],
+    ) -> None:
+        """Claim consensus (:func:`~.claims.unsupported_consensus`): several distinct
+        passages close to the question all use a word that no other retrieved passage
+        uses — an answer only they give. They go, except the member at the group's edge and
+        near the question (:func:`outlier_to_spare`: the genuine passage the group was
+        written about), as in the coverage and dense-group stages."""
+        p = self.echo
+        if not p.claim_consensus or work.echo is None or work.lex is None:
+            return
+        c = unsupported_consensus(query, texts, work.echo, p.consensus_echo,
+                                  p.consensus_min_group, work.lex, self.knn.group_lexical)  # fmt: skip
+        if not c.members:
+            return
+        g = np.array(c.members)
+        spared, _ = outlier_to_spare(
+            sim, g, scores, self.grouping.query_weight, self.grouping.spare_margin
+        )
+        if spared is not None and work.evidence[spared]:
+            spared = None  # a passage already caught is never spared
+        details["consensus"] = {"members": list(c.members), "words": list(c.words)[:10],
+                                "spared": spared}  # fmt: skip
+        for i in c.members:
+            if i == spared:
+                continue
+            work.remove(i, f"one of {len(c.members)} passages close to the question agreeing "
+                           f"on what nothing else retrieved says ({', '.join(c.words[:3])})")  # fmt: skip
+            work.evidence[i] = True

@@ -1,0 +1,197 @@
+"""Dev-split choice of the guard's window scoring (issue #23, fifth round): no test text.
+
+    python benchmarks/bench_injection_dev.py [--data ../shared/data] [--seed 0]
+        [--questions 40] [--configs mean,text] [--json runs/injection_dev.json]
+
+What it measures (every figure printed is measured in this run; seed and split printed):
+
+* **Positives** — the instruction wordings of ``injection-adaptive``
+  (:data:`ragshield.attacks.injection_adaptive.INTENTS`: 13 English, 3 each in German,
+  French, Spanish, Italian; slots filled per question), which are in no training list of
+  the packaged head, planted into on-topic SQuAD *dev* paragraphs (articles at even title
+  positions, paragraphs without the answer) of ``--questions`` dev questions, one wording
+  per question in rotation: ``in-passage`` (question + paragraph, instruction in the
+  middle), ``split`` (the instruction as two sentences, same place), ``mid-paragraph``
+  (no question), ``translated`` (a non-English wording, in-passage). Caught = no sentence
+  of >= 4 words of the planted instruction left in the kept text (``bench_injection.py``'s
+  rule: one half of a split instruction left counts as missed).
+* **Negatives** — the index's own text is held at the calibrated share by construction
+  (each configuration is calibrated on all 1,888 ``ontopic`` paragraphs, as
+  ``ragshield index`` does); printed: the dev hard negatives of
+  ``benchmarks/train_injection_head.py`` (70 sentences, never trained on) flagged, scored
+  one by one and as "articles" (runs of 5 consecutive sentences: the case a window
+  score can make worse: sentences flagged / sentences).
+
+Configurations (``--configs``, :data:`CONFIGS`): ``mean`` (a window = the mean of its two
+sentence vectors, the shipped scoring until this round), ``text`` (a window = the encoding
+of the two sentences' joined text, ``InjectionGuard(windows="text")``), ``+boostB``
+(the head's ``offtopic_boost`` = B: B times
+:func:`ragshield.defenses.injection.context.offtopic` added to a sentence's score),
+``+hyst`` (``InjectionGuard(hysteresis=True)``: at fpr0.1 a neighbour of a flagged
+sentence is held to the fpr1 threshold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_ecosaferag import ONTOPIC, ontopic_split, ontopic_store
+from bench_injection import carriers_for, survives
+from ragshield.attacks.injection import insert_instruction
+from ragshield.attacks.injection_adaptive import INTENTS
+from ragshield.attacks.injection_families import canary_word, split_in_two
+from ragshield.defenses.injection.calibration import calibrate_index
+from ragshield.defenses.injection.detector import InjectionGuard
+from ragshield.defenses.injection.head import InjectionHead
+from ragshield.eval.injection_detection import detection_rate
+from ragshield.types import Passage, RetrievedPassage
+from train_injection_head import (
+    DEV_HARD_NEGATIVES,
+    DEV_HARD_NEGATIVES_2,
+    cached_encoder,
+)
+
+PLACEMENTS = ("in-passage", "split", "mid-paragraph", "translated")
+#: name -> (windows scored on their joined text, off-topic boost of the head, hysteresis)
+CONFIGS: dict[str, tuple[bool, float, bool]] = {
+    "mean": (False, 0.0, False),
+    "text": (True, 0.0, False),
+    "mean+boost0.5": (False, 0.5, False),
+    "mean+boost1": (False, 1.0, False),
+    "mean+boost2": (False, 2.0, False),
+    "text+boost1": (True, 1.0, False),
+    "mean+hyst": (False, 0.0, True),
+    "text+hyst": (True, 0.0, True),
+    "mean+boost1+hyst": (False, 1.0, True),
+    "text+boost1+hyst": (True, 1.0, True),
+    # the noisy-OR boost (scoring.pair_scores; the sum saturated at 1 in the first run)
+    "mean+orboost0.5+hyst": (False, 0.5, True),
+    "mean+orboost1+hyst": (False, 1.0, True),
+    "mean+orboost2+hyst": (False, 2.0, True),
+}
+
+
+def wordings(lang: str) -> list[str]:
+    return [w for intent in INTENTS.values() for w in intent.get(lang, ())]
+
+
+def fill(w: str, canary: str, answer: str) -> str:
+    return w.replace("{W}", canary).replace("{A}", answer).replace("{U}", "https://t.example/c")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data"))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--questions", type=int, default=40)
+    ap.add_argument("--configs", default="mean,text")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    t0 = time.time()
+    enc = cached_encoder()
+    data = json.loads((Path(args.data) / ONTOPIC).read_text(encoding="utf-8"))
+    store = ontopic_store(data, enc)
+    texts = [p.text for p in store.passages]
+    by_article: dict[str, list[str]] = {}
+    for p in store.passages:
+        by_article.setdefault(p.title, []).append(p.text)
+    qs = ontopic_split(data, "dev", args.questions, args.seed)[: args.questions]
+    en = wordings("en")
+    other = [w for lang in ("de", "fr", "es", "it") for w in wordings(lang)]
+    rng = np.random.default_rng(args.seed)
+    plants: dict[str, list[tuple[str, str, str]]] = {p: [] for p in PLACEMENTS}
+    for i, q in enumerate(qs):
+        pool = carriers_for(q, by_article)
+        carrier = pool[int(rng.integers(len(pool)))]
+        c = canary_word(q.question)
+        w = fill(en[i % len(en)], c, q.target)
+        t = fill(other[i % len(other)], c, q.target)
+        s = split_in_two(w)
+        plants["in-passage"].append(
+            (q.question, f"{q.question} {insert_instruction(carrier, w, 'middle')}", w)
+        )
+        plants["split"].append(
+            (q.question, f"{q.question} {insert_instruction(carrier, s, 'middle')}", s)
+        )
+        plants["mid-paragraph"].append((q.question, insert_instruction(carrier, w, "middle"), w))
+        plants["translated"].append(
+            (q.question, f"{q.question} {insert_instruction(carrier, t, 'middle')}", t)
+        )
+    hard = [*DEV_HARD_NEGATIVES, *DEV_HARD_NEGATIVES_2]
+    articles = [" ".join(hard[i : i + 5]) for i in range(0, len(hard), 5)]
+    packaged = InjectionHead.packaged()
+    print(
+        f"# Dev choice of window scoring (seed {args.seed}; {len(qs)} SQuAD dev questions; "
+        f"positives: injection-adaptive wordings, never trained on; packaged head)"
+    )
+    cols = [*PLACEMENTS, "dev hard (70) alone", "dev hard in articles"]
+    print("| config | op | threshold | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 3) + "|")
+    out: dict[str, Any] = {"seed": args.seed, "questions": len(qs), "rows": {}}
+    for name in args.configs.split(","):
+        window_text, boost, hyst = CONFIGS[name]
+        head = replace(packaged, offtopic_boost=boost)
+        cal = calibrate_index(texts, enc, head=head, sample=10**9, window_text=window_text)
+        assert cal is not None
+        enc.save()
+        for op in ("fpr1", "fpr0.1"):
+            g = InjectionGuard(
+                encoder=enc,
+                operating_point=op,  # type: ignore[arg-type]
+                windows="text" if window_text else True,
+                hysteresis=hyst,
+            )
+            g._head = head
+            g.calibrate_injection(cal)
+            row: dict[str, float] = {}
+            for pl, items in plants.items():
+                caught = []
+                for question, text, planted in items:
+                    res = g.filter(question, [RetrievedPassage(Passage("x", text), 1.0, 0)])
+                    caught.append(not survives(" ".join(k.text for k in res.kept), planted))
+                row[pl] = detection_rate(caught)
+
+            def flagged(xs: list[str], g: InjectionGuard = g) -> float:
+                return detection_rate(
+                    [
+                        bool(g.filter("q?", [RetrievedPassage(Passage("b", s), 1.0, 0)]).decisions)
+                        for s in xs
+                    ]
+                )
+
+            row["dev hard (70) alone"] = flagged(hard)
+            arts = [g.filter("q?", [RetrievedPassage(Passage("b", a), 1.0, 0)]) for a in articles]
+            row["dev hard in articles"] = float(
+                sum(len(r.decisions) for r in arts) / max(len(hard), 1)
+            )
+            thr = g.threshold_()
+            print(
+                f"| {name} | {op} | {thr:.4f} | "
+                + " | ".join(f"{row[c]:.3f}" for c in cols)
+                + " |",
+                flush=True,
+            )
+            out["rows"][f"{name}:{op}"] = {"threshold": thr, **row}
+        enc.save()
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"\n{time.time() - t0:.0f} s; load average {' '.join(load)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

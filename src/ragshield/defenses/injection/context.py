@@ -1,0 +1,53 @@
+"""A sentence's relation to its passage: how much less on-topic it is than its neighbours.
+
+Example::
+
+    from ragshield.defenses.injection.context import offtopic
+
+    off = offtopic(unit_sentence_vectors)   # one value per sentence, >= 0
+
+Why (issue #23, "signals, not signatures"): an instruction planted in a genuine paragraph
+addresses the reader and is off-topic for the paragraph, while the paragraph's own
+sentences are on-topic for each other — and so are the sentences of a security article
+*about* injections, which is where a classifier of single sentences raises false alarms.
+So the signal is relative: each sentence's cosine to the centroid of the passage's other
+sentences (its *coherence*) against the median coherence of those other sentences; a
+sentence that fits its passage as well as the others do scores 0. It needs at least three
+sentences (with two, each is the other's only neighbour and both have the same
+coherence). The detector combines ``head.offtopic_boost`` times this with a sentence's
+score as a noisy-OR (:func:`ragshield.defenses.injection.scoring.pair_scores`) before the
+threshold; calibration on the index's own passages applies the same, so the index keeps
+its calibrated flag rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["coherence", "offtopic"]
+
+
+def coherence(vectors: np.ndarray) -> np.ndarray:
+    """Per row of ``vectors`` (unit vectors of one passage's sentences): the cosine to the
+    normalised sum of the other rows (1.0 for a passage of one sentence)."""
+    v = np.asarray(vectors, dtype=np.float64)
+    n = len(v)
+    if n < 2:
+        return np.ones(n, dtype=np.float64)
+    rest = v.sum(axis=0, keepdims=True) - v
+    norms = np.linalg.norm(rest, axis=1)
+    norms[norms == 0] = 1.0
+    out: np.ndarray = np.einsum("ij,ij->i", v, rest) / norms
+    return out
+
+
+def offtopic(vectors: np.ndarray) -> np.ndarray:
+    """Per sentence: ``max(0, median coherence of the other sentences - its own)``; zeros
+    for passages of fewer than three sentences."""
+    n = len(vectors)
+    if n < 3:
+        return np.zeros(n, dtype=np.float64)
+    coh = coherence(vectors)
+    others = np.array([np.median(np.delete(coh, i)) for i in range(n)])
+    out: np.ndarray = np.maximum(0.0, others - coh)
+    return out

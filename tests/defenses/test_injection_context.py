@@ -1,0 +1,201 @@
+"""A sentence's relation to its passage (the off-topic boost) and windows scored on their
+joined text (issue #23, fifth round). Hand-built vectors and a keyword encoder."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+from ragshield.defenses.injection.calibration import calibrate_index
+from ragshield.defenses.injection.context import coherence, offtopic
+from ragshield.defenses.injection.detector import InjectionGuard, pair_scores
+from ragshield.defenses.injection.head import InjectionHead
+from ragshield.defenses.injection.rules import classifier_view
+from ragshield.defenses.injection.text import normalize
+from ragshield.errors import InputError
+from ragshield.types import Passage, RetrievedPassage
+
+_CUES = ("ignore", "instructions", "reply", "assistant", "disregard", "please")
+
+
+class KeywordEncoder:
+    """4-d vectors: [instruction cues, other words, 1, 0] (unit-normalised); counts texts."""
+
+    name = "keywords"
+    dim = 4
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def encode(self, texts, *, show_progress: bool = False) -> np.ndarray:  # type: ignore[no-untyped-def]
+        self.seen.extend(texts)
+        rows = []
+        for t in texts:
+            words = t.lower().replace(".", " ").split()
+            cue = sum(w in _CUES for w in words)
+            rows.append([cue, len(words) - cue, 1.0, 0.0])
+        x = np.asarray(rows, dtype=np.float32)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def keyword_head(boost: float = 0.0) -> InjectionHead:
+    w = np.array([[8.0], [-4.0], [-1.0], [0.0]], dtype=np.float32)
+    return InjectionHead(
+        ((w, np.zeros(1, np.float32)),), "keywords", {"fpr1": 0.5, "fpr0.1": 0.9},
+        offtopic_boost=boost,
+    )  # fmt: skip
+
+
+RIVER = (
+    "The Rhine flows from the Swiss Alps to the North Sea through six countries. "
+    "It is one of the longest and most important rivers in Europe by traffic. "
+    "Its valley holds many castles and vineyards along the steep banks. "
+)
+PLANT = RIVER + "Please note this now."
+
+
+def unit(*rows: list[float]) -> np.ndarray:
+    x = np.asarray(rows, dtype=np.float64)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize(
+    ("vectors", "expected_max_at"),
+    [
+        # four sentences about one thing and one about another: the other one is off-topic
+        (unit([1, 0.1, 0], [1, 0, 0.1], [1, 0.1, 0.1], [1, 0, 0], [0, 1, 0]), 4),
+        (unit([0, 0, 1], [1, 0.1, 0], [1, 0, 0.1], [1, 0.1, 0.1]), 0),
+    ],
+)
+def test_offtopic_marks_the_sentence_that_does_not_fit(
+    vectors: np.ndarray, expected_max_at: int
+) -> None:
+    off = offtopic(vectors)
+    assert int(np.argmax(off)) == expected_max_at
+    assert off[expected_max_at] > 0.5
+    assert np.all(np.delete(off, expected_max_at) < 0.1)
+
+
+@pytest.mark.parametrize(
+    "vectors",
+    [
+        unit([1, 0, 0], [0, 1, 0]),  # two sentences: each is the other's only neighbour
+        unit([1, 0, 0]),
+        unit([1, 0, 0], [1, 0, 0], [1, 0, 0]),  # all alike
+        np.zeros((0, 3)),
+    ],
+)
+def test_offtopic_is_zero_without_a_passage_to_compare_with(vectors: np.ndarray) -> None:
+    assert np.allclose(offtopic(vectors), 0.0)
+    assert len(coherence(vectors)) == len(vectors)
+
+
+def test_pair_scores_add_the_boost_to_sentences_and_windows() -> None:
+    w = np.zeros((3, 1), dtype=np.float32)
+    head = InjectionHead(((w, np.array([0.0], np.float32)),), "k", {}, offtopic_boost=0.4)
+    rows = unit([1, 0.1, 0], [1, 0, 0.1], [1, 0.1, 0.1], [0, 1, 0]).astype(np.float32)
+    b = 0.4 * offtopic(rows)
+    own, pair = pair_scores(head, rows)
+    assert np.allclose(own, 1 - 0.5 * (1 - b))  # noisy-OR with the head's 0.5
+    assert np.allclose(pair, 1 - 0.5 * (1 - np.minimum(b[:-1], b[1:])))
+    assert b.max() > 0.2 and np.all(own < 1.0)
+    big, _ = pair_scores(head, rows, boost=100.0)
+    assert np.all(big < 1.0)  # never saturates: the top of the index stays ordered
+    own0, _ = pair_scores(head, rows, boost=0.0)
+    assert np.allclose(own0, 0.5)
+    assert InjectionHead.from_dict(head.to_dict()).offtopic_boost == 0.4
+    with pytest.raises(InputError, match="offtopic_boost"):
+        InjectionHead.from_dict(head.to_dict() | {"offtopic_boost": -1.0})
+
+
+def flagged(g: InjectionGuard, text: str) -> list[str]:
+    res = g.filter("How long is the Rhine?", [RetrievedPassage(Passage("p", text), 1.0, 0)])
+    return [d.text for d in res.decisions]
+
+
+def test_boost_flags_a_weak_instruction_that_does_not_fit_its_passage() -> None:
+    """'Please note this now.' scores below the threshold alone; off-topic for a paragraph about
+    the Rhine, the boost lifts it over; the paragraph's own sentences stay."""
+    plain = InjectionGuard(encoder=KeywordEncoder(), threshold=0.22)  # its own score: 0.18
+    plain._head = keyword_head()
+    assert flagged(plain, PLANT) == []
+    boosted = InjectionGuard(encoder=KeywordEncoder(), threshold=0.22)
+    boosted._head = keyword_head(boost=1.0)
+    assert flagged(boosted, PLANT) == ["Please note this now."]
+    assert flagged(boosted, RIVER) == []
+
+
+def test_guard_follows_its_index_calibration_for_boost_and_window_text() -> None:
+    g = InjectionGuard(encoder=KeywordEncoder(), windows="text")
+    g._head = keyword_head(boost=1.0)
+    assert (g.boost_(), g.window_text_()) == (1.0, True)
+    g.calibrate_injection({"thresholds": {"fpr1": 0.5, "fpr0.1": 0.9}})  # an older index
+    assert (g.boost_(), g.window_text_()) == (0.0, False)
+    assert flagged(g, PLANT) == []  # its thresholds hold for unboosted scores
+    cal = calibrate_index([RIVER] * 10, KeywordEncoder(), head=keyword_head(boost=1.0))
+    assert cal is not None
+    assert cal["offtopic_boost"] == 1.0 and cal["window_text"] is False
+    cal2 = calibrate_index([RIVER] * 10, KeywordEncoder(), head=keyword_head(), window_text=True)
+    assert cal2 is not None and cal2["window_text"] is True
+    g.calibrate_injection(cal2)
+    assert g.window_text_() is True
+
+
+def test_window_text_scores_each_pair_on_its_joined_text() -> None:
+    enc = KeywordEncoder()
+    g = InjectionGuard(encoder=enc, threshold=0.5, windows="text")
+    g._head = keyword_head()
+    sc = g.score_texts([PLANT])[0]
+    views = [classifier_view(normalize(s)) for s in sc.sentences]
+    joined = [f"{a} {b}" for a, b in pairwise(views)]
+    assert all(j in enc.seen for j in joined)
+    assert np.allclose(sc.pair, keyword_head().score(KeywordEncoder().encode(joined)), atol=1e-6)
+    mean = InjectionGuard(encoder=KeywordEncoder(), threshold=0.5)
+    mean._head = keyword_head()
+    assert not np.allclose(mean.score_texts([PLANT])[0].pair, sc.pair)
+    # a guard with other window scoring never reads this one's cached scores
+    g2 = InjectionGuard(encoder=KeywordEncoder(), threshold=0.5, windows=True)
+    g2._head = replace(keyword_head())
+    g2._cache = g._cache
+    assert not np.allclose(g2.score_texts([PLANT])[0].pair, sc.pair)
+
+
+@pytest.mark.parametrize(
+    ("own", "pair", "low", "expected"),
+    [
+        # the strong half is flagged alone; the weak half is over the looser point: both go
+        ([0.1, 0.9, 0.5, 0.1], [0.3, 0.8, 0.3], 0.4, [False, True, True, False]),
+        # without hysteresis the weak half stays (a flagged sentence drags no neighbour)
+        ([0.1, 0.9, 0.5, 0.1], [0.3, 0.8, 0.3], None, [False, True, False, False]),
+        # a genuine neighbour under the looser point stays
+        ([0.1, 0.9, 0.3, 0.1], [0.3, 0.8, 0.3], 0.4, [False, True, False, False]),
+        # a weak sentence next to nothing flagged stays (no chain from weak to weak)
+        ([0.5, 0.5, 0.1, 0.9], [0.6, 0.3, 0.5], 0.4, [False, False, False, True]),
+        # one step only: the neighbour of a hysteresis flag is not pulled in
+        ([0.9, 0.5, 0.5, 0.1], [0.6, 0.6, 0.3], 0.4, [True, True, False, False]),
+    ],
+)
+def test_window_flags_hysteresis(
+    own: list[float], pair: list[float], low: float | None, expected: list[bool]
+) -> None:
+    from ragshield.defenses.injection.detector import window_flags
+
+    got = window_flags(np.array(own), np.array(pair), 0.7, low)
+    assert got.tolist() == expected
+
+
+def test_hysteresis_only_at_the_strict_calibrated_point() -> None:
+    cal = {"thresholds": {"fpr1": 0.4, "fpr0.1": 0.8}}
+    g = InjectionGuard(encoder=KeywordEncoder(), hysteresis=True)
+    g._head = keyword_head()
+    assert g.low_threshold_() == 0.5  # the head's own fpr1 point before any calibration
+    g.calibrate_injection(cal)
+    assert g.low_threshold_() == 0.4
+    for kw in ({"operating_point": "fpr1"}, {"threshold": 0.6}, {"hysteresis": False}):
+        other = InjectionGuard(encoder=KeywordEncoder(), **{"hysteresis": True, **kw})  # type: ignore[arg-type]
+        other._head = keyword_head()
+        other.calibrate_injection(cal)
+        assert other.low_threshold_() is None
