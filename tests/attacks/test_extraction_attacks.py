@@ -10,7 +10,13 @@ import pytest
 from rouge_score import rouge_scorer
 
 from ragshield.attacks.base import QueryAttack
-from ragshield.attacks.extraction import ChunkMemory, RAGThief, WormAttack, parse_chunks
+from ragshield.attacks.extraction import (
+    CanaryAwareThief,
+    ChunkMemory,
+    RAGThief,
+    WormAttack,
+    parse_chunks,
+)
 from ragshield.attacks.extraction.worm import PAYLOAD
 from ragshield.errors import InputError
 from ragshield.pipeline import RAGPipeline
@@ -251,3 +257,25 @@ def test_llm_reflection_is_one_batch_when_the_generator_batches(copy_rag: RAGPip
     gen = Batching()
     RAGThief(generator=gen, max_queries=25).run(_ask(copy_rag))  # type: ignore[arg-type]
     assert gen.batches and max(gen.batches) > 1  # a round's new chunks reflected together
+
+
+@pytest.mark.parametrize(
+    ("make", "rounds"),
+    [
+        (lambda: WormAttack(), 1000),  # the worm's own default: RAGFort's 1,000 rounds
+        (lambda: WormAttack(max_rounds=None), None),  # an explicit None is kept
+        (lambda: RAGThief(), None),
+        (lambda: CanaryAwareThief(max_rounds=3, seed=7, queries_per_round=4), 3),
+    ],
+)
+def test_loop_parameters_reach_the_base(make, rounds) -> None:  # type: ignore[no-untyped-def]
+    """Each attack passes its budget (``Budget``) through to the loop unchanged."""
+    attack = make()
+    assert attack.max_rounds == rounds
+    if isinstance(attack, CanaryAwareThief):
+        assert attack.seed == 7 and attack.queries_per_round == 4
+
+
+def test_unknown_loop_parameter_is_a_type_error() -> None:
+    with pytest.raises(TypeError):
+        RAGThief(max_querys=3)  # type: ignore[call-arg]

@@ -65,10 +65,29 @@ def test_code_is_keyed_and_reproducible() -> None:
 )
 def test_embed_then_strip_roundtrip(text: str, before: str) -> None:
     code = canary_code("k", "x")
-    marked = embed_canary(text, code)
+    marked = embed_canary(text, code, "sentence")
     assert f"{before} [ref {code}]." in marked
     assert codes_in(marked) == [code]
     assert strip_canaries(marked) == text
+
+
+@pytest.mark.parametrize("text", [KNEE, "The tower is tall. It was built in 1889 by Eiffel."])
+def test_head_placement_labels_the_chunk_and_strips_clean(text: str) -> None:
+    """``placement="head"``: the marker opens the chunk, so the question-to-answer junction
+    of a record is left as written; stripping gives the exact text back."""
+    code = canary_code("k", "x")
+    marked = embed_canary(text, code, "head")
+    assert marked.startswith(f"[ref {code}]. ") and marked.endswith(text)
+    assert codes_in(marked) == [code]
+    assert strip_canaries(marked) == text
+    assert check_output(marked, [marked], min_span_words=40) is not None  # a copy is caught
+    one_answer = text.split("\n")[-1]  # a normal answer: the record's answer, no label
+    assert check_output(one_answer, [marked], min_span_words=40) is None
+
+
+def test_unknown_placement_is_refused() -> None:
+    with pytest.raises(InputError, match="placement"):
+        embed_canary(KNEE, "ABCD-EFGH-JKLM", "tail")
 
 
 def test_embed_canaries_keeps_ids_and_records_code() -> None:
@@ -246,3 +265,49 @@ def test_service_blocks_the_copy_and_the_key(encoder, tmp_path: Path) -> None:  
         assert ask("my knee hurts after football", other)[0] == 200  # other keys are not
     finally:
         service.close()
+
+
+# A third ChatDoctor-shaped chunk, for the breadth rule (pieces of three chunks).
+EYE = (
+    "Doctor, my left eye has been red and itchy for a week and it waters all the time.\n"
+    "This sounds like allergic conjunctivitis. I suggest antihistamine eye drops, cold "
+    "compresses twice a day and avoiding rubbing the eye; come back if your vision changes."
+)
+
+
+def _piece(text: str, n: int) -> str:
+    """The first ``n`` words of a chunk's answer line, as a worm's block holds one piece."""
+    return " ".join(text.split("\n")[1].split()[:n])
+
+
+@pytest.mark.parametrize(
+    ("pieces", "words", "breadth", "kind"),
+    [
+        (3, 14, 12, "breadth"),  # three 14-word pieces, each under the 40-word limit
+        (2, 14, 12, None),  # two records joined: a normal answer's shape, not a dump
+        (3, 9, 12, None),  # pieces shorter than the breadth run
+        (3, 14, None, None),  # the rule off
+    ],
+)
+def test_breadth_rule_catches_a_dump_cut_in_pieces(
+    pieces: int, words: int, breadth: int | None, kind: str | None
+) -> None:
+    ctx = _marked([KNEE, CHEST, EYE])
+    blocks = [f"<START>\n{_piece(c, words)}\n<END>" for c in (KNEE, CHEST, EYE)[:pieces]]
+    leak = check_output("\n".join(blocks), ctx, min_span_words=40, breadth_span_words=breadth)
+    assert (leak.kind if leak else None) == kind
+    if kind == "breadth":
+        assert leak is not None and leak.contexts == (0, 1, 2) and leak.span_words == words
+
+
+@pytest.mark.parametrize("action", ["block", "redact"])
+def test_guard_acts_on_a_breadth_hit(action: str) -> None:
+    ctx = _marked([KNEE, CHEST, EYE])
+    dump = "\n".join(_piece(c, 14) for c in (KNEE, CHEST, EYE))
+    guard = CanaryGuard(EchoGenerator(dump), breadth_span_words=12, action=action)  # type: ignore[arg-type]
+    g = guard.generate("q", ctx)
+    assert g.details["leak"]["kind"] == "breadth"
+    if action == "block":
+        assert g.text == BLOCKED
+    else:  # every copied piece is cut at the breadth run's length
+        assert "[…]" in g.text and _piece(EYE, 14).lower() not in g.text

@@ -35,7 +35,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from difflib import SequenceMatcher
 from typing import Any, Literal
@@ -54,6 +54,13 @@ _WORD = re.compile(r"[a-z0-9]+")
 BLOCKED = "I can't reproduce the source documents; please ask a question about them instead."
 
 Action = Literal["block", "redact"]
+#: the breadth rule's run length (``CanaryGuard(breadth_span_words=...)``). Ours: 12 — on
+#: the 100 normal Qwen-0.5B ChatDoctor answers of Session 3, 8 words from 3 chunks flagged 2,
+#: 10 flagged 0 and 12 flagged 0; one step above the smallest clean length, since 100 answers
+#: cannot show 0.5 %. Checked on 150 normal answers not seen when choosing: 0 flagged at 12
+#: (2 at 10). It catches the worm's block-split copies the canary misses (32 of 182 uncaught
+#: worm answers; docs/results-extraction.md, Session 5).
+BREADTH_SPAN_WORDS: int | None = 12
 
 
 def new_secret() -> str:
@@ -71,16 +78,46 @@ def canary_code(secret: str | bytes, chunk_id: str) -> str:
     return f"{code[:4]}-{code[4:8]}-{code[8:]}"
 
 
-def embed_canary(text: str, code: str) -> str:
-    """``text`` with ``[ref CODE].`` after its first line or sentence: inside the chunk, so
-    a copy of more than its opening sentence carries it, and never at the very end, where a
-    model cutting its copy short would drop it first."""
-    marker = f" [ref {code}]."
+def _after_first_line(text: str, marker: str) -> str:
+    """The marker after the chunk's first line or sentence: inside the chunk, so a copy of
+    more than its opening sentence carries it, and never at the very end, where a model
+    cutting its copy short would drop it first."""
     cut = text.find("\n")
     if cut < 0:
         m = re.search(r"[.!?](\s)", text)
         cut = m.start(1) if m else len(text)
-    return text[:cut] + marker + text[cut:]
+    return text[:cut] + f" {marker}" + text[cut:]
+
+
+def _head(text: str, marker: str) -> str:
+    """The marker as the chunk's first words, a label before the text: a dump that starts
+    at the chunk carries it, and it does not sit between a record's question and its answer
+    (where ``"sentence"`` puts it on ChatDoctor, the junction a normal answer is read from)."""
+    return f"{marker} {text}"
+
+
+#: where a chunk's marker goes (``embed_canary(placement=...)``)
+PLACEMENTS: dict[str, Callable[[str, str], str]] = {
+    "sentence": _after_first_line,
+    "head": _head,
+}
+
+
+#: where ``ragshield index`` puts a marker: ``"sentence"``. ``"head"`` changed fewer normal
+#: answers (86 of 100 ChatDoctor answers unchanged vs 29 of 50; docs/results-extraction.md,
+#: Session 5) but is not the default yet: ``ragshield add``'s poisoning screen builds its probe
+#: question from the nearest stored chunk's text, which would then open with the marker, and
+#: it quarantined clean documents (tests/test_add.py); the screen should strip markers first.
+DEFAULT_PLACEMENT = "sentence"
+
+
+def embed_canary(text: str, code: str, placement: str = DEFAULT_PLACEMENT) -> str:
+    """``text`` with ``[ref CODE].`` placed as ``placement`` says (:data:`PLACEMENTS`)."""
+    if placement not in PLACEMENTS:
+        raise InputError(
+            f"unknown canary placement {placement!r}; choose one of {', '.join(PLACEMENTS)}."
+        )
+    return PLACEMENTS[placement](text, f"[ref {code}].")
 
 
 def codes_in(text: str) -> list[str]:
@@ -88,16 +125,17 @@ def codes_in(text: str) -> list[str]:
     return ["-".join(m.groups()) for m in CANARY_RE.finditer(text)]
 
 
-def embed_canaries(passages: Sequence[Passage], secret: str | bytes) -> list[Passage]:
+def embed_canaries(
+    passages: Sequence[Passage], secret: str | bytes, placement: str = DEFAULT_PLACEMENT
+) -> list[Passage]:
     """Each passage with its canary in the text and the code in ``metadata["canary"]``.
 
     Call it *after* encoding: the stored vectors must be those of the plain texts."""
     out = []
     for p in passages:
         code = canary_code(secret, p.id)
-        out.append(
-            replace(p, text=embed_canary(p.text, code), metadata={**p.metadata, "canary": code})
-        )
+        text = embed_canary(p.text, code, placement)
+        out.append(replace(p, text=text, metadata={**p.metadata, "canary": code}))
     return out
 
 
@@ -120,12 +158,22 @@ def longest_copy(output: str, context: str) -> tuple[int, int]:
 
 
 def check_output(
-    output: str, contexts: Sequence[str], *, min_span_words: int, min_chunks: int = 2
+    output: str,
+    contexts: Sequence[str],
+    *,
+    min_span_words: int,
+    min_chunks: int = 2,
+    breadth_span_words: int | None = None,
+    breadth_chunks: int = 3,
 ) -> Leak | None:
     """The leak in ``output``, if any: a canary of one of ``contexts`` (matched ignoring
     case, spaces and punctuation, so ``ref abcd efgh jklm`` still counts), else verbatim
     runs of ``min_span_words`` words from ``min_chunks`` different contexts (a dump of the
-    context; an answer quoting the one record that answers it is not one)."""
+    context; an answer quoting the one record that answers it is not one), else — when
+    ``breadth_span_words`` is set — shorter runs of that many words from ``breadth_chunks``
+    different contexts (``"breadth"``: a dump split into pieces, each under the long limit,
+    as the worm's ``<START>…<END>`` blocks are; a normal answer draws on one or two
+    records)."""
     squashed = _squash(output)
     hit = tuple(
         i
@@ -137,7 +185,12 @@ def check_output(
     if hit:
         return Leak("canary", hit, longest)
     copied = tuple(i for i, n in enumerate(spans) if n >= min_span_words)
-    return Leak("verbatim", copied, longest) if len(copied) >= min_chunks else None
+    if len(copied) >= min_chunks:
+        return Leak("verbatim", copied, longest)
+    if breadth_span_words is None:
+        return None
+    pieces = tuple(i for i, n in enumerate(spans) if n >= breadth_span_words)
+    return Leak("breadth", pieces, longest) if len(pieces) >= breadth_chunks else None
 
 
 def redact(output: str, contexts: Sequence[str], *, min_span_words: int) -> str:
@@ -176,6 +229,13 @@ class CanaryGuard(Wrapping):
         ChatDoctor the right answer to a patient *is* its record's doctor answer, and the
         0.5B model copies it whole — one copied chunk is a normal answer, several are a
         dump (the canary, placed after the patient's message, catches a one-chunk copy).
+    breadth_span_words: with ``breadth_chunks``, the breadth rule (:func:`check_output`):
+        runs of this many words from ``breadth_chunks`` different chunks are a dump cut in
+        pieces — the worm's block-split copy, which drops the canary and keeps every piece
+        under ``min_span_words``. ``None`` turns it off (:data:`BREADTH_SPAN_WORDS`).
+    breadth_chunks: how many chunks the breadth rule needs. Ours: 3 — an answer joining
+        two records is a normal ChatDoctor answer (the verbatim rule's stress case), three
+        copied pieces are not.
     action: ``"block"`` (a fixed refusal replaces the answer) or ``"redact"`` (the copied
         words are cut out).
     message: the refusal ``"block"`` answers with.
@@ -195,6 +255,8 @@ class CanaryGuard(Wrapping):
         *,
         min_span_words: int = 40,
         min_chunks: int = 2,
+        breadth_span_words: int | None = BREADTH_SPAN_WORDS,
+        breadth_chunks: int = 3,
         action: Action = "block",
         message: str = BLOCKED,
         semantic_threshold: float | None = None,
@@ -204,6 +266,8 @@ class CanaryGuard(Wrapping):
         self.name = inner.name
         self.min_span_words = min_span_words
         self.min_chunks = min_chunks
+        self.breadth_span_words = breadth_span_words
+        self.breadth_chunks = breadth_chunks
         self.action = action
         self.message = message
         self.semantic_threshold = semantic_threshold
@@ -212,6 +276,9 @@ class CanaryGuard(Wrapping):
     def _validate(self) -> None:
         check_int(self.min_span_words, "min_span_words", _OWNER, low=5)
         check_int(self.min_chunks, "min_chunks", _OWNER, low=1)
+        if self.breadth_span_words is not None:
+            check_int(self.breadth_span_words, "breadth_span_words", _OWNER, low=5)
+        check_int(self.breadth_chunks, "breadth_chunks", _OWNER, low=2)
         if self.action not in ("block", "redact"):
             raise InputError(
                 f"The 'action' parameter of {_OWNER} must be 'block' or 'redact'. "
@@ -241,15 +308,19 @@ class CanaryGuard(Wrapping):
             contexts,
             min_span_words=self.min_span_words,
             min_chunks=self.min_chunks,
+            breadth_span_words=self.breadth_span_words,
+            breadth_chunks=self.breadth_chunks,
         )
         leak = leak or self._semantic(generation.text, contexts)
         if leak is None:
             text = strip_canaries(generation.text)
             return generation if text == generation.text else replace(generation, text=text)
+        # a breadth hit's pieces are shorter than min_span_words: redact at their length
+        span = self.breadth_span_words if leak.kind == "breadth" else self.min_span_words
         text = (
             self.message
-            if self.action == "block" or leak.kind == "semantic"
-            else redact(generation.text, contexts, min_span_words=self.min_span_words)
+            if self.action == "block" or leak.kind == "semantic" or span is None
+            else redact(generation.text, contexts, min_span_words=span)
         )
         details = {**generation.details, "leak": leak.to_dict() | {"action": self.action}}
         return replace(generation, text=text, details=details)

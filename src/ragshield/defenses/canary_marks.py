@@ -17,18 +17,20 @@ from typing import Any, Literal
 #: full stop makes it a sentence of its own, so a generator that answers with one context
 #: sentence (the extractive default) never carries it by accident.
 CANARY_RE = re.compile(r"\s?\[ref ([A-Z2-7]{4})-([A-Z2-7]{4})-([A-Z2-7]{4})\]\.?")
+#: the same marker as a chunk's head (``placement="head"``), with the space after it
+_HEAD_RE = re.compile(r"^\[ref [A-Z2-7]{4}-[A-Z2-7]{4}-[A-Z2-7]{4}\]\.?[ \t]*")
 
 
 def strip_canaries(text: str) -> str:
     """``text`` without any canary marker (what retrieval embeds and a reader sees)."""
-    return CANARY_RE.sub("", text)
+    return CANARY_RE.sub("", _HEAD_RE.sub("", text))
 
 
 @dataclass(frozen=True)
 class Leak:
     """What an output check found: which signal, in which contexts, how long a copy."""
 
-    kind: Literal["canary", "verbatim", "semantic"]
+    kind: Literal["canary", "verbatim", "breadth", "semantic"]
     contexts: tuple[int, ...]
     span_words: int
 

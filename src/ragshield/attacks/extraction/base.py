@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -114,6 +114,19 @@ class ChunkMemory:
                 self._vectors.append(vecs[i])
             added.append(cand)
         return added
+
+
+class Budget(TypedDict, total=False):
+    """The loop parameters every attack hands to :class:`ExtractionAttack` unchanged
+    (``**budget: Unpack[Budget]`` in a subclass): one list, typed, instead of each attack
+    re-declaring and re-passing the six of them. Defaults: the base constructor's."""
+
+    max_queries: int | None
+    max_seconds: float | None
+    max_rounds: int | None
+    min_chunk_words: int
+    dedup_threshold: float
+    seed: int
 
 
 class ExtractionAttack:

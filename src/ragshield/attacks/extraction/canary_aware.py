@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Unpack
 
-from ragshield.attacks.extraction.rag_thief import RAGThief
+from ragshield.attacks.extraction.rag_thief import RAGThief, ThiefParams
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.generate.base import Generator
@@ -83,33 +84,9 @@ class CanaryAwareThief(RAGThief):
         encoder: Encoder | None = None,
         *,
         tactics: Sequence[str] = tuple(TACTICS),
-        seed_queries: Sequence[str] | None = None,
-        n_seeds: int | None = None,
-        queries_per_round: int = 10,  # RAGFort §5.1: "each round issues 10 queries"
-        continuations: int = 5,  # RAG-Thief reflection: 10 continuations, 5 each way
-        n_terms: int = 3,
-        max_queries: int | None = None,
-        max_seconds: float | None = None,
-        max_rounds: int | None = None,
-        dedup_threshold: float = 0.7,
-        min_chunk_words: int = 8,
-        seed: int = 0,
+        **thief: Unpack[ThiefParams],
     ) -> None:
-        super().__init__(
-            generator,
-            encoder,
-            seed_queries=seed_queries,
-            n_seeds=n_seeds,
-            queries_per_round=queries_per_round,
-            continuations=continuations,
-            n_terms=n_terms,
-            max_queries=max_queries,
-            max_seconds=max_seconds,
-            max_rounds=max_rounds,
-            dedup_threshold=dedup_threshold,
-            min_chunk_words=min_chunk_words,
-            seed=seed,
-        )
+        super().__init__(generator, encoder, **thief)
         self.tactics = tactics
 
     def _validate(self) -> None:

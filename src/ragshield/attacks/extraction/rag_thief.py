@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Sequence
+from typing import Unpack
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from ragshield.attacks.extraction.base import ExtractionAttack
+from ragshield.attacks.extraction.base import Budget, ExtractionAttack
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int
 from ragshield.generate.base import Generator
@@ -79,6 +80,17 @@ _REFLECT = (
 )
 
 
+class ThiefParams(Budget, total=False):
+    """:class:`RAGThief`'s own parameters beside the loop's, for a subclass that passes
+    them through (``CanaryAwareThief``); defaults: RAGThief's constructor."""
+
+    seed_queries: Sequence[str] | None
+    n_seeds: int | None
+    queries_per_round: int
+    continuations: int
+    n_terms: int
+
+
 class RAGThief(ExtractionAttack):
     """The RAG-Thief agent.
 
@@ -111,22 +123,9 @@ class RAGThief(ExtractionAttack):
         queries_per_round: int = 10,  # RAGFort §5.1: "each round issues 10 queries"
         continuations: int = 5,  # RAG-Thief reflection: 10 continuations, 5 each way
         n_terms: int = 3,
-        max_queries: int | None = None,
-        max_seconds: float | None = None,
-        max_rounds: int | None = None,
-        dedup_threshold: float = 0.7,
-        min_chunk_words: int = 8,
-        seed: int = 0,
+        **budget: Unpack[Budget],
     ) -> None:
-        super().__init__(
-            encoder=encoder,
-            max_queries=max_queries,
-            max_seconds=max_seconds,
-            max_rounds=max_rounds,
-            min_chunk_words=min_chunk_words,
-            dedup_threshold=dedup_threshold,
-            seed=seed,
-        )
+        super().__init__(encoder=encoder, **budget)
         self.generator = generator
         self.seed_queries = seed_queries
         self.n_seeds = n_seeds

@@ -31,11 +31,11 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Unpack
 
 import numpy as np
 
-from ragshield.attacks.extraction.base import ExtractionAttack
+from ragshield.attacks.extraction.base import Budget, ExtractionAttack
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_int
 from ragshield.text import words
@@ -85,7 +85,6 @@ class WormAttack(ExtractionAttack):
         self,
         encoder: Encoder | None = None,
         *,
-        max_rounds: int | None = 1000,  # RAGFort §5.1: 1,000 attack rounds
         iterations: int = 10,  # RAGFort §5.1: 10 collision vector search iterations per round
         suffix_words: int = 8,
         n_candidates: int = 16,
@@ -93,21 +92,10 @@ class WormAttack(ExtractionAttack):
         vocabulary: Sequence[str] | None = None,
         payload: str = PAYLOAD,
         collide_on: Literal["suffix", "query"] = "suffix",
-        max_queries: int | None = None,
-        max_seconds: float | None = None,
-        dedup_threshold: float = 0.7,
-        min_chunk_words: int = 8,
-        seed: int = 0,
+        **budget: Unpack[Budget],
     ) -> None:
-        super().__init__(
-            encoder=encoder,
-            max_queries=max_queries,
-            max_seconds=max_seconds,
-            max_rounds=max_rounds,
-            min_chunk_words=min_chunk_words,
-            dedup_threshold=dedup_threshold,
-            seed=seed,
-        )
+        budget.setdefault("max_rounds", 1000)  # RAGFort §5.1: 1,000 attack rounds
+        super().__init__(encoder=encoder, **budget)
         self.iterations = iterations
         self.suffix_words = suffix_words
         self.n_candidates = n_candidates
