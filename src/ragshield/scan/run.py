@@ -21,12 +21,9 @@ the worm through a pipeline per chain and scores CRR (:mod:`ragshield.scan.extra
 
 The recommended chain is the one with the lowest risk averaged over the attack settings,
 among the chains whose clean quality is within :data:`ACCURACY_TOLERANCE` of no defense.
-With a ``generator`` both are end to end, as the issue asks: risk = ``asr``, quality =
-``accuracy`` — a filter can keep the answer-bearing passage yet change what a small model
-answers (on the 50-question SQuAD scan EcoSafeRAG's sentence edits kept ``answer_kept``
-at 0.82 while the 0.5B model's accuracy fell 0.38 → 0.32). Without one they are the
-retrieval-level ``attack_reaches`` and ``answer_kept`` (``gold_kept`` when no question
-has an answer).
+With a ``generator`` both are end to end (risk = ``asr``, quality = ``accuracy``: a filter
+can keep the answer-bearing passage yet change what a small model answers); without one,
+``attack_reaches`` and ``answer_kept`` (``gold_kept`` when no question has an answer).
 """
 
 from __future__ import annotations
