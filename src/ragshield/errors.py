@@ -7,6 +7,7 @@ everything else is a bug and keeps its traceback (``RAGSHIELD_DEBUG=1`` shows it
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Collection
 from contextvars import ContextVar
 
 #: The longest question :func:`check_query` accepts (characters): 50x the service's
@@ -127,6 +128,21 @@ def check_int(value: object, name: str, owner: str, *, low: int, high: int | Non
     raise InputError(
         f"The '{name}' parameter of {owner} must be an int {rng}. Got {value!r} instead."
     )
+
+
+def check_names(
+    value: object, name: str, owner: str, *, what: str, known: Collection[str] | None = None
+) -> None:
+    """Validate a list-of-names hyper-parameter (an attacker's operators or families): a
+    non-empty list, not a bare string (which would iterate letter by letter), and, when
+    ``known`` is given, only names from it."""
+    if isinstance(value, str) or not isinstance(value, Collection) or not value:
+        raise InputError(
+            f"The '{name}' parameter of {owner} must be a non-empty list of {what}. "
+            f"Got {value!r} instead."
+        )
+    if known is not None and (unknown := [v for v in value if v not in known]):
+        raise InputError(f"unknown {name} {unknown} for {owner}; available: {', '.join(known)}.")
 
 
 def check_float(

@@ -48,7 +48,7 @@ import numpy as np
 
 from ragshield.attacks.adaptive import AdaptiveText, AttackTarget
 from ragshield.embed.base import Encoder
-from ragshield.errors import InputError, check_int
+from ragshield.errors import InputError, check_int, check_names
 from ragshield.text import contains_answer
 from ragshield.types import Passage, RetrievedPassage
 
@@ -177,11 +177,7 @@ class FilterAwareAttack:
         check_int(self.budget, "budget", owner, low=1)
         check_int(self.n, "n", owner, low=1)
         check_int(self.seeds, "seeds", owner, low=1)
-        if isinstance(self.families, str) or not self.families:
-            raise InputError(
-                f"The 'families' parameter of {owner} must be a non-empty list of attack "
-                f"names. Got {self.families!r} instead."
-            )
+        check_names(self.families, "families", owner, what="attack names")
 
     def craft(self, question: str, target_answer: str, n: int, *, seed: int = 0) -> list[str]:
         """Refused: what this attacker plants depends on the chain it searched against."""

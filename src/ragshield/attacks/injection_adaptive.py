@@ -54,7 +54,7 @@ from dataclasses import dataclass, field, replace
 from ragshield.attacks.filter_aware import BlackBox
 from ragshield.attacks.injection import insert_instruction
 from ragshield.attacks.injection_families import obfuscate, split_in_two
-from ragshield.errors import InputError, check_int, check_query
+from ragshield.errors import InputError, check_int, check_names, check_query
 
 __all__ = [
     "ENCODINGS", "FRAMES", "INTENTS", "MOVES", "OPERATORS", "AdaptiveInjectionAttack",
@@ -295,15 +295,7 @@ class AdaptiveInjectionAttack:
         owner = type(self).__name__
         check_int(self.budget, "budget", owner, low=1)
         check_int(self.max_ops, "max_ops", owner, low=1)
-        if isinstance(self.operators, str) or not self.operators:
-            raise InputError(
-                f"The 'operators' parameter of {owner} must be a non-empty list of "
-                f"operator names. Got {self.operators!r} instead."
-            )
-        if unknown := [o for o in self.operators if o not in OPERATORS]:
-            raise InputError(
-                f"unknown operators {unknown} for {owner}; available: {', '.join(OPERATORS)}."
-            )
+        check_names(self.operators, "operators", owner, what="operator names", known=OPERATORS)
 
     def craft(self, question: str, target_answer: str, n: int, *, seed: int = 0) -> list[str]:
         """Refused: what this attacker plants depends on the chain it searched against."""

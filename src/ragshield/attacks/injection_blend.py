@@ -57,7 +57,7 @@ from typing import Protocol
 from ragshield.attacks.filter_aware import ChainOracle
 from ragshield.attacks.injection_adaptive import InjectionGoal
 from ragshield.attacks.injection_families import obfuscate
-from ragshield.errors import InputError, check_int, check_query
+from ragshield.errors import InputError, check_int, check_names, check_query
 from ragshield.text import contains_answer, split_sentences
 
 __all__ = [
@@ -398,15 +398,7 @@ class BlendInjectionAttack:
         owner = type(self).__name__
         check_int(self.budget, "budget", owner, low=1)
         check_int(self.patience, "patience", owner, low=1)
-        if isinstance(self.operators, str) or not self.operators:
-            raise InputError(
-                f"The 'operators' parameter of {owner} must be a non-empty list of "
-                f"operator names. Got {self.operators!r} instead."
-            )
-        if unknown := [o for o in self.operators if o not in OPERATORS]:
-            raise InputError(
-                f"unknown operators {unknown} for {owner}; available: {', '.join(OPERATORS)}."
-            )
+        check_names(self.operators, "operators", owner, what="operator names", known=OPERATORS)
 
     def craft(self, question: str, target_answer: str, n: int, *, seed: int = 0) -> list[str]:
         """Refused: what this attacker plants depends on the chain it searched against."""
