@@ -6,6 +6,7 @@ Imported as ``from fakes import ...``: pytest puts ``tests/`` on ``sys.path`` fo
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import replace
@@ -135,3 +136,46 @@ class EchoGenerator:
 
     def count_tokens(self, text: str) -> int:
         return len(text.split())
+
+
+def unit_vector(seed: int, dim: int) -> np.ndarray:
+    """A seeded random unit vector: near-orthogonal to any other seed's in 32+ dimensions."""
+    v = np.random.default_rng(seed).standard_normal(dim)
+    return v / np.linalg.norm(v)
+
+
+def near_vector(base: np.ndarray, cosine: float, seed: int) -> np.ndarray:
+    """A unit vector at exactly ``cosine`` to the unit vector ``base`` (a seeded direction)."""
+    noise = unit_vector(seed, len(base))
+    noise -= (noise @ base) * base
+    noise /= np.linalg.norm(noise)
+    return cosine * base + math.sqrt(1 - cosine * cosine) * noise
+
+
+class QuestionEncoder:
+    """Maps a text to a fixed vector: the question itself, chosen sentences at a chosen
+    cosine to it, anything else to a seeded random (near-orthogonal) vector. Counts calls,
+    so a test can tell whether a filter re-encoded what it had already seen."""
+
+    name = "fake"
+
+    def __init__(self, question: str, close: dict[str, float], dim: int = 64) -> None:
+        self.question = question
+        self.dim = dim
+        self.q = unit_vector(0, dim)
+        self.close = close
+        self.calls = 0
+        self.seen: list[str] = []
+
+    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        self.calls += 1
+        self.seen.extend(texts)
+        out = []
+        for t in texts:
+            if t == self.question:
+                out.append(self.q)
+            elif t in self.close:
+                out.append(near_vector(self.q, self.close[t], sum(map(ord, t))))
+            else:
+                out.append(unit_vector(sum(map(ord, t)) + 7, self.dim))
+        return np.asarray(out, dtype=np.float32)

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from fakes import near_vector, unit_vector
 from ragshield.defenses.calibration import calibrate
 from ragshield.defenses.ragdefender import RAGDefender
 from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
@@ -17,18 +18,6 @@ from ragshield.types import Passage, RetrievedPassage
 
 DIM = 32
 BARS = (0.9, 0.88, 0.86)
-
-
-def _unit(seed: int) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(DIM)
-    return v / np.linalg.norm(v)
-
-
-def _near(base: np.ndarray, a: float, seed: int) -> np.ndarray:
-    noise = _unit(seed)
-    noise -= (noise @ base) * base
-    noise /= np.linalg.norm(noise)
-    return a * base + math.sqrt(1 - a * a) * noise
 
 
 def _sim(vectors: np.ndarray) -> np.ndarray:
@@ -93,9 +82,15 @@ def test_one_bar_per_rank() -> None:
 
 def test_profile_records_the_mth_neighbour_bars() -> None:
     # 40 unrelated passages plus one planted-like triplet and one natural pair.
-    rows = [_unit(100 + i) for i in range(40)]
-    c, o = _unit(1), _unit(2)
-    rows += [_near(c, 0.97, 11), _near(c, 0.97, 12), _near(c, 0.97, 13), o, _near(o, 0.99, 3)]
+    rows = [unit_vector(100 + i, DIM) for i in range(40)]
+    c, o = unit_vector(1, DIM), unit_vector(2, DIM)
+    rows += [
+        near_vector(c, 0.97, 11),
+        near_vector(c, 0.97, 12),
+        near_vector(c, 0.97, 13),
+        o,
+        near_vector(o, 0.99, 3),
+    ]
     p = profile_vectors(np.asarray(rows, dtype=np.float32))
     assert p is not None and len(p.group_similarity) == len(GROUP_RANKS)
     first, second, third, _ = (p.quantiles["p99.9"], *p.group_similarity)

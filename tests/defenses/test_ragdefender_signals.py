@@ -9,12 +9,10 @@ cosine is known; the texts are written to show each case.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
 
+from fakes import QuestionEncoder, near_vector, unit_vector
 from ragshield.defenses.ragdefender import RAGDefender, trigram_cosine_matrix
 from ragshield.defenses.ragdefender.claims import near_copy_conflicts, paraphrase_partners
 from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
@@ -24,48 +22,9 @@ DIM = 64
 Q = "Which river flows through the old town of Brumfeld?"
 
 
-def _unit(seed: int) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(DIM)
-    return v / np.linalg.norm(v)
-
-
-def _near(base: np.ndarray, a: float, seed: int) -> np.ndarray:
-    noise = _unit(seed)
-    noise -= (noise @ base) * base
-    noise /= np.linalg.norm(noise)
-    return a * base + math.sqrt(1 - a * a) * noise
-
-
-class FakeEncoder:
-    """Maps a text to a fixed vector: the question itself, chosen sentences at a chosen
-    cosine to it, anything else to a seeded random (near-orthogonal) vector. Counts calls."""
-
-    name = "fake"
-    dim = DIM
-
-    def __init__(self, close: dict[str, float]) -> None:
-        self.q = _unit(0)
-        self.close = close
-        self.calls = 0
-        self.seen: list[str] = []
-
-    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        self.calls += 1
-        self.seen.extend(texts)
-        out = []
-        for t in texts:
-            if t == Q:
-                out.append(self.q)
-            elif t in self.close:
-                out.append(_near(self.q, self.close[t], sum(map(ord, t))))
-            else:
-                out.append(_unit(sum(map(ord, t)) + 7))
-        return np.asarray(out, dtype=np.float32)
-
-
 class TestQuestionEcho:
     def test_closest_sentence_and_mean(self) -> None:
-        enc = FakeEncoder({"Brumfeld's old town lies on a river.": 0.9})
+        enc = QuestionEncoder(Q, {"Brumfeld's old town lies on a river.": 0.9})
         texts = ["Brumfeld's old town lies on a river. The bakery opens at six.", "Cats sleep."]
         qv, sv, owner = EchoVectors().embed(enc, Q, texts)
         echo, focus = echo_scores(qv, sv, owner, 2)
@@ -74,7 +33,7 @@ class TestQuestionEcho:
         assert abs(echo[1]) < 0.5
 
     def test_warm_call_encodes_nothing(self) -> None:
-        enc = FakeEncoder({})
+        enc = QuestionEncoder(Q, {})
         cache = EchoVectors()
         texts = ["One sentence. Another one.", "A third passage."]
         cache.embed(enc, Q, texts)
@@ -83,14 +42,14 @@ class TestQuestionEcho:
         assert enc.calls == calls
 
     def test_cache_is_bounded(self) -> None:
-        enc = FakeEncoder({})
+        enc = QuestionEncoder(Q, {})
         cache = EchoVectors(cache_size=2)
         for i in range(5):
             cache.embed(enc, Q, [f"passage {i}."])
         assert len(cache._passages) == 2
 
     def test_empty_passage_list(self) -> None:
-        qv, sv, owner = EchoVectors().embed(FakeEncoder({}), Q, [])
+        qv, sv, owner = EchoVectors().embed(QuestionEncoder(Q, {}), Q, [])
         echo, focus = echo_scores(qv, sv, owner, 0)
         assert echo.size == 0 and focus.size == 0
 
@@ -172,12 +131,12 @@ class TestFilterStages:
             "Brumfeld old town: its river is called the Vessel, as sources agree today.",
             "Every map of Brumfeld shows the Vessel crossing the historic centre.",
         ][:n_generated]
-        enc = FakeEncoder({t: 0.9 for t in gen} | {
+        enc = QuestionEncoder(Q, {t: 0.9 for t in gen} | {
             "The river through Brumfeld's old town is the Vessel.": 0.9})  # fmt: skip
         q = enc.q
-        base = _near(q, 0.8, 11)
-        vg = [_near(base, 0.98, 12 + i) for i in range(n_generated)]
-        benign = [_near(q, 0.5, 20 + i) for i in range(3)]
+        base = near_vector(q, 0.8, 11)
+        vg = [near_vector(base, 0.98, 12 + i) for i in range(n_generated)]
+        benign = [near_vector(q, 0.5, 20 + i) for i in range(3)]
         texts = [*gen, GOLD, CONTEXT, SEASONS[0]]
         # a near-duplicate corpus (no density evidence); margin 0.03 = the clean-first setting
         rd = RAGDefender(enc, natural_similarity=0.996, echo_group_margin=margin)
@@ -188,32 +147,38 @@ class TestFilterStages:
         assert not res.details["restated"]
 
     def test_near_copy_edit_removed_original_kept(self) -> None:
-        enc = FakeEncoder({})
+        enc = QuestionEncoder(Q, {})
         q = enc.q
-        g = _near(q, 0.8, 30)
+        g = near_vector(q, 0.8, 30)
         texts = [GOLD, EDITED, CONTEXT, SEASONS[0], SEASONS[1]]
-        vecs = [g, _near(g, 0.99, 31), _near(q, 0.6, 32), _near(q, 0.3, 33), _near(q, 0.3, 34)]
+        vecs = [
+            g,
+            near_vector(g, 0.99, 31),
+            near_vector(q, 0.6, 32),
+            near_vector(q, 0.3, 33),
+            near_vector(q, 0.3, 34),
+        ]
         res = RAGDefender(enc).filter(Q, _retrieved(texts, vecs, q))
         assert [r.id for r in res.removed] == ["p1"]
         assert res.details["conflicts"][0]["words"] == ["vessel"]
 
     def test_templated_pages_and_benign_set_untouched(self) -> None:
-        enc = FakeEncoder({})
+        enc = QuestionEncoder(Q, {})
         q = enc.q
         texts = [GOLD, CONTEXT, SEASONS[0], SEASONS[1]]
-        s = _near(q, 0.7, 40)
-        vecs = [_near(q, 0.7, 41), _near(q, 0.6, 42), s, _near(s, 0.97, 43)]
+        s = near_vector(q, 0.7, 40)
+        vecs = [near_vector(q, 0.7, 41), near_vector(q, 0.6, 42), s, near_vector(s, 0.97, 43)]
         # calibrated as HotpotQA's index is (natural nearest-neighbour p99.9 0.996)
         res = RAGDefender(enc, natural_similarity=0.996).filter(Q, _retrieved(texts, vecs, q))
         assert not res.removed
 
     @pytest.mark.parametrize("flags", [{"echo_pairs": False}, {"copy_conflicts": False}])
     def test_each_signal_has_a_switch(self, flags: dict[str, bool]) -> None:
-        enc = FakeEncoder({})
+        enc = QuestionEncoder(Q, {})
         q = enc.q
-        g = _near(q, 0.8, 30)
+        g = near_vector(q, 0.8, 30)
         texts = [GOLD, EDITED, CONTEXT]
-        vecs = [g, _near(g, 0.99, 31), _near(q, 0.6, 32)]
+        vecs = [g, near_vector(g, 0.99, 31), near_vector(q, 0.6, 32)]
         res = RAGDefender(enc, natural_similarity=0.996, **flags).filter(
             Q, _retrieved(texts, vecs, q)
         )
@@ -221,10 +186,10 @@ class TestFilterStages:
         assert removed == (set() if "copy_conflicts" in flags else {"p1"})
 
     def test_without_encoder_echo_is_skipped(self) -> None:
-        q = _unit(0)
-        g = _near(q, 0.8, 30)
+        q = unit_vector(0, DIM)
+        g = near_vector(q, 0.8, 30)
         texts = [GOLD, EDITED, CONTEXT]
-        vecs = [g, _near(g, 0.99, 31), _near(q, 0.6, 32)]
+        vecs = [g, near_vector(g, 0.99, 31), near_vector(q, 0.6, 32)]
         res = RAGDefender().filter(Q, _retrieved(texts, vecs, q))
         assert res.details["echo"] is None
         assert [r.id for r in res.removed] == ["p1"]  # support alone decides the conflict

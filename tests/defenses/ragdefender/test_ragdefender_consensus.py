@@ -6,12 +6,12 @@ word too, when they are near-copies of one page, or when they do not echo the qu
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
+from fakes import QuestionEncoder, unit_vector
 from ragshield.defenses.ragdefender import RAGDefender, trigram_cosine_matrix
 from ragshield.defenses.ragdefender.claims import unsupported_consensus
 from ragshield.types import Passage, RetrievedPassage
@@ -30,44 +30,10 @@ OTHER = "Mills were common in the valley; the spring floods reached the market s
 STREET = "The bakery on Vessel Street sells rye bread to the valley's villages."
 
 
-def _unit(seed: int) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(DIM)
-    return v / np.linalg.norm(v)
-
-
-def _near(base: np.ndarray, a: float, seed: int) -> np.ndarray:
-    noise = _unit(seed)
-    noise -= (noise @ base) * base
-    noise /= np.linalg.norm(noise)
-    return a * base + math.sqrt(1 - a * a) * noise
-
-
-class FakeEncoder:
-    """The question, chosen sentences at a chosen cosine to it, anything else seeded random."""
-
-    name = "fake"
-    dim = DIM
-
-    def __init__(self, close: dict[str, float]) -> None:
-        self.q = _unit(0)
-        self.close = close
-
-    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
-        out = []
-        for t in texts:
-            if t == Q:
-                out.append(self.q)
-            elif t in self.close:
-                out.append(_near(self.q, self.close[t], sum(map(ord, t))))
-            else:
-                out.append(_unit(sum(map(ord, t)) + 7))
-        return np.asarray(out, dtype=np.float32)
-
-
 def _retrieved(texts: list[str]) -> list[RetrievedPassage]:
     out = []
     for i, t in enumerate(texts):
-        v = _unit(100 + i)
+        v = unit_vector(100 + i, DIM)
         out.append(RetrievedPassage(Passage(f"p{i}", t), 1.0 - i / 10, i, v))
     return out
 
@@ -105,7 +71,7 @@ def test_question_words_are_no_claim() -> None:
 @pytest.mark.parametrize(("on", "removed"), [(True, ["p0", "p1", "p2"]), (False, [])])
 def test_consensus_stage(on: bool, removed: list[str]) -> None:
     texts = [*BLIND, GOLD, OTHER]
-    enc = FakeEncoder({t: 0.85 for t in [*BLIND, GOLD]})  # one sentence each
+    enc = QuestionEncoder(Q, {t: 0.85 for t in [*BLIND, GOLD]}, DIM)  # one sentence each
     d = RAGDefender(enc, claim_consensus=on, group_knn=False, echo_pairs=False,
                     copy_conflicts=False, typo_view=False, guard=False, spare_margin=99.0)  # fmt: skip
     res = d.filter(Q, _retrieved(texts))
@@ -120,7 +86,7 @@ def test_consensus_stage(on: bool, removed: list[str]) -> None:
 def test_consensus_stage_keeps_a_supported_answer() -> None:
     """The same three passages beside one that names the word in passing: kept."""
     texts = [*BLIND, GOLD, STREET]
-    enc = FakeEncoder({t: 0.85 for t in [*BLIND, GOLD]})  # one sentence each
+    enc = QuestionEncoder(Q, {t: 0.85 for t in [*BLIND, GOLD]}, DIM)  # one sentence each
     d = RAGDefender(enc, claim_consensus=True, group_knn=False, echo_pairs=False,
                     copy_conflicts=False, typo_view=False, guard=False, spare_margin=99.0)  # fmt: skip
     assert not d.filter(Q, _retrieved(texts)).removed
