@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from ragshield.defenses.base import check_retrieved
+from ragshield.defenses.injection.head import InjectionHead
 from ragshield.embed.base import l2_normalize
 from ragshield.types import Decision, FilterResult, Generation, RetrievedPassage
 
@@ -179,3 +180,34 @@ class QuestionEncoder:
             else:
                 out.append(unit_vector(sum(map(ord, t)) + 7, self.dim))
         return np.asarray(out, dtype=np.float32)
+
+
+class CueEncoder:
+    """4-d vectors ``[instruction cues, other words, 1, 0]`` (unit-normalised), so an
+    injection head's score follows how many of ``cues`` a text uses; records what it saw."""
+
+    name = "keywords"
+    dim = 4
+
+    def __init__(self, cues: Sequence[str]) -> None:
+        self.cues = frozenset(cues)
+        self.seen: list[str] = []
+
+    def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
+        self.seen.extend(texts)
+        rows = []
+        for t in texts:
+            words = t.lower().replace(".", " ").split()
+            cue = sum(w in self.cues for w in words)
+            rows.append([cue, len(words) - cue, 1.0, 0.0])
+        x = np.asarray(rows, dtype=np.float32)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def cue_head(threshold: float = 0.5, *, boost: float = 0.0) -> InjectionHead:
+    """A linear injection head over :class:`CueEncoder` vectors: cues push the score up."""
+    w = np.array([[8.0], [-4.0], [-1.0], [0.0]], dtype=np.float32)
+    return InjectionHead(
+        ((w, np.zeros(1, np.float32)),), "keywords", {"fpr1": threshold, "fpr0.1": 0.9},
+        offtopic_boost=boost,
+    )  # fmt: skip

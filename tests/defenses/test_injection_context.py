@@ -9,6 +9,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
+from fakes import CueEncoder, cue_head
 from ragshield.defenses.injection.calibration import calibrate_index
 from ragshield.defenses.injection.context import coherence, offtopic
 from ragshield.defenses.injection.detector import InjectionGuard, pair_scores
@@ -19,34 +20,6 @@ from ragshield.errors import InputError
 from ragshield.types import Passage, RetrievedPassage
 
 _CUES = ("ignore", "instructions", "reply", "assistant", "disregard", "please")
-
-
-class KeywordEncoder:
-    """4-d vectors: [instruction cues, other words, 1, 0] (unit-normalised); counts texts."""
-
-    name = "keywords"
-    dim = 4
-
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    def encode(self, texts, *, show_progress: bool = False) -> np.ndarray:  # type: ignore[no-untyped-def]
-        self.seen.extend(texts)
-        rows = []
-        for t in texts:
-            words = t.lower().replace(".", " ").split()
-            cue = sum(w in _CUES for w in words)
-            rows.append([cue, len(words) - cue, 1.0, 0.0])
-        x = np.asarray(rows, dtype=np.float32)
-        return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def keyword_head(boost: float = 0.0) -> InjectionHead:
-    w = np.array([[8.0], [-4.0], [-1.0], [0.0]], dtype=np.float32)
-    return InjectionHead(
-        ((w, np.zeros(1, np.float32)),), "keywords", {"fpr1": 0.5, "fpr0.1": 0.9},
-        offtopic_boost=boost,
-    )  # fmt: skip
 
 
 RIVER = (
@@ -119,46 +92,46 @@ def flagged(g: InjectionGuard, text: str) -> list[str]:
 def test_boost_flags_a_weak_instruction_that_does_not_fit_its_passage() -> None:
     """'Please note this now.' scores below the threshold alone; off-topic for a paragraph about
     the Rhine, the boost lifts it over; the paragraph's own sentences stay."""
-    plain = InjectionGuard(encoder=KeywordEncoder(), threshold=0.22)  # its own score: 0.18
-    plain._head = keyword_head()
+    plain = InjectionGuard(encoder=CueEncoder(_CUES), threshold=0.22)  # its own score: 0.18
+    plain._head = cue_head()
     assert flagged(plain, PLANT) == []
-    boosted = InjectionGuard(encoder=KeywordEncoder(), threshold=0.22)
-    boosted._head = keyword_head(boost=1.0)
+    boosted = InjectionGuard(encoder=CueEncoder(_CUES), threshold=0.22)
+    boosted._head = cue_head(boost=1.0)
     assert flagged(boosted, PLANT) == ["Please note this now."]
     assert flagged(boosted, RIVER) == []
 
 
 def test_guard_follows_its_index_calibration_for_boost_and_window_text() -> None:
-    g = InjectionGuard(encoder=KeywordEncoder(), windows="text")
-    g._head = keyword_head(boost=1.0)
+    g = InjectionGuard(encoder=CueEncoder(_CUES), windows="text")
+    g._head = cue_head(boost=1.0)
     assert (g.boost_(), g.window_text_()) == (1.0, True)
     g.calibrate_injection({"thresholds": {"fpr1": 0.5, "fpr0.1": 0.9}})  # an older index
     assert (g.boost_(), g.window_text_()) == (0.0, False)
     assert flagged(g, PLANT) == []  # its thresholds hold for unboosted scores
-    cal = calibrate_index([RIVER] * 10, KeywordEncoder(), head=keyword_head(boost=1.0))
+    cal = calibrate_index([RIVER] * 10, CueEncoder(_CUES), head=cue_head(boost=1.0))
     assert cal is not None
     assert cal["offtopic_boost"] == 1.0 and cal["window_text"] is False
-    cal2 = calibrate_index([RIVER] * 10, KeywordEncoder(), head=keyword_head(), window_text=True)
+    cal2 = calibrate_index([RIVER] * 10, CueEncoder(_CUES), head=cue_head(), window_text=True)
     assert cal2 is not None and cal2["window_text"] is True
     g.calibrate_injection(cal2)
     assert g.window_text_() is True
 
 
 def test_window_text_scores_each_pair_on_its_joined_text() -> None:
-    enc = KeywordEncoder()
+    enc = CueEncoder(_CUES)
     g = InjectionGuard(encoder=enc, threshold=0.5, windows="text")
-    g._head = keyword_head()
+    g._head = cue_head()
     sc = g.score_texts([PLANT])[0]
     views = [classifier_view(normalize(s)) for s in sc.sentences]
     joined = [f"{a} {b}" for a, b in pairwise(views)]
     assert all(j in enc.seen for j in joined)
-    assert np.allclose(sc.pair, keyword_head().score(KeywordEncoder().encode(joined)), atol=1e-6)
-    mean = InjectionGuard(encoder=KeywordEncoder(), threshold=0.5)
-    mean._head = keyword_head()
+    assert np.allclose(sc.pair, cue_head().score(CueEncoder(_CUES).encode(joined)), atol=1e-6)
+    mean = InjectionGuard(encoder=CueEncoder(_CUES), threshold=0.5)
+    mean._head = cue_head()
     assert not np.allclose(mean.score_texts([PLANT])[0].pair, sc.pair)
     # a guard with other window scoring never reads this one's cached scores
-    g2 = InjectionGuard(encoder=KeywordEncoder(), threshold=0.5, windows=True)
-    g2._head = replace(keyword_head())
+    g2 = InjectionGuard(encoder=CueEncoder(_CUES), threshold=0.5, windows=True)
+    g2._head = replace(cue_head())
     g2._cache = g._cache
     assert not np.allclose(g2.score_texts([PLANT])[0].pair, sc.pair)
 
@@ -189,13 +162,13 @@ def test_window_flags_hysteresis(
 
 def test_hysteresis_only_at_the_strict_calibrated_point() -> None:
     cal = {"thresholds": {"fpr1": 0.4, "fpr0.1": 0.8}}
-    g = InjectionGuard(encoder=KeywordEncoder(), hysteresis=True)
-    g._head = keyword_head()
+    g = InjectionGuard(encoder=CueEncoder(_CUES), hysteresis=True)
+    g._head = cue_head()
     assert g.low_threshold_() == 0.5  # the head's own fpr1 point before any calibration
     g.calibrate_injection(cal)
     assert g.low_threshold_() == 0.4
     for kw in ({"operating_point": "fpr1"}, {"threshold": 0.6}, {"hysteresis": False}):
-        other = InjectionGuard(encoder=KeywordEncoder(), **{"hysteresis": True, **kw})  # type: ignore[arg-type]
-        other._head = keyword_head()
+        other = InjectionGuard(encoder=CueEncoder(_CUES), **{"hysteresis": True, **kw})  # type: ignore[arg-type]
+        other._head = cue_head()
         other.calibrate_injection(cal)
         assert other.low_threshold_() is None
