@@ -149,10 +149,15 @@ class EvidenceStages(StagedParams):
         passages are ``question + "." + text`` so that they win retrieval. Natural text
         almost never restates a question of >= ``restate_min_words`` words word for word
         (real SQuAD / HotpotQA indexes: 0 of the benign top-10 passages of the dev
-        questions), so one such passage is evidence on its own, with no group needed."""
+        questions), so one such passage is evidence on its own, with no group needed —
+        except in a Q&A corpus, whose gold entry restates its question: there it takes
+        ``restate_min_passages`` (the index profile sets 2; PoisonedRAG plants five)."""
         if not self.evidence.restated_question:
             return
-        for i in np.flatnonzero(restates_question(query, texts, self.evidence.restate_min_words)):
+        hits = np.flatnonzero(restates_question(query, texts, self.evidence.restate_min_words))
+        if hits.size < (self.evidence.restate_min_passages or 1):
+            return
+        for i in hits:
             work.remove(int(i), "restates the question verbatim (PoisonedRAG's retrieval trick)")
             work.evidence[i] = True
             details["restated"].append(int(i))
