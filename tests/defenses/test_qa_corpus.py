@@ -16,7 +16,14 @@ import pytest
 from ragshield.defenses.calibration import calibrate, profile_index
 from ragshield.defenses.ecosaferag import EcoSafeRAG
 from ragshield.defenses.ragdefender import RAGDefender
-from ragshield.store.profile import QA_SHARE, IndexProfile, profile_vectors, question_share
+from ragshield.defenses.ragdefender.claims import unsupported_consensus
+from ragshield.store.profile import (
+    QA_SHARE,
+    IndexProfile,
+    common_words,
+    profile_vectors,
+    question_share,
+)
 from ragshield.types import Passage, RetrievedPassage
 
 QUESTION = "How do I reset my router password after a firmware update"
@@ -111,3 +118,32 @@ def test_ecosaferag_keeps_the_faq_entry_on_a_qa_index(encoder: Any) -> None:
     calibrate(qa, _profile(FAQ, 0.9))
     assert qa.qa_corpus is True
     assert "p0" in qa.filter(QUESTION, items).kept_ids
+
+
+def test_common_words_are_the_corpus_vocabulary() -> None:
+    texts = [f"Based on your symptoms, case {i} needs rest." for i in range(299)] + ["Edison."]
+    words = common_words(texts)
+    assert {"based", "symptoms", "rest"} <= set(words) and "edison" not in words
+    assert not any(w.isdigit() for w in words)  # each number is in one passage only
+    assert common_words([]) == ()
+
+
+def test_consensus_ignores_the_index_vocabulary() -> None:
+    """Three passages close to the question agree on 'confirm' (a word of the corpus's
+    template) and on 'Zyloxin' (rare): only the rare word is a claim once the profile's
+    common words are given."""
+    texts = [
+        "Fever and cough: confirm with a test; Zyloxin treats it.",
+        "For fever with cough, confirm by X-ray, then take Zyloxin.",
+        "A cough with fever? Confirm the cause; Zyloxin is the cure.",
+        "Rest and fluids help most viral infections.",
+    ]
+    echo = np.array([0.9, 0.9, 0.9, 0.2])
+    lex = np.eye(4)
+    plain = unsupported_consensus("fever and cough", texts, echo, 0.75, 3, lex, 0.9)
+    assert {"confirm", "zyloxin"} <= set(plain.words)
+    known = unsupported_consensus(
+        "fever and cough", texts, echo, 0.75, 3, lex, 0.9, frozenset({"confirm"})
+    )
+    assert "confirm" not in known.words and "zyloxin" in known.words
+    assert known.members == (0, 1, 2)

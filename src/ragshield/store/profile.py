@@ -32,6 +32,12 @@ an encyclopedia (SQuAD and HotpotQA: 0.010 / 0.011 of passages hold a question) 
 normal shape of an FAQ, support or Q&A knowledge base (ChatDoctor: 0.72, every chunk a
 patient's question and a doctor's answer), where it is the gold entry itself.
 
+And ``common_words``: the words at least one passage in a hundred uses (:data:`COMMON_SHARE`),
+the corpus's own vocabulary. Several passages agreeing on a word the rest of the retrieved
+set lacks is a planted answer when the word is rare in the index, and a template when it is
+common: ChatDoctor's doctors all write "based on", "confirm", "diagnosis", so three answers
+about one symptom share words the other retrieved chunks lack.
+
 Caveat (documented, not hidden): a corpus that is *already* heavily poisoned when it is
 indexed raises its own natural level; ragshield's other evidence (a restated question, typo
 copies, the answer signature) does not depend on it.
@@ -40,6 +46,7 @@ copies, the answer signature) does not depend on it.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -55,6 +62,8 @@ NATURAL_QUANTILE = 0.999  # the densest 0.1 % of natural neighbourhoods still pa
 # HotpotQA 0.010 / 0.011, ChatDoctor 0.72: module docstring); the defenses then read a
 # passage restating the question as normal, not as PoisonedRAG's retrieval trick
 QA_SHARE = 0.1
+COMMON_SHARE = 0.01  # a word in >= 1 % of passages is the corpus's vocabulary, not a claim
+COMMON_LIMIT = 5000  # most frequent words kept (meta.json stays small)
 GROUP_MIN_SAMPLE = 200  # below this, the group bar is just above the largest m-th-NN cosine
 GROUP_RANKS: tuple[int, ...] = (
     2,
@@ -79,6 +88,8 @@ class IndexProfile:
     #: share of passages holding a question sentence (module docstring; ``None`` for an
     #: index profiled before this field existed, or from vectors alone).
     question_share: float | None = None
+    #: words used by >= COMMON_SHARE of the passages (``()`` when not recorded).
+    common_words: tuple[str, ...] = ()
 
     @property
     def qa_corpus(self) -> bool | None:
@@ -100,6 +111,7 @@ class IndexProfile:
                 trusted_ids=_str_tuple(data.get("trusted_ids", ())),
                 group_similarity=tuple(float(v) for v in data.get("group_similarity", ())),
                 question_share=_optional_float(data.get("question_share")),
+                common_words=_str_tuple(data.get("common_words", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"unreadable index profile ({exc}); rebuild the index") from exc
@@ -154,6 +166,26 @@ def question_share(texts: Sequence[str]) -> float | None:
     if not texts:
         return None
     return round(sum(bool(_QUESTION.search(t)) for t in texts) / len(texts), 4)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def common_words(texts: Sequence[str]) -> tuple[str, ...]:
+    """Lower-cased words (``[a-z0-9]+``, the claim rule's tokens) used by at least
+    :data:`COMMON_SHARE` of ``texts``, most frequent first, at most :data:`COMMON_LIMIT`."""
+    if not texts:
+        return ()
+    df: Counter[str] = Counter()
+    for t in texts:
+        df.update(set(_WORD.findall(t.lower())))
+    bar = COMMON_SHARE * len(texts)
+    return tuple(w for w, c in df.most_common(COMMON_LIMIT) if c >= bar)
+
+
+def text_statistics(texts: Sequence[str]) -> dict[str, Any]:
+    """The profile's fields read from the passages' text (the rest are from vectors)."""
+    return {"question_share": question_share(texts), "common_words": common_words(texts)}
 
 
 def _optional_float(value: Any) -> float | None:

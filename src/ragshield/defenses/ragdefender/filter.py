@@ -285,6 +285,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "group_lexical": [Interval(Real, 0.0, 1.0)],
         "echo_group_margin": [Interval(Real, 0.0, 2.0)],
         "claim_consensus": [Boolean()],
+        "consensus_vocabulary": [Boolean()],
         "consensus_echo": [_COSINE],
         "consensus_min_group": [Interval(int, 2, None)],
         "typo_view": [Boolean()],
@@ -333,6 +334,8 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             self._group_bars = tuple(float(v) for v in profile.group_similarity)
         if profile.trusted_ids:
             self.trusted_ids = tuple(sorted({*self.trusted_ids, *profile.trusted_ids}))
+        if profile.common_words:
+            self._index_words = frozenset(profile.common_words)
         if self.evidence.restate_min_passages is None and profile.qa_corpus is not None:
             self.restate_min_passages = 2 if profile.qa_corpus else 1
 

@@ -98,6 +98,7 @@ class EchoParams:
     claim_consensus: bool = True  # ours (#28): dev clean sets fired 0/56 HotpotQA, 0/132 SQuAD
     consensus_echo: float = 0.75  # dev HotpotQA: clean sets fired 0/56 at 0.75, 3/56 at 0.7
     consensus_min_group: int = 3  # as coverage_min_group: a gold paragraph + one is a pair
+    consensus_vocabulary: bool = True  # ours: the index's common words are no claim (FAQ)
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class EvidenceStages(StagedParams):
     coverage: CoverageParams
     _vocabulary: frozenset[str] | None = None
     _group_bars: tuple[float, ...] = DEFAULT_BARS
+    _index_words: frozenset[str] = frozenset()  # the index's common words (calibrate)
     _stages = STAGES
 
     def __init__(self) -> None:
@@ -364,8 +365,10 @@ class EvidenceStages(StagedParams):
         p = self.echo
         if not p.claim_consensus or work.echo is None or work.lex is None:
             return
+        vocabulary = self._index_words if p.consensus_vocabulary else frozenset()
         c = unsupported_consensus(query, texts, work.echo, p.consensus_echo,
-                                  p.consensus_min_group, work.lex, self.knn.group_lexical)  # fmt: skip
+                                  p.consensus_min_group, work.lex, self.knn.group_lexical,
+                                  vocabulary)  # fmt: skip
         if not c.members:
             return
         g = np.array(c.members)
