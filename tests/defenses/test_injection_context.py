@@ -161,23 +161,28 @@ def test_window_flags_hysteresis(
 
 
 @pytest.mark.parametrize(
-    ("ruled", "low", "expected"),
+    ("ruled", "low", "expected", "pair"),
     [
         # a rule flags the first half; the second is over the looser point: both go
-        ([False, True, False, False], 0.4, [False, True, True, False]),
+        ([False, True, False, False], 0.4, [False, True, True, False], (0.2, 0.3, 0.3)),
         # without hysteresis only the ruled sentence goes
-        ([False, True, False, False], None, [False, True, False, False]),
+        ([False, True, False, False], None, [False, True, False, False], (0.2, 0.3, 0.3)),
         # a neighbour under the looser point stays next to a ruled sentence
-        ([True, False, False, False], 0.4, [True, False, False, False]),
+        ([True, False, False, False], 0.4, [True, False, False, False], (0.2, 0.3, 0.3)),
+        # a rule flag blocks no window: a pair over the threshold still takes both halves
+        ([False, True, False, False], None, [False, True, True, False], (0.2, 0.75, 0.3)),
     ],
 )
 def test_rule_flags_hold_neighbours_to_the_looser_point(
-    ruled: list[bool], low: float | None, expected: list[bool]
+    ruled: list[bool],
+    low: float | None,
+    expected: list[bool],
+    pair: tuple[float, ...],
 ) -> None:
     from ragshield.defenses.injection.detector import window_flags
 
-    own, pair = np.array([0.1, 0.2, 0.5, 0.3]), np.array([0.2, 0.3, 0.3])
-    got = window_flags(own, pair, 0.7, low, np.array(ruled))
+    own = np.array([0.1, 0.2, 0.5, 0.3])
+    got = window_flags(own, np.array(pair), 0.7, low, np.array(ruled))
     assert got.tolist() == expected
 
 

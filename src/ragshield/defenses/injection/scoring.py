@@ -123,13 +123,13 @@ def window_flags(
     trigger word sits in one half of a split instruction: the other half is the classifier's
     to judge, at the looser point)."""
     flag = own >= threshold
-    if ruled is not None and ruled.size:
-        flag = flag | ruled
     if pair.size:
         split = (pair >= threshold) & ~flag[:-1] & ~flag[1:]
         flag = flag.copy()
         flag[:-1] |= split
         flag[1:] |= split
+    if ruled is not None and ruled.size:  # after the windows: a rule flag blocks no window
+        flag = flag | ruled
     if low is not None and low < threshold and flag.size > 1:
         weak = own >= low
         near = np.zeros_like(flag)
