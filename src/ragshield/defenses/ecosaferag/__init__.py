@@ -111,6 +111,7 @@ from ragshield.defenses.ecosaferag.stages import (
     restates,
     segment_passages,
     strip_question,
+    unreached_best,
 )
 from ragshield.defenses.ecosaferag.vectors import SentenceVectors
 from ragshield.defenses.params import (
@@ -143,6 +144,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "scrutiny": False,
         "bait_skeleton": False,
         "strip_question": False,
+        "keep_passages": False,
     },
 }
 
@@ -372,6 +374,8 @@ class EcoSafeRAG(StagedParams):
         )
         best = best_per_passage(sims, seg.owner, seg.n_passages)
         cand_mask = cand_mask | pure
+        if sc.keep_passages:
+            cand_mask = cand_mask | unreached_best(cand_mask, best, seg.owner, seg.n_passages)
         if sc.keep_best:
             cand_mask = cand_mask | best
         cand = np.flatnonzero(cand_mask)
