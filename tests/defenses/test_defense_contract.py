@@ -143,7 +143,7 @@ CASES: dict[str, Case] = {
     ),
     "distance-threshold": Case(expect_removed=FAR, planted=FAR),
     # the shipped head reads 384-d MiniLM vectors and this set is 16-d: the rules alone
-    # (the head is covered by tests/defenses/test_injection_detector.py)
+    # (the head is covered by tests/defenses/injection/test_injection_detector.py)
     "injection-guard": Case({"classifier": False}, expect_removed=[]),
 }
 # index transforms and generator wrappers have no filter(); the authors' package is a peer
