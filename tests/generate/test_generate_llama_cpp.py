@@ -169,6 +169,23 @@ class TestLlamaCppGenerator:
         assert "Mirena Tolst" in together[0].text
         assert gen.generate_many([]) == []
 
+    @pytest.mark.parametrize("width", [1, 4])
+    def test_engine_counts_its_tokens_steps_and_time(self, gen, width):
+        """What the scan splits a stage's CPU with: tokens generated (every row's reply),
+        decode steps (one per batched forward pass after the prompt, so fewer than the
+        tokens when rows run together) and the time inside the engine."""
+        from ragshield.generate import counters
+
+        before = counters.snapshot()
+        out = gen.generate_many(self.REQUESTS, batch_size=width)
+        moved = counters.since(before)
+        assert moved["generated"] == sum(len(g.details["completion_ids"]) for g in out)
+        assert 0 < moved["decode_steps"] <= moved["generated"]
+        if width > 1:
+            assert moved["decode_steps"] < moved["generated"]
+        assert 0 < moved["engine_ms"] and 0 < moved["engine_cpu_ms"]
+        assert moved["rows"] == len(self.REQUESTS)
+
     def test_rows_sharing_a_prefix_compute_it_once(self, gen):
         """Prompts that share more than the batch's common part (the same question and
         first passage, a different second one) compute the shared tokens once."""
