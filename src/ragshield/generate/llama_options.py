@@ -32,10 +32,11 @@ class LlamaEngineOptions:
 
     n_ctx: KV cache cells shared by the rows of a batch (ours: 16,384 holds eight
         1,300-token RAG prompts with their answers; 0.5B: 12 KB per cell).
-    batch_size: most rows decoded together by ``generate_many`` (ours: 16; CPU
+    batch_size: most rows decoded together by ``generate_many`` (ours: 8; CPU
         milliseconds per generated token of the bf16 0.5B at 2 threads: 42.7 for one row,
-        13.9 for 8, 8.3 for 16, 7.5 for 32 — ``docs/results-llm-engine.md``, round 6; the
-        scan's writer decodes up to 96 tokens a reply, so its cost is decode).
+        13.9 for 8, 8.3 for 16, 7.5 for 32 — ``docs/results-llm-engine.md``, round 6 — but
+        16 rows changed one of 20 answers against the reference and saved no CPU on RAG
+        prompts, whose cost is prefill; a layout change needs its own agreement run).
     reuse_prefix: keep the last prompts' shared prefix in the KV cache
         (:mod:`ragshield.generate.llama_cpp`); ``False`` recomputes every prompt from
         scratch (benchmarks time prefill with it).
@@ -56,7 +57,7 @@ class LlamaEngineOptions:
     """
 
     n_ctx: int = 16384  # ours: eight 1,300-token RAG prompts and their answers
-    batch_size: int = 16  # ours: 16 rows cost 0.6x the CPU a token of 8 (results, round 6)
+    batch_size: int = 8  # ours: 16 changed 1 of 20 answers for no RAG gain (results, round 6)
     reuse_prefix: bool = True  # ours: every RAG prompt opens with the same instruction
     weights: str = "auto"  # ours: bf16 for qwen2.5-0.5b where llama.cpp has bf16 kernels
     share_engine: bool = True  # ours: one model in memory per process and sizes
