@@ -271,6 +271,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "echo_threshold": [_COSINE],
         "paraphrase_semantic": [_COSINE],
         "paraphrase_lexical": [Interval(Real, 0.0, 1.0)],
+        "numbers_disagree": [Boolean()],
         "copy_conflicts": [Boolean()],
         "conflict_lexical": [Interval(Real, 0.0, 1.0)],
         "conflict_max_diff": [Interval(int, 1, None)],
@@ -356,7 +357,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence
         self._stage_signals(query, texts, work, details)
         self._stage_knn_groups(sim, work, details)
-        self._stage_echo_pairs(sim, work, details)
+        self._stage_echo_pairs(query, texts, sim, work, details)
         self._stage_conflicts(query, texts, work, details)
         self._stage_consensus(query, texts, sim, scores, work, details)
         if self.grouping.multi_group:

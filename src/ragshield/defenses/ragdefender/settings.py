@@ -90,6 +90,7 @@ class EchoParams:
     echo_threshold: float = 0.75  # dev: clean benign pairs 0 removed at >= 0.75
     paraphrase_semantic: float = 0.85  # dev grid (0.75-0.85): clean benign removed 0
     paraphrase_lexical: float = 0.6  # dev grid (0.5/0.6): catches rewritten prefixes
+    numbers_disagree: bool = True  # ours (#28): no pair / consensus across differing numbers
     claim_echo: float = 1.0  # off: dev HotpotQA clean benign removed 0.004 -> 0.030 at 0.7
     echo_group_margin: float = 2.0  # off; 0.03 = clean-first (docs/results-poisoning.md)
     claim_consensus: bool = True  # ours (#28): dev clean sets fired 0/56 HotpotQA, 0/132 SQuAD

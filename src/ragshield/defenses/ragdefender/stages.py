@@ -23,7 +23,11 @@ from typing import Any
 import numpy as np
 
 from ragshield.defenses.params import StagedParams
-from ragshield.defenses.ragdefender.claims import near_copy_conflicts, unsupported_consensus
+from ragshield.defenses.ragdefender.claims import (
+    near_copy_conflicts,
+    number_conflicts,
+    unsupported_consensus,
+)
 from ragshield.defenses.ragdefender.coverage import question_coverage
 from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
 from ragshield.defenses.ragdefender.evidence import (
@@ -62,12 +66,19 @@ class Work:
         self.echo: np.ndarray | None = None  # closest sentence to the question, per passage
         self.lex: np.ndarray | None = None  # character 3-gram cosine between passages
         self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
+        self.disagree: np.ndarray | None = None  # pairs stating different numbers
 
     def lexical(self, texts: Sequence[str]) -> np.ndarray:
         """:attr:`lex`, computed on first use (the coverage and the signal stages share it)."""
         if self.lex is None:
             self.lex = trigram_cosine_matrix(texts)
         return self.lex
+
+    def disagreeing(self, texts: Sequence[str], query: str) -> np.ndarray:
+        """:attr:`disagree`, computed on first use (:func:`~.claims.number_conflicts`)."""
+        if self.disagree is None:
+            self.disagree = number_conflicts(texts, query)
+        return self.disagree
 
     def remove(self, i: int, reason: str) -> None:
         self.removed[i] = True
@@ -316,15 +327,25 @@ class EvidenceStages(StagedParams):
             details["conflicts"].append({"suspect": c.suspect, "other": c.other,
                                          "words": list(c.words), "support": list(c.support)})  # fmt: skip
 
-    def _stage_echo_pairs(self, sim: np.ndarray, work: Work, details: dict[str, Any]) -> None:
+    def _stage_echo_pairs(
+        self,
+        query: str,
+        texts: Sequence[str],
+        sim: np.ndarray,
+        work: Work,
+        details: dict[str, Any],
+    ) -> None:
         """Generated-kind density: two passages that both answer the question closely (a
         sentence within ``echo_threshold`` of it in embedding space) and say the same thing
         in different words (embedding cosine >= ``paraphrase_semantic``, character 3-gram
         cosine below ``paraphrase_lexical``). Natural near-copies are lexical and pass; a
         reworded, moved or dropped question changes neither measure. Both must also have a
         2nd retrieved neighbour within ``echo_group_margin`` of the index's 2nd-NN bar
-        (:mod:`.groups`): alone, the pair evidence took a whole on-topic retrieval of
-        season pages on HotpotQA (8 of 10 benign passages removed)."""
+        (:mod:`.groups`), off by default. Two passages that each state a number the other
+        lacks are no pair (``numbers_disagree``, :func:`~.claims.number_conflicts`):
+        they disagree on a fact, as the templated pages of a series do — the pair evidence
+        took a whole on-topic retrieval of season pages on HotpotQA (8 of 10 benign
+        passages removed)."""
         if not self.echo.echo_pairs or work.echo is None or work.lex is None:
             return
         echo = work.echo
@@ -334,6 +355,8 @@ class EvidenceStages(StagedParams):
         if work.second is not None:  # the second signal: both sit in a dense neighbourhood
             dense = work.second >= self.group_bars()[0] - self.echo.echo_group_margin
             para &= dense[:, None] & dense[None, :]
+        if self.echo.numbers_disagree and para.any():
+            para &= ~work.disagreeing(texts, query)
         np.fill_diagonal(para, False)
         for i in np.flatnonzero(para.any(axis=1)).tolist():
             j = int(np.flatnonzero(para[i])[0])
@@ -353,14 +376,17 @@ class EvidenceStages(StagedParams):
     ) -> None:
         """Claim consensus (:func:`~.claims.unsupported_consensus`): several distinct
         passages close to the question all use a word that no other retrieved passage
-        uses — an answer only they give. They go, except the member at the group's edge and
-        near the question (:func:`outlier_to_spare`: the genuine passage the group was
-        written about), as in the coverage and dense-group stages."""
+        uses — an answer only they give; a member stating numbers another member does not
+        state (``numbers_disagree``) does not agree with them. They go, except the member
+        at the group's edge and near the question (:func:`outlier_to_spare`: the genuine
+        passage the group was written about), as in the coverage and dense-group stages."""
         p = self.echo
         if not p.claim_consensus or work.echo is None or work.lex is None:
             return
+        disagree = work.disagreeing(texts, query) if p.numbers_disagree else None
         c = unsupported_consensus(query, texts, work.echo, p.consensus_echo,
-                                  p.consensus_min_group, work.lex, self.knn.group_lexical)  # fmt: skip
+                                  p.consensus_min_group, work.lex, self.knn.group_lexical,
+                                  disagree)  # fmt: skip
         if not c.members:
             return
         g = np.array(c.members)
