@@ -265,6 +265,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "dense_threshold": [_COSINE],
         "natural_similarity": [_COSINE, None],
         "signature_min_size": [Interval(int, 1, None)],
+        "signature_distinct": [Boolean()],
         "density_lexical": [Interval(Real, 0.0, 1.01)],
         "trusted_ids": [StrList()],
         "echo_pairs": [Boolean()],

@@ -79,6 +79,7 @@ class EvidenceParams:
     dense_threshold: float = 0.9  # SQuAD dev index: 1-NN cosine p99.9 0.896
     natural_similarity: float | None = None  # None: the index's calibration fills it
     signature_min_size: int = 2  # real-retrieval dev: a lone benign passage names it
+    signature_distinct: bool = True  # ours (#28): near-copies of one page carry no signature
     density_lexical: float = 1.01  # off; pairs at >= this 3-gram cosine are no density evidence
 
 
