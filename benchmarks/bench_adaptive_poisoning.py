@@ -341,7 +341,10 @@ ABLATION = {
         "typo_view": False,
     },
     "- verbatim restatement": {"restated_question": False},
-    "+ claim consensus (opt-in)": {"claim_consensus": True},
+    "- claim consensus": {"claim_consensus": False},
+    "- numbers disagree": {"numbers_disagree": False},
+    "- signature of distinct pages only": {"signature_distinct": False},
+    "+ density_lexical 0.8 (opt-in)": {"density_lexical": 0.8},
 }
 
 
