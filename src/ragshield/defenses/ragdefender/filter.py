@@ -222,7 +222,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
     coverage_threshold, coverage_min_group, coverage_min_chars: at least
         ``coverage_min_group`` distinct passages each spelling out the question at
         ``coverage_threshold`` (0-100, :mod:`.coverage`) are a planted group; the member at
-        its edge near the question is spared. 101 switches it off.
+        its edge near the question is spared. 101 switches it off. ``lone_echo``: one
+        passage that spells out the question (``coverage_threshold``) in a sentence this
+        close to it in embedding space is removed on its own (2.0 = off).
     group_knn, group_similarity, group_lexical: the planted *group* (:mod:`.groups`): a
         passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
@@ -289,6 +291,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "coverage_threshold": [Interval(Real, 0.0, 101.0)],
         "coverage_min_group": [Interval(int, 3, None)],
         "coverage_min_chars": [Interval(int, 1, None)],
+        "lone_echo": [Interval(Real, -1.0, 2.0)],
     }
 
     _own_params: ClassVar[tuple[str, ...]] = ("mode", "trusted_ids")
@@ -342,7 +345,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
-            "coverage_group": [], "coverage_spared": None, "consensus": None,
+            "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],
         }  # fmt: skip
         work = Work(n)
         raw = [r.text for r in items]
@@ -353,10 +356,11 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             return self._finish(items, work, np.zeros(n), details, t0)
         sim = cosine_matrix(vectors)
         self._stage_coverage(query, texts, sim, scores, work, details)
+        self._stage_signals(query, texts, work, details)
+        self._stage_lone_restatement(query, texts, work, details)
         if not self._stage_guard(sim, work, details):
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence
-        self._stage_signals(query, texts, work, details)
         self._stage_knn_groups(sim, work, details)
         self._stage_echo_pairs(query, texts, sim, work, details)
         self._stage_conflicts(query, texts, work, details)

@@ -115,6 +115,7 @@ class CoverageParams:
     coverage_threshold: float = 85.0  # dev: benign HotpotQA max 80.6; 101 = off
     coverage_min_group: int = 3  # dev: a gold paragraph + one planted is a pair
     coverage_min_chars: int = 20  # a question of a few words occurs by chance
+    lone_echo: float = 0.9  # ours (#28): dev, no benign passage of either corpus; 2.0 = off
 
 
 STAGES: dict[str, type] = {

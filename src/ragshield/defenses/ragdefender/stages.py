@@ -67,6 +67,7 @@ class Work:
         self.lex: np.ndarray | None = None  # character 3-gram cosine between passages
         self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
         self.disagree: np.ndarray | None = None  # pairs stating different numbers
+        self.coverage: np.ndarray | None = None  # question coverage per passage (0-100)
 
     def lexical(self, texts: Sequence[str]) -> np.ndarray:
         """:attr:`lex`, computed on first use (the coverage and the signal stages share it)."""
@@ -194,6 +195,7 @@ class EvidenceStages(StagedParams):
         if self.coverage.coverage_min_group > len(texts):
             return
         cov = question_coverage(query, texts, self.coverage.coverage_min_chars)
+        work.coverage = cov
         details["coverage"] = cov.round(1).tolist()
         hi = np.flatnonzero(cov >= self.coverage.coverage_threshold)
         if hi.size < self.coverage.coverage_min_group:
@@ -224,6 +226,30 @@ class EvidenceStages(StagedParams):
                            f"(coverage {cov[i]:.0f})")  # fmt: skip
             work.evidence[i] = True
             details["coverage_group"].append(i)
+
+    def _stage_lone_restatement(
+        self, query: str, texts: Sequence[str], work: Work, details: dict[str, Any]
+    ) -> None:
+        """One passage that restates the question in other words: it spells the question
+        out (coverage >= ``coverage_threshold``) *and* one of its sentences is as close to
+        the question in embedding space as a restatement is (echo >= ``lone_echo``). A lone
+        planted passage — CorruptRAG's meta-epistemic note, an edited copy of the gold page
+        with a claim sentence inserted — must win retrieval on its own, so it carries the
+        question; the verbatim check misses every rewording. Each measure alone occurs in
+        natural text (SQuAD's questions are written from their gold paragraph: coverage up
+        to 95.9, echo up to 0.94 on dev), both together in no benign top-10 passage of
+        either dev split. The passage goes alone: it is no evidence against its group (the
+        gold page an edit copies sits in that group)."""
+        if self.coverage.lone_echo > 1.0 or work.echo is None:
+            return
+        cov = work.coverage
+        if cov is None:
+            cov = work.coverage = question_coverage(query, texts, self.coverage.coverage_min_chars)
+        hits = (cov >= self.coverage.coverage_threshold) & (work.echo >= self.coverage.lone_echo)
+        for i in np.flatnonzero(hits & ~work.removed).tolist():
+            work.remove(i, f"restates the question in other words (coverage {cov[i]:.0f}, "
+                           f"echo {work.echo[i]:.2f})")  # fmt: skip
+            details["lone"].append(i)
 
     def _stage_guard(self, sim: np.ndarray, work: Work, details: dict[str, Any]) -> bool:
         off = sim.copy()
@@ -262,7 +288,8 @@ class EvidenceStages(StagedParams):
         and, with an encoder, each passage's question echo (its sentence closest to the
         question, :mod:`~ragshield.defenses.ragdefender.echo`)."""
         e, c, k = self.echo, self.copies, self.knn
-        if not (e.echo_pairs or e.claim_consensus or c.copy_conflicts or k.group_knn):
+        lone = self.coverage.lone_echo <= 1.0
+        if not (e.echo_pairs or e.claim_consensus or c.copy_conflicts or k.group_knn or lone):
             return
         work.lexical(texts)
         if self.encoder is None:
