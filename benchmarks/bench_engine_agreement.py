@@ -15,7 +15,19 @@ transformers reference, llama.cpp on the packaged GGUF and llama.cpp on its bf16
 (``weights="bf16"``, what ``auto`` picks on an AVX512-BF16 CPU); for each non-reference
 engine, the share of prompts whose answer equals the reference's word for word (after
 ``strip``). Answers are cached on disk per backend
-(the cache key includes the backend), so a rerun costs nothing.
+(the cache key includes the backend), so a rerun costs nothing; ``--engine-cache DIR``
+gives the non-reference engines a cache of their own (re-measure them, keep the
+reference's answers).
+
+``--replay N`` (llama.cpp engines): every distinct prompt asked again through
+``generate_many`` with a fresh engine and no answer cache, ``N`` prompts per call, twice:
+pass 1 in the order the evaluation asked them (rows batched, the prefix tree, saved KV
+states of earlier calls restored where a prompt shares a long head with one), pass 2 in
+reverse order in calls of ``N - 1``, where every prompt restores all but its last token
+from its own saved state (``state_cache_mb``, on by default). Each pass prints the
+prompt tokens restored / computed, its identical-answer share against the reference and
+the accuracy / ASR its answers give (the evaluation scored again from them): the scan's
+way of asking, checked against the float32 reference.
 """
 
 from __future__ import annotations
@@ -74,6 +86,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cache", type=Path, default=Path("runs/engine-agreement-cache"))
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--engine-cache", type=Path, default=None)
+    ap.add_argument("--replay", type=int, default=0, help="prompts per generate_many call")
     args = ap.parse_args()
     shared = args.data / "poisoning"
     if not shared.is_dir():
@@ -97,8 +111,9 @@ def main() -> int:
     for ds in args.datasets:
         recorded: dict[str, Recording] = {}
         for backend in args.backends:
+            cache = args.cache if backend == REFERENCE else (args.engine_cache or args.cache)
             inner = make_generator(
-                args.model, cache_dir=args.cache, max_new_tokens=32, threads=args.threads,
+                args.model, cache_dir=cache, max_new_tokens=32, threads=args.threads,
                 **BACKENDS[backend],
             )  # fmt: skip
             rec = recorded[backend] = Recording(inner)
@@ -129,8 +144,71 @@ def main() -> int:
             for k in [k for k in common if ref[k] != fast[k]][:10]:
                 print(f"- {k[0]!r}: transformers {ref[k]!r} / {backend} {fast[k]!r}")
             print()
+            if args.replay and BACKENDS[backend].get("backend") == "llama.cpp":
+                _replay(args, backend, list(fast), ref, shared / ds, defenses, enc)
     print(f"load avg at the end {'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
+
+
+class Lookup:
+    """A generator answering from recorded answers: the evaluation scored again."""
+
+    def __init__(self, name: str, answers: dict[tuple[str, tuple[str, ...]], str]) -> None:
+        self.name = name
+        self.answers = answers
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Any:
+        from ragshield.types import Generation
+
+        return Generation(self.answers[(question, tuple(contexts))])
+
+
+def _replay(
+    args: argparse.Namespace,
+    backend: str,
+    asked: list[tuple[str, tuple[str, ...]]],
+    ref: dict[tuple[str, tuple[str, ...]], str],
+    data: Path,
+    defenses: dict[str, Any],
+    enc: Any,
+) -> None:
+    """The two ``--replay`` passes of the module docstring for one llama.cpp engine."""
+    from ragshield.eval.poisoning import run_poisoning_eval
+    from ragshield.eval.report import markdown_table
+    from ragshield.generate import counters
+    from ragshield.generate.factory import make_generator
+
+    gen = make_generator(  # no answer cache: every prompt runs
+        args.model, max_new_tokens=32, threads=args.threads, **BACKENDS[backend]
+    )
+    n = args.replay
+    for label, order, width in (
+        ("pass 1, asked order", asked, n),
+        ("pass 2, reversed, own states", asked[::-1], max(1, n - 1)),
+    ):
+        before, t0 = counters.snapshot(), time.perf_counter()
+        got: dict[tuple[str, tuple[str, ...]], str] = {}
+        for i in range(0, len(order), width):
+            chunk = order[i : i + width]
+            for k, g in zip(chunk, gen.generate_many(chunk), strict=True):  # type: ignore[attr-defined]
+                got[k] = g.text.strip()
+        moved = counters.since(before)
+        same = sum(got[k] == ref[k] for k in got if k in ref)
+        print(
+            f"**{backend} replayed ({label}, {width} prompts per call): the reference's "
+            f"answer on {same}/{sum(k in ref for k in got)} prompts**; prompt tokens "
+            f"requested {moved.get('requested', 0):,}, computed {moved.get('computed', 0):,}, "
+            f"shared {moved.get('shared', 0):,}, restored {moved.get('restored', 0):,}, "
+            f"reused {moved.get('reused', 0):,}; {time.perf_counter() - t0:.0f} s"
+        )
+        for k in [k for k in got if k in ref and got[k] != ref[k]][:10]:
+            print(f"- {k[0]!r}: transformers {ref[k]!r} / replayed {got[k]!r}")
+        res = run_poisoning_eval(
+            data, defenses, attacks=[args.attack], ratios=[1], seeds=[args.seed],
+            encoder=enc, generator=Lookup(gen.name, got),  # type: ignore[arg-type]
+            limit=args.questions, split="test", include_clean=True,
+        )  # fmt: skip
+        print(markdown_table(res, metrics=["asr", "accuracy"]) + "\n")
 
 
 if __name__ == "__main__":

@@ -175,6 +175,7 @@ def full(args: argparse.Namespace) -> None:
           "busy) and the CPU time (one busy)")  # fmt: skip
     print(f"attack texts: {scan.notes.get('attack_texts')}")
     _print_tokens(dict(scan.notes.get("prompt_tokens") or {}))
+    _print_engine(dict(scan.notes.get("prompt_tokens") or {}), cpu)
     print(f"load avg at the end {_load()} (2 cores; other jobs share them)")
     used = time.process_time() - cpu0
     print(
@@ -201,6 +202,22 @@ def _print_tokens(tokens: dict) -> None:
         cells = " | ".join(f"{moved.get(k, 0):,}" for k in keys)
         print(f"| {stage} | {moved.get('rows', 0):,} | {moved.get('cache_hits', 0):,} | {cells} | "
               + (f"{share:.3f} |" if moved.get("requested") else "not run |"))  # fmt: skip
+
+
+def _print_engine(tokens: dict, cpu: dict) -> None:
+    """Per LLM stage, the CPU inside the engine's calls against the stage's whole CPU: what
+    a faster engine can buy and what only less work around the model can (filters,
+    encoders, the typo search)."""
+    print("\n| stage | stage CPU s | engine CPU s | CPU s around the engine | engine wall s | "
+          "tokens generated | decode steps |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for stage, moved in tokens.items():
+        if "engine_cpu_ms" not in moved:
+            continue
+        eng, whole = moved["engine_cpu_ms"] / 1000, cpu.get(stage, 0.0)
+        print(f"| {stage} | {whole:.1f} | {eng:.1f} | {whole - eng:.1f} | "
+              f"{moved.get('engine_ms', 0) / 1000:.1f} | {moved.get('generated', 0):,} | "
+              f"{moved.get('decode_steps', 0):,} |")  # fmt: skip
 
 
 def _load() -> str:

@@ -14,7 +14,12 @@ import pytest
 
 from ragshield.errors import InputError
 from ragshield.generate import cascade_math as cm
-from ragshield.generate.cascade import CascadeGenerator, ChunkCopyIndex
+from ragshield.generate.cascade import (
+    CascadeDecoding,
+    CascadeGenerator,
+    CascadeRule,
+    ChunkCopyIndex,
+)
 
 CHUNK = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima"
 CORPUS = [
@@ -431,6 +436,45 @@ class TestCascadeOnCallables:
         gen = CascadeGenerator(_fixed(p), _fixed(p), tokenizer, **kwargs)  # storing never fails
         with pytest.raises(InputError, match=message):
             gen.generate("Q?", ["c"])
+
+    @pytest.mark.parametrize(
+        "given",
+        [
+            {"rule": CascadeRule(gamma=2, eta=0.0), "decoding": CascadeDecoding(seed=3)},
+            {"rule": {"gamma": 2, "eta": 0.0}, "decoding": {"seed": 3}},
+            {"gamma": 2, "eta": 0.0, "seed": 3},
+            {"rule": CascadeRule(gamma=7, eta=0.0), "gamma": 2, "seed": 3},  # flat wins
+        ],
+    )
+    def test_options_by_group_table_or_flat_name_are_one(self, tokenizer, given):
+        """Issue #22: the constructor takes two groups (a dataclass or a config table) and
+        every field by its own name too (ragfort configs, benchmarks); reading or assigning
+        a flat name reaches its frozen group, and the answer is the same either way."""
+        _, p, _ = self._two_dists(tokenizer)
+        gen = CascadeGenerator(_fixed(p), _fixed(p), tokenizer, **given)
+        assert gen.rule == CascadeRule(gamma=2, eta=0.0) and gen.gamma == 2
+        assert gen.decoding == CascadeDecoding(seed=3) and gen.seed == 3
+        gen.max_new_tokens = 5
+        assert gen.decoding == CascadeDecoding(seed=3, max_new_tokens=5)
+        flat = CascadeGenerator(
+            _fixed(p), _fixed(p), tokenizer, gamma=2, eta=0.0, seed=3, max_new_tokens=5
+        )
+        assert gen.generate("Q?", ["c"]).text == flat.generate("Q?", ["c"]).text
+        assert gen.cache_identity() == flat.cache_identity()
+
+    def test_constructor_takes_at_most_twelve_names_and_refuses_unknown_ones(self, tokenizer):
+        import inspect
+
+        named = [
+            n
+            for n, q in inspect.signature(CascadeGenerator).parameters.items()
+            if q.kind is not q.VAR_KEYWORD
+        ]
+        assert len(named) <= 12, named
+        with pytest.raises(TypeError, match="did you mean 'gamma'"):
+            CascadeGenerator(None, None, gama=2)
+        with pytest.raises(TypeError, match="no parameter 'gamma' in decoding"):
+            CascadeGenerator(None, None, decoding={"gamma": 2})
 
     def test_bad_inputs(self, tokenizer):
         _, p, _ = self._two_dists(tokenizer)

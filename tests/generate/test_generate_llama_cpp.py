@@ -14,6 +14,7 @@ import pytest
 
 from ragshield.errors import InputError
 from ragshield.generate.factory import make_generator
+from ragshield.generate.llama_options import LlamaEngineOptions
 from ragshield.models import backends
 from ragshield.models.backends import ENV, resolve_backend
 
@@ -119,6 +120,45 @@ class TestLlamaCppGenerator:
         with pytest.raises(InputError, match="batch_size"):
             LlamaCppGenerator("smollm2-135m", batch_size=0).warm_up()
 
+    @pytest.mark.parametrize(
+        "given",
+        [
+            {"engine_options": LlamaEngineOptions(batch_size=4, state_cache_mb=0)},
+            {"engine_options": {"batch_size": 4, "state_cache_mb": 0}},
+            {"batch_size": 4, "state_cache_mb": 0},
+            {"engine_options": LlamaEngineOptions(batch_size=2), "batch_size": 4,
+             "state_cache_mb": 0},  # a flat name wins over its group
+        ],
+    )  # fmt: skip
+    def test_engine_options_by_group_table_or_flat_name_are_one(self, given):
+        """Issue #22: the engine's six options are one frozen group, also taken, read and
+        assigned by their flat names (configs, the factory, the benchmarks); no model."""
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        g = LlamaCppGenerator("smollm2-135m", max_new_tokens=5, **given)
+        assert g.engine_options == LlamaEngineOptions(batch_size=4, state_cache_mb=0)
+        assert (g.batch_size, g.state_cache_mb, g.n_ctx) == (4, 0, 16384)
+        g.reuse_prefix = False
+        assert g.engine_options.reuse_prefix is False and g.max_new_tokens == 5
+        built = make_generator("smollm2-135m", backend="llama.cpp", **given)
+        assert built.engine_options == LlamaEngineOptions(batch_size=4, state_cache_mb=0)  # type: ignore[attr-defined]
+
+    def test_constructor_takes_at_most_thirteen_names_and_refuses_unknown_ones(self):
+        """The twelve decoding options both engines share (model included) plus the
+        engine's group; a misspelt flat name is refused, by the factory in one line."""
+        import inspect
+
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        params = inspect.signature(LlamaCppGenerator).parameters.values()
+        assert len([q for q in params if q.kind is not q.VAR_KEYWORD]) <= 13
+        with pytest.raises(TypeError, match="did you mean 'n_ctx'"):
+            LlamaCppGenerator("smollm2-135m", nctx=512)
+        with pytest.raises(InputError, match=r"does not take the option\(s\) nctx; it takes"):
+            make_generator("smollm2-135m", backend="llama.cpp", nctx=512)
+        with pytest.raises(InputError, match="batch_size"):
+            LlamaCppGenerator("smollm2-135m", engine_options={"batch_size": 0}).warm_up()
+
     def test_answers_from_context(self, gen):
         out = gen.generate(QUESTION, CONTEXTS)
         assert "Mirena Tolst" in out.text, out
@@ -168,6 +208,23 @@ class TestLlamaCppGenerator:
         assert same >= 3, [(a.text, b.text) for a, b in zip(together, alone, strict=True)]
         assert "Mirena Tolst" in together[0].text
         assert gen.generate_many([]) == []
+
+    @pytest.mark.parametrize("width", [1, 4])
+    def test_engine_counts_its_tokens_steps_and_time(self, gen, width):
+        """What the scan splits a stage's CPU with: tokens generated (every row's reply),
+        decode steps (one per batched forward pass after the prompt, so fewer than the
+        tokens when rows run together) and the time inside the engine."""
+        from ragshield.generate import counters
+
+        before = counters.snapshot()
+        out = gen.generate_many(self.REQUESTS, batch_size=width)
+        moved = counters.since(before)
+        assert moved["generated"] == sum(len(g.details["completion_ids"]) for g in out)
+        assert 0 < moved["decode_steps"] <= moved["generated"]
+        if width > 1:
+            assert moved["decode_steps"] < moved["generated"]
+        assert moved["engine_ms"] > 0 and moved["engine_cpu_ms"] > 0
+        assert moved["rows"] == len(self.REQUESTS)
 
     def test_rows_sharing_a_prefix_compute_it_once(self, gen):
         """Prompts that share more than the batch's common part (the same question and

@@ -45,12 +45,13 @@ How each model is asked for logits (KV cache, rollback) is :mod:`ragshield.gener
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from ragshield.defenses.params import StagedParams
 from ragshield.errors import InputError, check_float, check_int, check_query
 from ragshield.generate import cascade_math as cm
 from ragshield.generate.cascade_scorers import (  # noqa: F401  (_HFScorer: tests)
@@ -106,7 +107,46 @@ class _Stats:
     trace: list[dict[str, Any]] = field(default_factory=list)
 
 
-class CascadeGenerator:
+@dataclass(frozen=True)
+class CascadeRule:
+    """Eq. 5 and Algorithm 1 of RAGFort: when the emitted token follows the reference.
+
+    gamma: draft block size γ; ``0`` decodes with the reference alone (baseline).
+    alpha: α, weight of D_TV(p, q) in Eq. 5; larger means fewer deferrals to the reference.
+    eta: η, weight of q_t(z)/p_t(z) in Eq. 5; larger means deferring sooner when the draft
+        leans harder than the reference towards copying a retrieved chunk.
+    span: tokens of verbatim chunk text that count as copying (defines q_t(z), p_t(z)).
+    """
+
+    gamma: int = 5  # RAGFort §4.3 gives no γ; 5 is a common speculative block size
+    alpha: float = 0.5  # RAGFort §4.3 gives no α (a Lagrange multiplier, Eq. 3)
+    eta: float = 1.0  # RAGFort §4.3 gives no η (a Lagrange multiplier, Eq. 3)
+    span: int = 4  # not in RAGFort: our token-level reading of "generating chunk z"
+
+
+@dataclass(frozen=True)
+class CascadeDecoding:
+    """How the cascade's answer is prompted, sampled and cut.
+
+    do_sample, temperature: sampling with temperature, or greedy decoding (the default).
+    max_new_tokens, stop: generation stops at EOS, after ``max_new_tokens`` or at the first
+        stop string (cut off the returned text).
+    seed: seeds a fresh ``numpy`` generator per call, so one question gives one answer.
+    use_chat_template: wrap the papers' prompt in the tokenizer's chat template if it has
+        one (instruct models ramble on a raw ``Answer:`` prompt), else the plain prompt.
+    prompt_style: ``"poisonedrag"`` or ``"ragfort"`` (see :mod:`ragshield.generate.prompt`).
+    """
+
+    do_sample: bool = False  # ours: greedy, as the other generators
+    temperature: float = 1.0  # ours: the model's own distribution when sampling
+    max_new_tokens: int = 128  # ours: RAGFort's attack prompts ask for long copies
+    stop: Sequence[str] = ()  # ours: none; the pipeline's answers pass ["\n"]
+    seed: int = 0  # ours
+    use_chat_template: bool = True  # ours: instruct models ramble on a raw prompt
+    prompt_style: str = "poisonedrag"  # ours: the papers' RAG prompt
+
+
+class CascadeGenerator(StagedParams):
     """RAGFort's cascade (Algorithm 1, Eq. 5) as a ragshield :class:`Generator`.
 
     Parameters
@@ -116,24 +156,34 @@ class CascadeGenerator:
         the first forward pass.
     tokenizer: the shared ``transformers`` tokenizer; taken from ``reference.tokenizer_`` or
         ``draft.tokenizer_`` when omitted.
-    gamma: draft block size γ; ``0`` decodes with the reference alone (baseline).
-    alpha: α, weight of D_TV(p, q) in Eq. 5; larger means fewer deferrals to the reference.
-    eta: η, weight of q_t(z)/p_t(z) in Eq. 5; larger means deferring sooner when the draft
-        leans harder than the reference towards copying a retrieved chunk.
-    span: tokens of verbatim chunk text that count as copying (defines q_t(z), p_t(z)).
-    do_sample, temperature: sampling with temperature, or greedy decoding (the default).
-    max_new_tokens, stop: generation stops at EOS, after ``max_new_tokens`` or at the first
-        stop string (cut off the returned text).
-    seed: seeds a fresh ``numpy`` generator per call, so one question gives one answer.
-    use_chat_template: wrap the papers' prompt in the tokenizer's chat template if it has
-        one (instruct models ramble on a raw ``Answer:`` prompt), else the plain prompt.
-    prompt_style: ``"poisonedrag"`` or ``"ragfort"`` (see :mod:`ragshield.generate.prompt`).
+    rule: :class:`CascadeRule` (``gamma``, ``alpha``, ``eta``, ``span``: Eq. 5 and
+        Algorithm 1) or a table of its fields.
+    decoding: :class:`CascadeDecoding` (``do_sample``, ``temperature``,
+        ``max_new_tokens``, ``stop``, ``seed``, ``use_chat_template``, ``prompt_style``)
+        or a table of its fields. Every field of both is also taken, read and assigned by
+        its own name (``CascadeGenerator(d, r, gamma=0)``, ``gen.seed = 3``), the names
+        ``ragfort`` configs use.
     draft_params, reference_params: parameter counts for the FLOPs estimate when the models
         are callables (taken from the model otherwise).
     trace: keep a per-token record (source model, r̂, copy mass) in ``details["trace"]``.
     """
 
     name = "ragfort-cascade"
+    _stages: ClassVar[Mapping[str, type]] = {"rule": CascadeRule, "decoding": CascadeDecoding}
+    _own_params = ("draft", "reference", "tokenizer", "draft_params", "reference_params", "trace")
+    rule: CascadeRule
+    decoding: CascadeDecoding
+    gamma: int
+    alpha: float
+    eta: float
+    span: int
+    do_sample: bool
+    temperature: float
+    max_new_tokens: int
+    stop: Sequence[str]
+    seed: int
+    use_chat_template: bool
+    prompt_style: str
 
     def __init__(
         self,
@@ -141,38 +191,20 @@ class CascadeGenerator:
         reference: Any,
         tokenizer: Any = None,
         *,
-        gamma: int = 5,  # RAGFort §4.3 gives no γ; 5 is a common speculative block size
-        alpha: float = 0.5,  # RAGFort §4.3 gives no α (a Lagrange multiplier, Eq. 3)
-        eta: float = 1.0,  # RAGFort §4.3 gives no η (a Lagrange multiplier, Eq. 3)
-        span: int = 4,  # not in RAGFort: our token-level reading of "generating chunk z"
-        do_sample: bool = False,
-        temperature: float = 1.0,
-        max_new_tokens: int = 128,
-        stop: Sequence[str] = (),
-        seed: int = 0,
-        use_chat_template: bool = True,
-        prompt_style: str = "poisonedrag",
+        rule: CascadeRule | Mapping[str, Any] | None = None,
+        decoding: CascadeDecoding | Mapping[str, Any] | None = None,
         draft_params: int | None = None,
         reference_params: int | None = None,
         trace: bool = False,
+        **flat: Any,  # a field of rule or decoding by its own name (gamma=0, seed=3, ...)
     ) -> None:
         self.draft = draft
         self.reference = reference
         self.tokenizer = tokenizer
-        self.gamma = gamma
-        self.alpha = alpha
-        self.eta = eta
-        self.span = span
-        self.do_sample = do_sample
-        self.temperature = temperature
-        self.max_new_tokens = max_new_tokens
-        self.stop = stop
-        self.seed = seed
-        self.use_chat_template = use_chat_template
-        self.prompt_style = prompt_style
         self.draft_params = draft_params
         self.reference_params = reference_params
         self.trace = trace
+        self._set_stages({"rule": rule, "decoding": decoding}, flat)
         self._tokenizer: Any = None
         self._draft_scorer: _Scorer | None = None
         self._ref_scorer: _Scorer | None = None

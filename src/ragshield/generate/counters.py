@@ -11,7 +11,11 @@ once for several rows of a batch), ``restored`` (read back from a saved prompt s
 :mod:`ragshield.generate.kv_states`); ``requested = computed + reused + shared + restored``.
 ``rows``: prompts the engines ran; ``cache_hits``: requests answered without them, from
 an answer cache (:class:`~ragshield.generate.cache.CachedGenerator`, memory or disk) or as
-the repeat of a request in the same call.
+the repeat of a request in the same call. ``generated``: tokens decoded; ``decode_steps``:
+batched decode calls; ``engine_ms`` / ``engine_cpu_ms``: wall and process CPU milliseconds
+inside the engine's calls (the process's CPU, so work another thread does meanwhile counts
+too: an upper bound where threads overlap, exact where the engine runs alone). A stage's
+CPU minus ``engine_cpu_ms`` is what it spent around the model (filters, encoders, searches).
 """
 
 from __future__ import annotations

@@ -158,12 +158,15 @@ def _construct(cls: Any, *args: Any, **options: Any) -> Generator:
     user error (e.g. ``dtype`` given for an OpenAI endpoint) instead of a TypeError."""
     import inspect
 
-    accepted = inspect.signature(cls).parameters
+    params = inspect.signature(cls).parameters
+    accepted = [n for n, p in params.items() if p.kind is not p.VAR_KEYWORD and n != "self"]
+    flat = getattr(cls, "flat_param_names", None)  # grouped options, by their flat names
+    accepted += [n for n in (flat() if callable(flat) else ()) if n not in accepted]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise InputError(
             f"{cls.__name__} does not take the option(s) {', '.join(unknown)}; it takes "
-            f"{', '.join(p for p in accepted if p not in ('self',))}."
+            f"{', '.join(accepted)}."
         )
     gen: Generator = cls(*args, **options)
     return gen

@@ -48,16 +48,16 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from ragshield.defenses.params import StagedParams
 from ragshield.errors import InputError, check_int
 from ragshield.generate.engine_options import (
     DECODING_OPTIONS,
     END_TOKENS,
     LocalDecoding,
-    check_bool,
     check_messages,
 )
 from ragshield.generate.lines import answer_line_ended
@@ -66,6 +66,7 @@ from ragshield.generate.llama_engine import (  # noqa: F401  (_common_prefix: te
     _Engine,
     open_engine,
 )
+from ragshield.generate.llama_options import LlamaEngineOptions
 from ragshield.models.formats import PACKAGED, check_format
 from ragshield.types import Generation
 
@@ -92,7 +93,7 @@ def render_chat_template(template: str, messages: list[dict[str, str]], **specia
     )
 
 
-class LlamaCppGenerator(LocalDecoding):
+class LlamaCppGenerator(LocalDecoding, StagedParams):
     """Greedy (or seeded sampling) generation with a packaged GGUF model on llama.cpp.
 
     Parameters
@@ -105,30 +106,24 @@ class LlamaCppGenerator(LocalDecoding):
     threads: llama.cpp threads for prefill and decode (``None``: one per usable core).
     dtype: accepted for option compatibility with the transformers path and ignored: the
         weights run in the GGUF's own 4-bit format. The reference path (cascade) uses it.
-    n_ctx: KV cache cells shared by the rows of a batch (ours: 16,384 holds eight
-        1,300-token RAG prompts with their answers; 0.5B: 12 KB per cell).
-    batch_size: most rows decoded together by :meth:`generate_many` (ours: 8; see
-        ``docs/results-llm-engine.md`` for the measured rows-per-second curve).
-    reuse_prefix: keep the last prompts' shared prefix in the KV cache (module docstring);
-        ``False`` recomputes every prompt from scratch (benchmarks time prefill with it).
-    weights: ``"packaged"`` runs the packaged GGUF as is; ``"bf16"`` its matrices widened
-        to bfloat16 once into the cache (:mod:`ragshield.models.formats`: about twice the
-        prefill tokens/s on AVX512-BF16, slower one-row decode; ``docs/results-llm-engine.md``);
-        ``"auto"`` (ours): the model's measured best (bf16 for qwen2.5-0.5b) where llama.cpp
-        has bf16 dot products here, else packaged.
-    share_engine: use the process's engine of the same weights, ``n_ctx`` and
-        ``batch_size`` when there is one (module docstring); ``False`` loads a private
-        copy (the model's memory twice, no shared prefix).
-    state_cache_mb: RAM for saved KV states of earlier prompts, restored when a new prompt
-        shares a long head with one (:mod:`ragshield.generate.kv_states`; ours: 1,024 MB
-        holds about 100 of the scan's 800-token 0.5B prompts at ~13 KB per token, i.e. the
-        previous defense chain's prompts of a 50-question scan); 0 turns it off. Same
-        answers up to the kernels' rounding (a restored row's cells were computed in
-        another batch; ``docs/results-llm-engine.md`` counts the agreement).
+    engine_options: how llama.cpp holds the model and its KV cache, a
+        :class:`~ragshield.generate.llama_options.LlamaEngineOptions` or a table of its
+        fields (``n_ctx``, ``batch_size``, ``reuse_prefix``, ``weights``, ``share_engine``,
+        ``state_cache_mb``); each field is also taken, read and assigned by its own name
+        (``LlamaCppGenerator(m, batch_size=16)``, ``gen.reuse_prefix = False``).
     """
 
     backend = "llama.cpp"
     _OWNER = _OWNER
+    _stages: ClassVar[Mapping[str, type]] = {"engine_options": LlamaEngineOptions}
+    _own_params = DECODING_OPTIONS
+    engine_options: LlamaEngineOptions
+    n_ctx: int
+    batch_size: int
+    reuse_prefix: bool
+    weights: str
+    share_engine: bool
+    state_cache_mb: int
 
     def __init__(
         self,
@@ -146,20 +141,11 @@ class LlamaCppGenerator(LocalDecoding):
         prompt_style: str = "poisonedrag",
         cache_dir: str | Path | None = None,
         show_progress: bool | None = None,
-        n_ctx: int = 16384,
-        batch_size: int = 8,
-        reuse_prefix: bool = True,
-        weights: str = "auto",
-        share_engine: bool = True,
-        state_cache_mb: int = 1024,
+        engine_options: LlamaEngineOptions | Mapping[str, Any] | None = None,
+        **flat: Any,  # a field of engine_options by its own name
     ) -> None:
         self._init_decoding(locals())
-        self.n_ctx = n_ctx
-        self.batch_size = batch_size
-        self.reuse_prefix = reuse_prefix
-        self.weights = weights
-        self.share_engine = share_engine
-        self.state_cache_mb = state_cache_mb
+        self._set_stages({"engine_options": engine_options}, flat)
         self._engine: _Engine | None = None
         self._path: Path | None = None
         self._eos: frozenset[int] = frozenset()
@@ -178,12 +164,7 @@ class LlamaCppGenerator(LocalDecoding):
                 f"{self.model!r}. A Hugging Face folder runs on the transformers backend."
             )
         self._check_decoding()
-        check_int(self.n_ctx, "n_ctx", _OWNER, low=256)
-        check_int(self.batch_size, "batch_size", _OWNER, low=1, high=64)
-        check_format(self.weights, _OWNER)
-        check_bool(self.reuse_prefix, "reuse_prefix", _OWNER)
-        check_bool(self.share_engine, "share_engine", _OWNER)
-        check_int(self.state_cache_mb, "state_cache_mb", _OWNER, low=0, high=1 << 20)
+        self.engine_options.check(_OWNER)
 
     @property
     def path_(self) -> Path:

@@ -16,7 +16,9 @@ Why it is written this way:
   call per chain, so a row restores the longest saved prefix (a memory copy) instead of
   computing it again.
 * Prompt tokens are counted (:mod:`ragshield.generate.counters`): requested, computed,
-  shared within a batch, restored; the scan prints them per stage.
+  shared within a batch, restored; so are the tokens generated, the decode steps and the
+  time inside the engine (wall and process CPU), so the scan can tell per stage what its
+  CPU went to: the model, or the work around it (filters, encoders, searches).
 """
 
 from __future__ import annotations
@@ -222,6 +224,7 @@ class _Engine:
         ``line_ended`` whether the reply so far ends its first line."""
         if not reuse_prefix:
             self.forget()
+        wall0, cpu0 = time.perf_counter(), time.process_time()
         shortest = min(len(p) for p in prompts)
         common = _common_prefix(prompts, limit=shortest - 1)
         keep = _common_prefix([self.prefix, prompts[0][:common]], limit=common)
@@ -291,6 +294,12 @@ class _Engine:
             for row in rows:
                 self._rm(row.seq, 0)
         decode = time.perf_counter() - t1
+        counters.add(
+            generated=sum(len(r.out) for r in rows),
+            decode_steps=steps,
+            engine_ms=round(1000 * (time.perf_counter() - wall0)),
+            engine_cpu_ms=round(1000 * (time.process_time() - cpu0)),
+        )
         own = [len(r.prompt) - common for r in rows]
         total_own = sum(own) or 1
         made = [max(len(r.out) - 1, 0) for r in rows]

@@ -74,7 +74,7 @@ def test_series_pages_are_no_consensus(use: bool, members: tuple[int, ...]) -> N
     echo = np.array([0.85, 0.85, 0.85, 0.3])
     lex = trigram_cosine_matrix(texts)
     disagree = number_conflicts(texts, Q) if use else None
-    c = unsupported_consensus(Q, texts, echo, 0.75, 3, lex, 0.8, disagree)
+    c = unsupported_consensus(Q, texts, echo, 0.75, 3, lex, 0.8, disagree=disagree)
     assert c.members == members
 
 
@@ -82,7 +82,9 @@ def test_planted_group_still_agrees() -> None:
     texts = [*PLANTED, OTHER]
     echo = np.array([0.85, 0.85, 0.85, 0.3])
     lex = trigram_cosine_matrix(texts)
-    c = unsupported_consensus(Q, texts, echo, 0.75, 3, lex, 0.8, number_conflicts(texts, Q))
+    c = unsupported_consensus(
+        Q, texts, echo, 0.75, 3, lex, 0.8, disagree=number_conflicts(texts, Q)
+    )
     assert c.members == (0, 1, 2) and "1901" in c.words
 
 

@@ -1,4 +1,4 @@
-"""EcoSafeRAG's 21 hyper-parameters, grouped by the stage that reads them (issue #22).
+"""EcoSafeRAG's 22 hyper-parameters, grouped by the stage that reads them (issue #22).
 
 Example::
 
@@ -82,6 +82,16 @@ MiniLM + FaissStore, real top-k, one planted passage per question in a copy of t
 * ``bait_skeleton``: baits are the templates without their ``{query}`` slot, every
   sentence a bait point, encoded once per filter; per-query bait encoding (16 texts) was
   most of the latency;
+* ``keep_passages`` (issue #23 follow-up): θ trims sentences, never a whole retrieved
+  passage; a passage with no sentence at θ keeps its best one, which is then judged like
+  any candidate. θ is relative to the best sentence of the whole set, so on an on-topic
+  top-10 a genuine passage whose sentences each say less than the best one (a multi-hop
+  bridge, background) fell below it everywhere: on the clean dev sets *every* passage
+  EcoSafeRAG removed was removed this way (HotpotQA non-targets 30 of 560 retrieved,
+  SQuAD even articles 44 of 1,320; ``below_adaptive_threshold`` only), and the chain
+  ``ragdefender,ecosaferag`` removed 0.057 of clean HotpotQA dev passages against
+  ragdefender's 0.004 alone. With it: 0.004 (both), and no dev attack setting of the
+  poisoning benchmark reached the context more often (``docs/results-injection.md``);
 * ``bait_types`` adds an ``exfiltration`` family (URL / tool leaks, our wording);
 * ``cache_size``: sentences and their vectors are cached per passage text;
   :meth:`~ragshield.defenses.ecosaferag.EcoSafeRAG.precompute` fills it at index time;
@@ -153,6 +163,13 @@ class Screening:
     not restate the question. scrutiny: the low-diversity rule judges only passages that
     restate the question. strip_question: judge a sentence holding the question by what
     surrounds it. flag_restatement: a sentence that is the question flags its passage.
+    keep_passages: θ trims sentences but never removes a retrieved passage whole: a
+    passage with no sentence at θ keeps its most query-similar one as a candidate (judged
+    by the bait and low-diversity rules like any other).
+    qa_corpus: the passages are questions with their answers (an FAQ, a support or Q&A
+    base), where the gold entry restates the user's question: then neither a verbatim
+    restatement nor a sentence at the absolute cutoff marks a passage for scrutiny or flags
+    it. ``None``: from the index profile (``IndexProfile.qa_corpus``), else off.
     """
 
     tau: float = 0.4  # paper: θ = τ·max (PEERS.md), τ not given -> NQ dev sweep
@@ -161,6 +178,10 @@ class Screening:
     scrutiny: bool = True  # issue #17 (not in the paper): SQuAD dev, see module docstring
     strip_question: bool = True  # issue #17: judge what surrounds a restated question
     flag_restatement: bool = True  # issue #17: the question as a sentence of its own
+    keep_passages: bool = (
+        True  # issue #23 (not in the paper): θ alone removed 0.03-0.05 of clean dev passages
+    )
+    qa_corpus: bool | None = None  # ours: ChatDoctor FAQ, every gold entry was removed
 
 
 @dataclass(frozen=True)
@@ -235,4 +256,5 @@ CONSTRAINTS: ParamTable = {
     # every on/off switch (the fields annotated bool: string annotations here)
     **{f.name: [Boolean()] for cls in GROUPS.values() for f in fields(cls) if f.type == "bool"},
     "bait_types": [OptionList(*BAIT_TEMPLATES)],  # unread (unchecked) when baits given
+    "qa_corpus": [Boolean(), None],
 }

@@ -303,6 +303,24 @@ def best_per_passage(similarities: np.ndarray, owner: np.ndarray, n_passages: in
     return mask
 
 
+def unreached_best(
+    candidates: np.ndarray, best: np.ndarray, owner: np.ndarray, n_passages: int
+) -> np.ndarray:
+    """Mask of the best sentence (``best``) of each passage with no sentence in
+    ``candidates`` (``keep_passages``).
+
+    Why: θ is relative to the best sentence of the whole retrieved set, so on an on-topic
+    retrieval a genuine passage whose sentences each say less about the question than the
+    best one (a multi-hop bridge, a paragraph of background) fell below θ everywhere and was
+    removed whole — the only rule that removed clean passages on the HotpotQA and SQuAD dev
+    sets. Its best sentence is made a candidate instead: still judged, no longer dropped for
+    relevance alone.
+    """
+    reached = np.zeros(n_passages, dtype=bool)
+    reached[owner[candidates]] = True
+    return best & ~reached[owner]
+
+
 _WORD = re.compile(r"\w+")
 
 

@@ -30,8 +30,9 @@ sentences is still read whole. A sentence is removed when
   threshold: the index's own calibration at ``operating_point`` (``"fpr1"``: ≤ 1 % of the
   index's sentences would be flagged; ``"fpr0.1"``, the default: ≤ 0.1 %), else the
   head's training operating point, unless ``threshold`` is given explicitly; or
-* (``hysteresis``, at ``fpr0.1``) it neighbours a removed sentence and its own score
-  reaches the ``fpr1`` threshold: the weaker half of a split instruction.
+* (``hysteresis``, at ``fpr0.1``) it neighbours a removed sentence (by the classifier or
+  a rule) and its own score reaches the ``fpr1`` threshold: the weaker half of a split
+  instruction.
 
 The head's score of a sentence that reads as a notice to a person or a description of AI
 (:func:`ragshield.defenses.injection.features.mention_kind`: benign text that mentions
@@ -366,7 +367,7 @@ class InjectionGuard(ParamsMixin):
         for i, (r, sc) in enumerate(zip(items, scored, strict=True)):
             by_rule = np.array([bool(h) for h in sc.rules], dtype=bool) if self.rules else None
             flag = (
-                window_flags(sc.own, sc.pair, t, low)
+                window_flags(sc.own, sc.pair, t, low, by_rule)
                 if self.classifier
                 else np.zeros(len(sc.sentences), bool)
             )

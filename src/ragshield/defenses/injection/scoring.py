@@ -106,7 +106,11 @@ def pair_scores(
 
 
 def window_flags(
-    own: np.ndarray, pair: np.ndarray, threshold: float, low: float | None = None
+    own: np.ndarray,
+    pair: np.ndarray,
+    threshold: float,
+    low: float | None = None,
+    ruled: np.ndarray | None = None,
 ) -> np.ndarray:
     """A sentence is flagged when its own score reaches ``threshold``, or when a window it
     shares with a neighbour does while *neither* sentence does alone (an instruction split
@@ -114,13 +118,18 @@ def window_flags(
     neighbour out with it — unless that neighbour's own score reaches ``low`` (hysteresis,
     as in edge detection: the other half of a split instruction is rarely strong enough on
     its own for the strict point, but a genuine sentence is rarely both next to a flagged
-    one and over the looser point)."""
+    one and over the looser point). ``ruled``: sentences a deterministic rule flagged; they
+    are flagged, and hold their neighbours to ``low`` like any flagged sentence (the rule's
+    trigger word sits in one half of a split instruction: the other half is the classifier's
+    to judge, at the looser point)."""
     flag = own >= threshold
     if pair.size:
         split = (pair >= threshold) & ~flag[:-1] & ~flag[1:]
         flag = flag.copy()
         flag[:-1] |= split
         flag[1:] |= split
+    if ruled is not None and ruled.size:  # after the windows: a rule flag blocks no window
+        flag = flag | ruled
     if low is not None and low < threshold and flag.size > 1:
         weak = own >= low
         near = np.zeros_like(flag)

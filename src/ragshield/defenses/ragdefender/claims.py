@@ -156,6 +156,7 @@ def unsupported_consensus(
     min_group: int,
     lex: np.ndarray,
     lexical: float,
+    vocabulary: frozenset[str] = frozenset(),
     disagree: np.ndarray | None = None,
 ) -> Consensus:
     """Passages written *about the question* (question echo >= ``echo_bar``) that push the
@@ -168,6 +169,9 @@ def unsupported_consensus(
     answer it closely still mention the entities it is about. No wording is assumed: the
     question may be restated, reworded or absent.
 
+    ``vocabulary``: the index's common words (``IndexProfile.common_words``), which are no
+    claim: passages of one template share them (ChatDoctor's answers: *based*, *confirm*).
+
     ``disagree`` (pairs of passages, e.g. :func:`number_conflicts`): a passage that
     disagrees with another of the group on a fact is not part of its consensus. The
     templated pages of a series share their template's words, which the one page about the
@@ -177,7 +181,7 @@ def unsupported_consensus(
     if len(hi) < min_group:
         return Consensus((), ())
     q = content_words(query)
-    words = [content_words(t) - q for t in texts]
+    words = [content_words(t) - q - vocabulary for t in texts]
     members: set[int] = set()
     pushed: list[str] = []
     for w in sorted(set().union(*(words[i] for i in hi))):

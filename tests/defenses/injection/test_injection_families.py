@@ -79,7 +79,7 @@ def test_hard_negatives_are_distinct_from_training() -> None:
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
     train = pytest.importorskip("train_injection_head")
     trained = {
         *train.TRAIN_HARD_NEGATIVES, *train.HOWTO, *train.ABOUT_AI, *train.BENIGN_NON_EN,

@@ -1,0 +1,159 @@
+"""Dev-split checks of the sixth session's changes (issue #23): no test text.
+
+    python benchmarks/bench_injection_dev_checks.py --section normalize
+    python benchmarks/bench_injection_dev_checks.py --section keep-passages --hits-cache runs/hits
+
+What it measures (every figure printed is measured in this run; seed 0):
+
+* ``normalize`` — the English wordings of ``injection-adaptive``
+  (:data:`ragshield.attacks.injection_adaptive.INTENTS`, slots filled; in no training list)
+  obfuscated as ``bench_injection.py`` does (:func:`ragshield.attacks.injection_families.
+  obfuscate`: leet / zero-width / homoglyph): the share of their words
+  :func:`~ragshield.defenses.injection.text.normalize` restores, and of sentences restored
+  exactly; then how many benign dev sentences (SQuAD articles at even title positions,
+  HotpotQA dev passages) step 6 (:func:`~ragshield.defenses.injection.text.fold_leet_words`)
+  changes — a false fold is a benign sentence read as something else.
+* ``keep-passages`` — EcoSafeRAG's ``keep_passages`` on the poisoning benchmark's *dev*
+  retrievals (HotpotQA non-targets, SQuAD even articles; k = 10, context 5; the retrieved
+  sets ``bench_adaptive_poisoning.py --hits-cache`` left, built if absent): for the clean
+  set, why EcoSafeRAG removed each benign passage (the reasons of its decisions) with the
+  option off; then the chain ``ragdefender,ecosaferag`` with it off and on, every setting:
+  benign passages removed and attack reaching the context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+_WORDS = re.compile(r"[\w@$]+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORDS.findall(text.lower())
+
+
+def section_normalize() -> None:
+    from ragshield.attacks.injection_adaptive import INTENTS
+    from ragshield.attacks.injection_families import obfuscate
+    from ragshield.defenses.injection import text as T
+    from ragshield.defenses.injection.scoring import segment
+
+    fill = {"{W}": "ZX-4F2A9C", "{A}": "Paris", "{U}": "https://t.example/c?q="}
+    texts = []
+    for by_lang in INTENTS.values():
+        for w in by_lang.get("en", ()):
+            for slot, value in fill.items():
+                w = w.replace(slot, value)
+            texts.append(w)
+    print(f"## normalize on {len(texts)} English dev wordings (injection-adaptive)\n")
+    print("| obfuscation | words restored | sentences restored exactly |\n|---|---|---|")
+    for how in ("leet", "zero-width", "homoglyph"):
+        ok = total = exact = 0
+        for t in texts:
+            a, b = _words(t), _words(T.normalize(obfuscate(t, how)))
+            good = sum(x == y for x, y in zip(a, b, strict=False)) if len(a) == len(b) else 0
+            ok, total, exact = ok + good, total + len(a), exact + (good == len(a))
+        print(f"| {how} | {ok / total:.3f} | {exact / len(texts):.3f} |")
+    squad = json.loads((DATA / "ontopic/squad_v1.1_dev_43articles.json").read_text("utf-8"))
+    titles = sorted({p["title"] for p in squad["passages"]})
+    dev = set(titles[0::2])
+    hotpot = json.loads((DATA / "ontopic/hotpotqa_distractor_dev100.json").read_text("utf-8"))
+    sets = {
+        "SQuAD dev articles (even titles)": [
+            s for p in squad["passages"] if p["title"] in dev for s in segment(p["text"])
+        ],
+        "HotpotQA dev passages": [s for p in hotpot["passages"] for s in segment(p["text"])],
+    }
+    print("\n| benign dev set | sentences | changed by step 6 | examples |\n|---|---|---|---|")
+    for name, sentences in sets.items():
+        changed = []
+        for s in sentences:
+            before = T.normalize(s)
+            # step 6 off: what steps 1-5 alone make of the sentence
+            t = T.unicodedata.normalize("NFKC", s)
+            t = "".join(c for c in t if T.unicodedata.category(c) != "Cf")
+            t = T.fold_confusables(t) if not t.isascii() else t
+            t = T._SPACED.sub(lambda m: m.group(0).replace(" ", ""), T._join_spaced_words(t))
+            t = T._LEET_SHORT.sub(T._unleet, T._LEET_WORD.sub(T._unleet, t))
+            if before != t:
+                changed.append(f"{t[:60]!r} -> {before[:60]!r}")
+        ex = "; ".join(changed[:3]) or "–"
+        print(f"| {name} | {len(sentences)} | {len(changed)} | {ex} |")
+
+
+def section_keep_passages(args: argparse.Namespace) -> None:
+    import bench_adaptive_poisoning as bap
+    from ragshield.defenses.ecosaferag import EcoSafeRAG
+    from ragshield.defenses.registry import build_chains
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.cli.retrieval import ragdefender_params
+
+    enc = SentenceTransformerEncoder()
+    ns = argparse.Namespace(
+        k=10, seed=0, limit=None, hits_cache=args.hits_cache, cache_dir=args.cache_dir
+    )
+    spec = "ragdefender,ecosaferag"
+    for name in args.datasets.split(","):
+        b = bap.Bench(name, "dev", enc, ns)
+        hits, _, _, _ = b.hits("clean")
+        eco = bap.calibrated(b, EcoSafeRAG(enc, keep_passages=False))
+        reasons: Counter[tuple[str, ...]] = Counter()
+        n = 0
+        for case, retrieved in zip(b.cases, hits, strict=True):
+            n += len(retrieved)
+            res = eco.filter(case.question, retrieved)
+            for rid in res.removed_ids:
+                reasons[
+                    tuple(sorted({d.reason for d in res.decisions if d.passage_id == rid}))
+                ] += 1
+        census = ", ".join(f"{'+'.join(k)}: {v}" for k, v in reasons.most_common()) or "none"
+        print(f"\n## {name} dev (n={len(b.cases)}, {n} retrieved passages), clean set, "
+              f"EcoSafeRAG with keep_passages=False removed: {census}\n")  # fmt: skip
+        chains: dict[bool, Any] = {}
+        for keep in (False, True):
+            chain = build_chains(spec, enc, ragdefender_params(b.mode))[spec]
+            for f in chain.filters:
+                if isinstance(f, EcoSafeRAG):
+                    f.keep_passages = keep
+            chains[keep] = bap.calibrated(b, chain)
+        print("| setting | benign removed, off -> on | gold kept | attack reaches |")
+        print("|---|---|---|---|")
+        for s in (*bap.PUBLISHED, *bap.ADAPTIVE):
+            m = {keep: b.run(d, s) for keep, d in chains.items()}
+
+            def cell(key: str, m: dict[bool, dict[str, float]] = m) -> str:
+                return f"{m[False][key]:.3f} -> {m[True][key]:.3f}"
+
+            print(f"| {s} | {cell('benign_removed')} | {cell('gold_kept')} | "
+                  f"{cell('attack_reaches')} |", flush=True)  # fmt: skip
+        b.save_hits()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--section", choices=("normalize", "keep-passages"), required=True)
+    ap.add_argument("--datasets", default="hotpotqa,squad")
+    ap.add_argument("--hits-cache", default=None)
+    ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
+    args = ap.parse_args()
+    if args.section == "normalize":
+        section_normalize()
+    else:
+        section_keep_passages(args)
+
+
+if __name__ == "__main__":
+    main()
