@@ -341,7 +341,11 @@ ABLATION = {
         "typo_view": False,
     },
     "- verbatim restatement": {"restated_question": False},
-    "+ claim consensus (opt-in)": {"claim_consensus": True},
+    "- claim consensus": {"claim_consensus": False},
+    "- numbers disagree": {"numbers_disagree": False},
+    "- signature of distinct pages only": {"signature_distinct": False},
+    "- lone restatement": {"lone_echo": 2.0},
+    "+ density_lexical 0.8 (opt-in)": {"density_lexical": 0.8},
 }
 
 

@@ -20,6 +20,11 @@ TOPIC = [
     "Stone from the valley quarries built most of the town's older houses.",
     "The town council meets in a hall that once stored grain for the mills.",
 ]
+NEAR_TOPIC = [  # on-topic, each with a word of the gold page beyond the question
+    "Stone masons came to Brumfeld for work on the church in those years.",
+    "The quarry's stone also went into the town's arches and walls.",
+    "Six years of work on the dam ended when the money ran out.",
+]
 PARA = "Brumfeld's stone crossing over the Olm was finished in 1902 by the city masons."
 
 
@@ -60,3 +65,24 @@ def test_a_dense_group_of_different_texts_is_still_evidence() -> None:
     texts = [EDIT, PARA, *TOPIC]  # two different texts, as dense as the near-copy pair
     res = _filter(density_lexical=0.8).filter(Q, _retrieved(texts, _vectors(3)))
     assert {"p0", "p1"} <= {r.id for r in res.removed}
+
+
+@pytest.mark.parametrize(("signature_distinct", "topic_removed"), [(True, False), (False, True)])
+def test_a_near_copy_pair_carries_no_signature(
+    signature_distinct: bool, topic_removed: bool
+) -> None:
+    """The edited copy and the gold page it copies go as a dense pair (density evidence), but
+    the words they share are one page's vocabulary, not an answer a batch pushes: the
+    on-topic passages that use some of them ("stone", "work", "arches") stay. Before
+    ``signature_distinct`` they went too (SQuAD dev: ~30 % of the benign context)."""
+    e = np.eye(16)
+    pair = [e[0], e[0] + 0.02 * e[1]]
+    topic = [0.5 * e[0] + 0.8 * e[3] + 0.33 * e[4 + i] for i in range(3)]  # a group of their own
+    texts = [GOLD, EDIT, *NEAR_TOPIC]
+    res = _filter(signature_distinct=signature_distinct).filter(
+        Q, _retrieved(texts, [*pair, *topic])
+    )
+    removed = {r.id for r in res.removed}
+    assert {"p0", "p1"} <= removed
+    topic_ids = {"p2", "p3", "p4"}
+    assert topic_ids & removed == (topic_ids if topic_removed else set())

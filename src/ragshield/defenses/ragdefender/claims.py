@@ -34,6 +34,7 @@ import numpy as np
 from ragshield.defenses.ragdefender.evidence import content_words
 
 _TOKEN = re.compile(r"[a-z0-9]+")
+_NUMBER = re.compile(r"\d+")
 
 
 def paraphrase_partners(
@@ -44,6 +45,26 @@ def paraphrase_partners(
     close = (sim >= semantic) & (lex < lexical)
     np.fill_diagonal(close, False)
     return close.sum(axis=1)
+
+
+def number_conflicts(texts: Sequence[str], query: str) -> np.ndarray:
+    """Pairs of passages that each state a number the other does not (the question's own
+    numbers aside): they disagree on a fact, so they are no paraphrase of one claim.
+
+    Why: the pages of a series (seasons, editions, honours lists) are written from one
+    template, so they sit as close in embedding space as generated paraphrases do, but each
+    carries its own years, scores and counts (HotpotQA test: a question about the 2011-12
+    VCU Rams season retrieves eight season pages, all "paraphrases" of each other). Passages
+    generated to push one answer repeat the same numbers, or none (HotpotQA dev: 7 of
+    ~2,700 planted paraphrase pairs differ both ways)."""
+    q = set(_NUMBER.findall(query))
+    nums = [set(_NUMBER.findall(t)) - q for t in texts]
+    n = len(texts)
+    out = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        for j in range(i + 1, n):
+            out[i, j] = out[j, i] = bool(nums[i] - nums[j]) and bool(nums[j] - nums[i])
+    return out
 
 
 @dataclass(frozen=True)
@@ -105,6 +126,19 @@ def near_copy_conflicts(
     return out
 
 
+def agreeing(group: Sequence[int], disagree: np.ndarray) -> list[int]:
+    """The members of ``group`` left once the one that disagrees with most others is
+    dropped, again and again, until none disagree (a greedy largest agreeing subset: one
+    passage that conflicts with every other does not break up a group that agrees)."""
+    g = list(group)
+    while len(g) > 1:
+        counts = disagree[np.ix_(g, g)].sum(axis=1)
+        if not counts.any():
+            break
+        g.pop(int(np.argmax(counts)))
+    return g
+
+
 @dataclass(frozen=True)
 class Consensus:
     """Passages that agree on words nothing else retrieved says: ``members`` (indices) and
@@ -123,6 +157,7 @@ def unsupported_consensus(
     lex: np.ndarray,
     lexical: float,
     vocabulary: frozenset[str] = frozenset(),
+    disagree: np.ndarray | None = None,
 ) -> Consensus:
     """Passages written *about the question* (question echo >= ``echo_bar``) that push the
     same claim the rest of the retrieved set does not make: a content word outside the
@@ -135,7 +170,13 @@ def unsupported_consensus(
     question may be restated, reworded or absent.
 
     ``vocabulary``: the index's common words (``IndexProfile.common_words``), which are no
-    claim: passages of one template share them (ChatDoctor's answers: *based*, *confirm*)."""
+    claim: passages of one template share them (ChatDoctor's answers: *based*, *confirm*).
+
+    ``disagree`` (pairs of passages, e.g. :func:`number_conflicts`): a passage that
+    disagrees with another of the group on a fact is not part of its consensus. The
+    templated pages of a series share their template's words, which the one page about the
+    question's subject may lack, but each states its own years and scores (HotpotQA test:
+    seven season pages "agreed" on *atlantic*, *championship*, *defeated*)."""
     hi: list[int] = np.flatnonzero(echo >= echo_bar).tolist()
     if len(hi) < min_group:
         return Consensus((), ())
@@ -145,6 +186,8 @@ def unsupported_consensus(
     pushed: list[str] = []
     for w in sorted(set().union(*(words[i] for i in hi))):
         group = [i for i in hi if w in words[i]]
+        if disagree is not None:
+            group = agreeing(group, disagree)
         if len(group) < min_group:
             continue
         distinct: list[int] = []

@@ -225,7 +225,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
     coverage_threshold, coverage_min_group, coverage_min_chars: at least
         ``coverage_min_group`` distinct passages each spelling out the question at
         ``coverage_threshold`` (0-100, :mod:`.coverage`) are a planted group; the member at
-        its edge near the question is spared. 101 switches it off.
+        its edge near the question is spared. 101 switches it off. ``lone_echo``: one
+        passage that spells out the question (``coverage_threshold``) in a sentence this
+        close to it in embedding space is removed on its own (2.0 = off).
     group_knn, group_similarity, group_lexical: the planted *group* (:mod:`.groups`): a
         passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
@@ -269,12 +271,14 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "dense_threshold": [_COSINE],
         "natural_similarity": [_COSINE, None],
         "signature_min_size": [Interval(int, 1, None)],
+        "signature_distinct": [Boolean()],
         "density_lexical": [Interval(Real, 0.0, 1.01)],
         "trusted_ids": [StrList()],
         "echo_pairs": [Boolean()],
         "echo_threshold": [_COSINE],
         "paraphrase_semantic": [_COSINE],
         "paraphrase_lexical": [Interval(Real, 0.0, 1.0)],
+        "numbers_disagree": [Boolean()],
         "copy_conflicts": [Boolean()],
         "conflict_lexical": [Interval(Real, 0.0, 1.0)],
         "conflict_max_diff": [Interval(int, 1, None)],
@@ -292,6 +296,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "coverage_threshold": [Interval(Real, 0.0, 101.0)],
         "coverage_min_group": [Interval(int, 3, None)],
         "coverage_min_chars": [Interval(int, 1, None)],
+        "lone_echo": [Interval(Real, -1.0, 2.0)],
     }
 
     _own_params: ClassVar[tuple[str, ...]] = ("mode", "trusted_ids")
@@ -350,7 +355,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
-            "coverage_group": [], "coverage_spared": None, "consensus": None,
+            "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],
         }  # fmt: skip
         work = Work(n)
         raw = [r.text for r in items]
@@ -361,12 +366,13 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             return self._finish(items, work, np.zeros(n), details, t0)
         sim = cosine_matrix(vectors)
         self._stage_coverage(query, texts, sim, scores, work, details)
+        self._stage_signals(query, texts, work, details)
+        self._stage_lone_restatement(query, texts, work, details)
         if not self._stage_guard(sim, work, details):
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence
-        self._stage_signals(query, texts, work, details)
         self._stage_knn_groups(sim, work, details)
-        self._stage_echo_pairs(sim, work, details)
+        self._stage_echo_pairs(query, texts, sim, work, details)
         self._stage_conflicts(query, texts, work, details)
         self._stage_consensus(query, texts, sim, scores, work, details)
         if self.grouping.multi_group:

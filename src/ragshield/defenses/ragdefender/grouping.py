@@ -115,7 +115,7 @@ class GroupStages(EvidenceStages):
                     details["spared"].append(spared)
                 protected = (work.victim[g] & ~work.evidence[g]) | np.isin(g, originals)
                 hit = g[(g != spared) & ~protected]
-                if level == "tight":
+                if level == "tight" and self._distinct_pages(hit, texts, work) >= 2:
                     signature |= group_signature([texts[i] for i in hit.tolist()], query)
                 work.allowed[np.ix_(hit, hit)] = True
                 for i in hit.tolist():
@@ -123,6 +123,24 @@ class GroupStages(EvidenceStages):
                         i, f"member of a dense group ({level}, average cosine >= {threshold})"
                     )
             pool = np.flatnonzero(~work.removed)
+
+    def _distinct_pages(self, g: np.ndarray, texts: Sequence[str], work: Work) -> int:
+        """How many of ``g`` are not lexical near-copies of one another (3-gram cosine below
+        ``group_lexical``). Why: a tight group's signature (the words all its members use
+        beyond the question) is the answer a batch of generated passages pushes only when
+        the batch holds two pages or more. Near-copies of one page — an edited copy beside
+        the genuine paragraph, GARAG's typo copies — share that page's whole vocabulary, and
+        the signature then took every on-topic passage of the loose level with them (SQuAD
+        dev: one edited gold copy, ~30 % of the benign context removed).
+        ``signature_distinct`` off: every group counts (even one member left)."""
+        if not self.evidence.signature_distinct:
+            return max(int(g.size), 2)
+        lex = work.lexical(texts)
+        distinct: list[int] = []
+        for i in g.tolist():
+            if all(lex[i, j] < self.knn.group_lexical for j in distinct):
+                distinct.append(i)
+        return len(distinct)
 
     def _density(self, g: np.ndarray, sub: np.ndarray, texts: Sequence[str], work: Work) -> float:
         """The group's mean pair cosine as density *evidence*: pairs that are lexical

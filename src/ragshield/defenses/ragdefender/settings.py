@@ -82,6 +82,7 @@ class EvidenceParams:
     dense_threshold: float = 0.9  # SQuAD dev index: 1-NN cosine p99.9 0.896
     natural_similarity: float | None = None  # None: the index's calibration fills it
     signature_min_size: int = 2  # real-retrieval dev: a lone benign passage names it
+    signature_distinct: bool = True  # ours (#28): near-copies of one page carry no signature
     density_lexical: float = 1.01  # off; pairs at >= this 3-gram cosine are no density evidence
 
 
@@ -93,6 +94,7 @@ class EchoParams:
     echo_threshold: float = 0.75  # dev: clean benign pairs 0 removed at >= 0.75
     paraphrase_semantic: float = 0.85  # dev grid (0.75-0.85): clean benign removed 0
     paraphrase_lexical: float = 0.6  # dev grid (0.5/0.6): catches rewritten prefixes
+    numbers_disagree: bool = True  # ours (#28): no pair / consensus across differing numbers
     claim_echo: float = 1.0  # off: dev HotpotQA clean benign removed 0.004 -> 0.030 at 0.7
     echo_group_margin: float = 2.0  # off; 0.03 = clean-first (docs/results-poisoning.md)
     claim_consensus: bool = True  # ours (#28): dev clean sets fired 0/56 HotpotQA, 0/132 SQuAD
@@ -117,6 +119,7 @@ class CoverageParams:
     coverage_threshold: float = 85.0  # dev: benign HotpotQA max 80.6; 101 = off
     coverage_min_group: int = 3  # dev: a gold paragraph + one planted is a pair
     coverage_min_chars: int = 20  # a question of a few words occurs by chance
+    lone_echo: float = 0.9  # ours (#28): dev, no benign passage of either corpus; 2.0 = off
 
 
 STAGES: dict[str, type] = {

@@ -23,7 +23,11 @@ from typing import Any
 import numpy as np
 
 from ragshield.defenses.params import StagedParams
-from ragshield.defenses.ragdefender.claims import near_copy_conflicts, unsupported_consensus
+from ragshield.defenses.ragdefender.claims import (
+    near_copy_conflicts,
+    number_conflicts,
+    unsupported_consensus,
+)
 from ragshield.defenses.ragdefender.coverage import question_coverage
 from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
 from ragshield.defenses.ragdefender.evidence import (
@@ -62,12 +66,20 @@ class Work:
         self.echo: np.ndarray | None = None  # closest sentence to the question, per passage
         self.lex: np.ndarray | None = None  # character 3-gram cosine between passages
         self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
+        self.disagree: np.ndarray | None = None  # pairs stating different numbers
+        self.coverage: np.ndarray | None = None  # question coverage per passage (0-100)
 
     def lexical(self, texts: Sequence[str]) -> np.ndarray:
         """:attr:`lex`, computed on first use (the coverage and the signal stages share it)."""
         if self.lex is None:
             self.lex = trigram_cosine_matrix(texts)
         return self.lex
+
+    def disagreeing(self, texts: Sequence[str], query: str) -> np.ndarray:
+        """:attr:`disagree`, computed on first use (:func:`~.claims.number_conflicts`)."""
+        if self.disagree is None:
+            self.disagree = number_conflicts(texts, query)
+        return self.disagree
 
     def remove(self, i: int, reason: str) -> None:
         self.removed[i] = True
@@ -189,6 +201,7 @@ class EvidenceStages(StagedParams):
         if self.coverage.coverage_min_group > len(texts):
             return
         cov = question_coverage(query, texts, self.coverage.coverage_min_chars)
+        work.coverage = cov
         details["coverage"] = cov.round(1).tolist()
         hi = np.flatnonzero(cov >= self.coverage.coverage_threshold)
         if hi.size < self.coverage.coverage_min_group:
@@ -219,6 +232,30 @@ class EvidenceStages(StagedParams):
                            f"(coverage {cov[i]:.0f})")  # fmt: skip
             work.evidence[i] = True
             details["coverage_group"].append(i)
+
+    def _stage_lone_restatement(
+        self, query: str, texts: Sequence[str], work: Work, details: dict[str, Any]
+    ) -> None:
+        """One passage that restates the question in other words: it spells the question
+        out (coverage >= ``coverage_threshold``) *and* one of its sentences is as close to
+        the question in embedding space as a restatement is (echo >= ``lone_echo``). A lone
+        planted passage — CorruptRAG's meta-epistemic note, an edited copy of the gold page
+        with a claim sentence inserted — must win retrieval on its own, so it carries the
+        question; the verbatim check misses every rewording. Each measure alone occurs in
+        natural text (SQuAD's questions are written from their gold paragraph: coverage up
+        to 95.9, echo up to 0.94 on dev), both together in no benign top-10 passage of
+        either dev split. The passage goes alone: it is no evidence against its group (the
+        gold page an edit copies sits in that group)."""
+        if self.coverage.lone_echo > 1.0 or work.echo is None:
+            return
+        cov = work.coverage
+        if cov is None:
+            cov = work.coverage = question_coverage(query, texts, self.coverage.coverage_min_chars)
+        hits = (cov >= self.coverage.coverage_threshold) & (work.echo >= self.coverage.lone_echo)
+        for i in np.flatnonzero(hits & ~work.removed).tolist():
+            work.remove(i, f"restates the question in other words (coverage {cov[i]:.0f}, "
+                           f"echo {work.echo[i]:.2f})")  # fmt: skip
+            details["lone"].append(i)
 
     def _stage_guard(self, sim: np.ndarray, work: Work, details: dict[str, Any]) -> bool:
         off = sim.copy()
@@ -257,7 +294,8 @@ class EvidenceStages(StagedParams):
         and, with an encoder, each passage's question echo (its sentence closest to the
         question, :mod:`~ragshield.defenses.ragdefender.echo`)."""
         e, c, k = self.echo, self.copies, self.knn
-        if not (e.echo_pairs or e.claim_consensus or c.copy_conflicts or k.group_knn):
+        lone = self.coverage.lone_echo <= 1.0
+        if not (e.echo_pairs or e.claim_consensus or c.copy_conflicts or k.group_knn or lone):
             return
         work.lexical(texts)
         if self.encoder is None:
@@ -322,15 +360,25 @@ class EvidenceStages(StagedParams):
             details["conflicts"].append({"suspect": c.suspect, "other": c.other,
                                          "words": list(c.words), "support": list(c.support)})  # fmt: skip
 
-    def _stage_echo_pairs(self, sim: np.ndarray, work: Work, details: dict[str, Any]) -> None:
+    def _stage_echo_pairs(
+        self,
+        query: str,
+        texts: Sequence[str],
+        sim: np.ndarray,
+        work: Work,
+        details: dict[str, Any],
+    ) -> None:
         """Generated-kind density: two passages that both answer the question closely (a
         sentence within ``echo_threshold`` of it in embedding space) and say the same thing
         in different words (embedding cosine >= ``paraphrase_semantic``, character 3-gram
         cosine below ``paraphrase_lexical``). Natural near-copies are lexical and pass; a
         reworded, moved or dropped question changes neither measure. Both must also have a
         2nd retrieved neighbour within ``echo_group_margin`` of the index's 2nd-NN bar
-        (:mod:`.groups`): alone, the pair evidence took a whole on-topic retrieval of
-        season pages on HotpotQA (8 of 10 benign passages removed)."""
+        (:mod:`.groups`), off by default. Two passages that each state a number the other
+        lacks are no pair (``numbers_disagree``, :func:`~.claims.number_conflicts`):
+        they disagree on a fact, as the templated pages of a series do — the pair evidence
+        took a whole on-topic retrieval of season pages on HotpotQA (8 of 10 benign
+        passages removed)."""
         if not self.echo.echo_pairs or work.echo is None or work.lex is None:
             return
         echo = work.echo
@@ -340,6 +388,8 @@ class EvidenceStages(StagedParams):
         if work.second is not None:  # the second signal: both sit in a dense neighbourhood
             dense = work.second >= self.group_bars()[0] - self.echo.echo_group_margin
             para &= dense[:, None] & dense[None, :]
+        if self.echo.numbers_disagree and para.any():
+            para &= ~work.disagreeing(texts, query)
         np.fill_diagonal(para, False)
         for i in np.flatnonzero(para.any(axis=1)).tolist():
             j = int(np.flatnonzero(para[i])[0])
@@ -359,16 +409,18 @@ class EvidenceStages(StagedParams):
     ) -> None:
         """Claim consensus (:func:`~.claims.unsupported_consensus`): several distinct
         passages close to the question all use a word that no other retrieved passage
-        uses — an answer only they give. They go, except the member at the group's edge and
-        near the question (:func:`outlier_to_spare`: the genuine passage the group was
-        written about), as in the coverage and dense-group stages."""
+        uses — an answer only they give; a member stating numbers another member does not
+        state (``numbers_disagree``) does not agree with them. They go, except the member
+        at the group's edge and near the question (:func:`outlier_to_spare`: the genuine
+        passage the group was written about), as in the coverage and dense-group stages."""
         p = self.echo
         if not p.claim_consensus or work.echo is None or work.lex is None:
             return
         vocabulary = self._index_words if p.consensus_vocabulary else frozenset()
+        disagree = work.disagreeing(texts, query) if p.numbers_disagree else None
         c = unsupported_consensus(query, texts, work.echo, p.consensus_echo,
                                   p.consensus_min_group, work.lex, self.knn.group_lexical,
-                                  vocabulary)  # fmt: skip
+                                  vocabulary, disagree)  # fmt: skip
         if not c.members:
             return
         g = np.array(c.members)
