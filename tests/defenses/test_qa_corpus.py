@@ -101,6 +101,21 @@ def test_ragdefender_keeps_a_lone_faq_entry_on_a_qa_index(encoder: Any) -> None:
     assert pinned.restate_min_passages == 1
 
 
+def test_ragdefender_lone_restatement_waits_for_a_second_on_a_qa_index(encoder: Any) -> None:
+    """A reworded restatement (no verbatim question) alone: the lone-echo rule removes it
+    in an encyclopedia and leaves it on a Q&A index, like the verbatim rule."""
+    reworded = FAQ[0].replace(
+        f"{QUESTION}?", "How can I reset the router password after a firmware update?"
+    )
+    items = _retrieved(encoder, [reworded, *FAQ[1:]])
+    encyclopedia = RAGDefender(encoder, lone_echo=0.5)
+    qa = RAGDefender(encoder, lone_echo=0.5)
+    calibrate(encyclopedia, _profile(FAQ, 0.01))
+    calibrate(qa, _profile(FAQ, 0.9))
+    assert "p0" in encyclopedia.filter(QUESTION, items).removed_ids
+    assert "p0" in qa.filter(QUESTION, items).kept_ids
+
+
 def test_ragdefender_still_removes_planted_restaters_on_a_qa_index(encoder: Any) -> None:
     texts = [*FAQ, *PLANTED]
     f = RAGDefender()

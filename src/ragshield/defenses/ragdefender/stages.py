@@ -248,6 +248,8 @@ class EvidenceStages(StagedParams):
         gold page an edit copies sits in that group)."""
         if self.coverage.lone_echo > 1.0 or work.echo is None:
             return
+        if (self.evidence.restate_min_passages or 1) > 1:
+            return  # a Q&A index: its gold entry restates the question (store/profile.py)
         cov = work.coverage
         if cov is None:
             cov = work.coverage = question_coverage(query, texts, self.coverage.coverage_min_chars)
