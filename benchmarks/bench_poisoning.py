@@ -45,7 +45,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -143,7 +142,8 @@ def AuthorsRAGDefender(model: Any, task_type: str, *, cached_encode: Any = None)
     """
     if cached_encode is None:
         return _Authors.reencoding(model, task_type)  # type: ignore[arg-type]
-    return _Authors(SimpleNamespace(encode=cached_encode), mode=task_type)  # type: ignore[arg-type]
+    # the bound ``encode`` of an encoder (DiskCachedEncoder): the filter takes the encoder
+    return _Authors(cached_encode.__self__, mode=task_type)
 
 
 def defenses_for(
