@@ -265,6 +265,10 @@ class MemoEncoder:
     def model_(self) -> Any:
         return self.inner.model_
 
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
     def encode(self, texts: Sequence[str], *, show_progress: bool = False) -> np.ndarray:
         todo = [t for t in dict.fromkeys(texts) if t not in self._vec]
         if todo:
