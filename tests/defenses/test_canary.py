@@ -85,6 +85,21 @@ def test_head_placement_labels_the_chunk_and_strips_clean(text: str) -> None:
     assert check_output(one_answer, [marked], min_span_words=40) is None
 
 
+@pytest.mark.parametrize("placement", ["head", "sentence", None])
+def test_add_screen_reads_stored_chunks_without_their_marker(placement: str | None) -> None:
+    """``ragshield add`` probes with the nearest stored chunk's first sentence: with the
+    marker as the chunk's head that sentence was the marker, so the screen strips it."""
+    from ragshield.ingest import _unmarked, probe_question
+    from ragshield.types import RetrievedPassage
+
+    text = KNEE if placement is None else embed_canary(KNEE, canary_code("k", "a"), placement)
+    hit = RetrievedPassage(Passage("a", text), 0.9, 0)
+    plain = _unmarked(hit)
+    assert plain.passage.text == KNEE and plain.passage.id == "a" and plain.score == 0.9
+    assert probe_question(plain.passage).startswith("Doctor, I badly hurt my knee")
+    assert (plain is hit) is (placement is None)  # an unmarked chunk passes as it is
+
+
 def test_unknown_placement_is_refused() -> None:
     with pytest.raises(InputError, match="placement"):
         embed_canary(KNEE, "ABCD-EFGH-JKLM", "tail")

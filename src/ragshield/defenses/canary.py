@@ -103,12 +103,11 @@ PLACEMENTS: dict[str, Callable[[str, str], str]] = {
 }
 
 
-#: where ``ragshield index`` puts a marker: ``"sentence"``. ``"head"`` changed fewer normal
-#: answers (86 of 100 ChatDoctor answers unchanged vs 29 of 50; docs/results-extraction.md,
-#: Session 5) but is not the default yet: ``ragshield add``'s poisoning screen builds its probe
-#: question from the nearest stored chunk's text, which would then open with the marker, and
-#: it quarantined clean documents (tests/test_add.py); the screen should strip markers first.
-DEFAULT_PLACEMENT = "sentence"
+#: where ``ragshield index`` puts a marker: ``"head"``. It changed fewer normal answers than
+#: ``"sentence"`` (86 of 100 ChatDoctor answers word for word unchanged vs 29 of 50;
+#: docs/results-extraction.md, Session 5) and caught as much of RAG-Thief; ``ragshield add``'s
+#: poisoning screen strips markers before it probes (``ingest._unmarked``).
+DEFAULT_PLACEMENT = "head"
 
 
 def embed_canary(text: str, code: str, placement: str = DEFAULT_PLACEMENT) -> str:
