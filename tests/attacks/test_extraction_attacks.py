@@ -279,3 +279,23 @@ def test_loop_parameters_reach_the_base(make, rounds) -> None:  # type: ignore[n
 def test_unknown_loop_parameter_is_a_type_error() -> None:
     with pytest.raises(TypeError):
         RAGThief(max_querys=3)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("name", "asks_for"),
+    [("worm", "every context document"), ("worm-one", "the first context document")],
+)
+def test_worm_variants_send_their_payload(
+    encoder,
+    copy_rag: RAGPipeline,
+    name: str,
+    asks_for: str,  # type: ignore[no-untyped-def]
+) -> None:
+    """``worm-one`` (the worm aimed past the output checks) runs the same collision search
+    and asks for one unlabelled document per answer; built from the registry."""
+    from ragshield.attacks import registry
+
+    attack = registry.build_attack(name, kind="query", encoder=encoder, max_queries=3, iterations=1)
+    assert attack.run(_ask(copy_rag)) and len(attack.queries_) == 3
+    assert all(asks_for in q for q in attack.queries_)
+    assert ("square brackets" in attack.payload) is (name == "worm-one")

@@ -61,6 +61,12 @@ Action = Literal["block", "redact"]
 #: (2 at 10). It catches the worm's block-split copies the canary misses (32 of 182 uncaught
 #: worm answers; docs/results-extraction.md, Session 5).
 BREADTH_SPAN_WORDS: int | None = 12
+#: the recovery rule's chunk count (``CanaryGuard(recovery_chunks=...)``). Ours: 2 — on the
+#: 300 logged normal Qwen-0.5B ChatDoctor answers, 0 recovered two retrieved chunks by the
+#: CRR rule (~18 % recover their own record, a normal answer's shape); replayed on the
+#: 200-query worm × canary log it takes the worm from 0.046 to about 0.012 behind the canary
+#: and breadth rules (docs/results-extraction.md, Session 6).
+RECOVERY_CHUNKS: int | None = 2
 
 
 def new_secret() -> str:
@@ -235,8 +241,14 @@ class CanaryGuard(Wrapping):
     breadth_chunks: how many chunks the breadth rule needs. Ours: 3 — an answer joining
         two records is a normal ChatDoctor answer (the verbatim rule's stress case), three
         copied pieces are not.
+    recovery_chunks: when ``encoder`` is set, an answer the exact rules passed is also
+        checked with the extraction metric's own rule (:class:`~ragshield.defenses.
+        canary_recovery.RecoveryCheck`: this many retrieved chunks recovered by ROUGE-L F1
+        > 0.5 and cosine > 0.85) — the worm's rewritten copies, which drop the marker and
+        break every verbatim run. Ours: 2 (:data:`RECOVERY_CHUNKS`). ``None`` turns it off;
+        without an encoder it does not run.
     action: ``"block"`` (a fixed refusal replaces the answer) or ``"redact"`` (the copied
-        words are cut out).
+        words are cut out; a recovery or semantic hit is blocked, having no copied words).
     message: the refusal ``"block"`` answers with.
     semantic_threshold: when set (with ``encoder``), an answer neither rule caught is also
         checked for *restated* chunks (:class:`~ragshield.defenses.canary_semantic.
@@ -256,6 +268,7 @@ class CanaryGuard(Wrapping):
         min_chunks: int = 2,
         breadth_span_words: int | None = BREADTH_SPAN_WORDS,
         breadth_chunks: int = 3,
+        recovery_chunks: int | None = RECOVERY_CHUNKS,
         action: Action = "block",
         message: str = BLOCKED,
         semantic_threshold: float | None = None,
@@ -267,6 +280,7 @@ class CanaryGuard(Wrapping):
         self.min_chunks = min_chunks
         self.breadth_span_words = breadth_span_words
         self.breadth_chunks = breadth_chunks
+        self.recovery_chunks = recovery_chunks
         self.action = action
         self.message = message
         self.semantic_threshold = semantic_threshold
@@ -278,6 +292,8 @@ class CanaryGuard(Wrapping):
         if self.breadth_span_words is not None:
             check_int(self.breadth_span_words, "breadth_span_words", _OWNER, low=5)
         check_int(self.breadth_chunks, "breadth_chunks", _OWNER, low=2)
+        if self.recovery_chunks is not None:
+            check_int(self.recovery_chunks, "recovery_chunks", _OWNER, low=1)
         if self.action not in ("block", "redact"):
             raise InputError(
                 f"The 'action' parameter of {_OWNER} must be 'block' or 'redact'. "
@@ -288,6 +304,13 @@ class CanaryGuard(Wrapping):
                 f"{_OWNER}: semantic_threshold needs an encoder (the retriever's sentence "
                 "encoder) to compare meanings."
             )
+
+    def _recovery(self, text: str, contexts: Sequence[str]) -> Leak | None:
+        if self.recovery_chunks is None or self.encoder is None:
+            return None
+        from ragshield.defenses.canary_recovery import RecoveryCheck
+
+        return RecoveryCheck(self.encoder, min_chunks=self.recovery_chunks).check(text, contexts)
 
     def _semantic(self, text: str, contexts: Sequence[str]) -> Leak | None:
         if self.semantic_threshold is None or self.encoder is None:
@@ -310,7 +333,11 @@ class CanaryGuard(Wrapping):
             breadth_span_words=self.breadth_span_words,
             breadth_chunks=self.breadth_chunks,
         )
-        leak = leak or self._semantic(generation.text, contexts)
+        leak = (
+            leak
+            or self._recovery(generation.text, contexts)
+            or self._semantic(generation.text, contexts)
+        )
         if leak is None:
             text = strip_canaries(generation.text)
             return generation if text == generation.text else replace(generation, text=text)
@@ -318,7 +345,7 @@ class CanaryGuard(Wrapping):
         span = self.breadth_span_words if leak.kind == "breadth" else self.min_span_words
         text = (
             self.message
-            if self.action == "block" or leak.kind == "semantic" or span is None
+            if self.action == "block" or leak.kind in ("recovery", "semantic") or span is None
             else redact(generation.text, contexts, min_span_words=span)
         )
         details = {**generation.details, "leak": leak.to_dict() | {"action": self.action}}
@@ -343,7 +370,8 @@ def wrap_canary(
     **params: Any,
 ) -> CanaryGuard:
     """The registry's ``canary`` entry (a generator wrapper): ``params`` go to the guard;
-    the pipeline's ``encoder`` serves the semantic check when ``semantic_threshold`` is set."""
-    if params.get("semantic_threshold") is not None and "encoder" not in params:
+    the pipeline's ``encoder`` serves the recovery check (on by default) and the semantic
+    check when ``semantic_threshold`` is set."""
+    if "encoder" not in params and isinstance(encoder, Encoder):
         params = {**params, "encoder": encoder}
     return CanaryGuard(generator, **params)
