@@ -30,12 +30,12 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal, Unpack
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
-from ragshield.attacks.extraction.base import Budget, ExtractionAttack
+from ragshield.attacks.extraction.base import ExtractionAttack, LoopSettings
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_int
 from ragshield.text import words
@@ -86,8 +86,9 @@ class WormAttack(ExtractionAttack):
     payload: the self-replicating jailbreak appended to every suffix.
     collide_on: ``"suffix"`` (embed the suffix alone during the search, cheap) or
         ``"query"`` (embed suffix + payload, the authors' objective).
-    max_queries, max_seconds: the budget.
-    seed: RNG seed.
+    loop: the loop's settings (:class:`~ragshield.attacks.extraction.base.LoopSettings`:
+        budget, chunk parsing, seed), or each by its own name (``max_queries=200``);
+        ``max_rounds`` defaults to 1,000 here (RAGFort §5.1) unless ``loop`` is given.
     """
 
     name = "worm"
@@ -103,10 +104,12 @@ class WormAttack(ExtractionAttack):
         vocabulary: Sequence[str] | None = None,
         payload: str = PAYLOAD,
         collide_on: Literal["suffix", "query"] = "suffix",
-        **budget: Unpack[Budget],
+        loop: LoopSettings | Mapping[str, Any] | None = None,
+        **flat: Any,
     ) -> None:
-        budget.setdefault("max_rounds", 1000)  # RAGFort §5.1: 1,000 attack rounds
-        super().__init__(encoder=encoder, **budget)
+        if loop is None:
+            flat.setdefault("max_rounds", 1000)  # RAGFort §5.1: 1,000 attack rounds
+        super().__init__(encoder=encoder, loop=loop, **flat)
         self.iterations = iterations
         self.suffix_words = suffix_words
         self.n_candidates = n_candidates
