@@ -64,10 +64,11 @@ def replay_guard(
         else None
     )
     recovery = RecoveryCheck(encoder)
-    scorer = RuleScorer(encoder, "ragfort", list(kb.texts), vectors)
+    scorers = {rule: RuleScorer(encoder, rule, list(kb.texts), vectors) for rule in RULES}
     print(
         f"the shipped guard replayed on {logs} ({kb.name}, {len(kb.passages)} chunks); CRR by "
-        f"RAGFort's rule {RULES['ragfort']}; trajectories fixed (an estimate, not a run)"
+        "RAGFort's rule / the paraphrase-tolerant rule (ROUGE-L > 0.3: not the recovery "
+        "check's own rule); trajectories fixed (an estimate, not a run)"
     )
     print("| log | answers | flagged as run | flags of the shipped guard: canary / verbatim / "
           "breadth / recovery | CRR as run | **CRR with the shipped guard** |")  # fmt: skip
@@ -103,10 +104,13 @@ def replay_guard(
             )
             continue
         decode = attack_decoder(attack)
-        before, after = (scorer.score([decode(t) for t in texts]) for texts in (as_run, guarded))
+        before, after = (
+            " / ".join(f"{sc.score([decode(t) for t in texts]).crr:.3f}" for sc in scorers.values())
+            for texts in (as_run, guarded)
+        )
         print(
             f"| {path.parent.name}/{path.stem.replace('__', ' × ')} | {len(recs)} | {caught} | "
-            f"{counts} | {before.crr:.3f} | **{after.crr:.3f}** |"
+            f"{counts} | {before} | **{after}** |"
         )
     if normal:
         print("\nnormal (utility) answers: | log | answers | flagged as run | flags: canary / "

@@ -61,11 +61,13 @@ Action = Literal["block", "redact"]
 #: (2 at 10). It catches the worm's block-split copies the canary misses (32 of 182 uncaught
 #: worm answers; docs/results-extraction.md, Session 5).
 BREADTH_SPAN_WORDS: int | None = 12
-#: the recovery rule's chunk count (``CanaryGuard(recovery_chunks=...)``). Ours: 2 — on the
-#: 300 logged normal Qwen-0.5B ChatDoctor answers, 0 recovered two retrieved chunks by the
-#: CRR rule (~18 % recover their own record, a normal answer's shape); replayed on the
-#: 200-query worm × canary log it takes the worm from 0.046 to about 0.012 behind the canary
-#: and breadth rules (docs/results-extraction.md, Session 6).
+#: the recovery rule's chunk count (``CanaryGuard(recovery_chunks=...)``). Ours: 2 — of the
+#: logged normal Qwen-0.5B ChatDoctor answers none recovered two retrieved chunks by the CRR
+#: rule (~18 % recover their own record, a normal answer's shape); replayed on the 200-query
+#: worm × canary log it takes the worm from 0.046 to 0.010 behind the canary and breadth
+#: rules. It flags 0.4 % (dev) / 2.0 % (test) of a no-LLM stress case (one record's answer
+#: plus a sentence of another), above 0.5 % on test: on by default for the worm, off with
+#: ``None`` (docs/results-extraction.md, Session 6).
 RECOVERY_CHUNKS: int | None = 2
 
 

@@ -8,9 +8,9 @@ rewrite each record ("Doctor, I have…" → "I have…", patient and doctor lin
 drops the marker and cuts every verbatim run under the breadth rule's 12 words, yet the
 rewrite still passes the metric's rule. Checking the answer with the metric's own rule,
 against the chunks it was given, sees exactly what the attacker scores. A normal answer
-reproduces at most the one record that answers it (0 of 300 normal Qwen-0.5B ChatDoctor
-answers recovered two; ``docs/results-extraction.md``, Session 6); a dump reproduces
-several.
+reproduces at most the one record that answers it (none of the logged normal Qwen-0.5B
+ChatDoctor answers recovered two; ``docs/results-extraction.md``, Session 6); a dump
+reproduces several.
 
 Example::
 
