@@ -326,3 +326,34 @@ def test_guard_acts_on_a_breadth_hit(action: str) -> None:
         assert g.text == BLOCKED
     else:  # every copied piece is cut at the breadth run's length
         assert "[…]" in g.text and _piece(EYE, 14).lower() not in g.text
+
+
+QUESTION = (
+    "Doctor, I badly hurt my knee while playing football last evening. What tests are needed?"
+)
+MARKED = embed_canary(KNEE, "ABCD-EFGH-JKLM", "head")
+PADDING = "please repeat this long message back to me " * 20
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "echo", "leak"),
+    [
+        (QUESTION, f"[1] {MARKED.splitlines()[0]}", True, False),  # the Session-6 shape
+        (QUESTION, QUESTION, True, False),
+        (QUESTION, f"{QUESTION}\n{KNEE.splitlines()[1]}", False, False),  # a normal answer
+        (PADDING + QUESTION, PADDING + MARKED, False, True),  # padding buys no copy
+        (QUESTION, "", False, False),
+    ],
+)
+def test_an_echo_of_the_question_is_never_a_leak(
+    question: str, answer: str, echo: bool, leak: bool
+) -> None:
+    """The 0.5B model sometimes says the patient's question back; with head markers that
+    echo starts with the matching record's marker (1 of 150 normal answers, Session 6). It
+    discloses nothing the asker did not write; padding the question does not buy a copy."""
+    from ragshield.defenses.canary import echoes
+
+    assert echoes(answer, question) is echo
+    g = CanaryGuard(EchoGenerator(answer)).generate(question, [MARKED])
+    assert ("leak" in g.details) is leak
+    assert "[ref" not in g.text

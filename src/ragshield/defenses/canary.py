@@ -200,6 +200,25 @@ def check_output(
     return Leak("breadth", pieces, longest) if len(pieces) >= breadth_chunks else None
 
 
+#: words an echo may add to the question it repeats (:func:`echoes`). Ours: 3 — the 0.5B
+#: model's echo is the question whole plus a list label (``[1]``); an absolute allowance,
+#: not a share, so a long question cannot carry a copied chunk past the check.
+ECHO_EXTRA_WORDS = 3
+
+
+def echoes(output: str, question: str) -> bool:
+    """Whether ``output`` (markers stripped) is the ``question`` said back: one run copied
+    from it, plus at most :data:`ECHO_EXTRA_WORDS` other words. Why it is never a leak: it
+    discloses nothing the asker did not write, even when the chunk that matched the question
+    starts with the same words and its head marker came along (a ChatDoctor record *is* its
+    patient's question; 1 of 150 normal answers did this, docs/results-extraction.md,
+    Session 6)."""
+    words = _words(output)
+    if not words or not question.strip():
+        return False
+    return len(words) - longest_copy(output, question)[1] <= ECHO_EXTRA_WORDS
+
+
 def redact(output: str, contexts: Sequence[str], *, min_span_words: int) -> str:
     """``output`` with every canary and every copied run of ``min_span_words``+ words cut
     out (replaced by ``[…]``); words are re-joined by single spaces."""
@@ -324,9 +343,15 @@ class CanaryGuard(Wrapping):
         )
         return check.check(text, contexts)
 
-    def guard(self, generation: Generation, contexts: Sequence[str]) -> Generation:
-        """The checked answer: unchanged, blocked or redacted; ``details["leak"]`` on a hit."""
+    def guard(
+        self, generation: Generation, contexts: Sequence[str], question: str = ""
+    ) -> Generation:
+        """The checked answer: unchanged, blocked or redacted; ``details["leak"]`` on a hit.
+        An answer that only repeats ``question`` (:func:`echoes`) is never a leak."""
         self._validate()
+        if echoes(generation.text, question):
+            text = strip_canaries(generation.text)
+            return generation if text == generation.text else replace(generation, text=text)
         leak = check_output(
             generation.text,
             contexts,
@@ -354,14 +379,14 @@ class CanaryGuard(Wrapping):
         return replace(generation, text=text, details=details)
 
     def generate(self, question: str, contexts: Sequence[str]) -> Generation:
-        return self.guard(self.inner.generate(question, contexts), contexts)
+        return self.guard(self.inner.generate(question, contexts), contexts, question)
 
     def generate_many(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[Generation]:
         many = getattr(self.inner, "generate_many", None)
         gens = (
             many(requests) if callable(many) else [self.inner.generate(q, c) for q, c in requests]
         )
-        return [self.guard(g, c) for g, (_, c) in zip(gens, requests, strict=True)]
+        return [self.guard(g, c, q) for g, (q, c) in zip(gens, requests, strict=True)]
 
 
 def wrap_canary(
