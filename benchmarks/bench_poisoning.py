@@ -45,6 +45,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -55,6 +56,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 
+from ragshield.defenses.authors import AuthorsRAGDefender as _Authors
+from ragshield.defenses.authors import authors_package_version
 from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.baselines import SimilarityThresholdFilter
 from ragshield.defenses.ragdefender import (
@@ -69,7 +72,6 @@ from ragshield.eval.datasets import load_poisoning, split_cases
 from ragshield.eval.poisoning import PoisoningResults, run_poisoning_eval
 from ragshield.eval.poisoning_sets import VectorBank, build_retrieval_sets
 from ragshield.eval.report import markdown_table, plot_asr, write_json
-from ragshield.types import FilterResult, RetrievedPassage
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "poisoning"
@@ -131,59 +133,17 @@ class DiskCachedEncoder:
         self._dirty = False
 
 
-def authors_package_version() -> str | None:
-    try:
-        import ragdefender
-    except ImportError:
-        return None
-    return str(getattr(ragdefender, "__version__", "?"))
+def AuthorsRAGDefender(model: Any, task_type: str, *, cached_encode: Any = None) -> PassageFilter:
+    """The registered ``ragdefender-authors`` defense (:mod:`ragshield.defenses.authors`).
 
-
-class _CachedSentenceTransformer:
-    """Answers the authors' ``embedder.encode(texts, convert_to_tensor=True)`` with the
-    vectors of the same MiniLM that ragshield uses (``encode`` of a DiskCachedEncoder), so
-    the quality table takes minutes instead of hours and the package's ms/query measures
-    its algorithm, not re-encoding (that cost is measured in ``bench_filter.py``)."""
-
-    def __init__(self, encode: Any) -> None:
-        self._encode = encode
-
-    def encode(self, texts: Sequence[str], convert_to_tensor: bool = True, **kw: Any) -> Any:
-        import torch
-
-        return torch.from_numpy(np.ascontiguousarray(self._encode(list(texts))))
-
-
-class AuthorsRAGDefender:
-    """The authors' ``ragdefender`` package behind ragshield's PassageFilter interface.
-
-    ``cached_encode`` (a ``texts -> vectors`` function of the same model) serves its
-    embedding calls in quality runs; without it the package re-encodes every passage on
-    every call with ``model``, as it does in use.
+    ``cached_encode`` (a ``texts -> vectors`` function of the same model) answers its
+    embedding calls in quality runs, so the table takes minutes instead of hours and its
+    ms/query measures its algorithm; without it the package re-encodes every passage on
+    every call with ``model``, as it does in use (``bench_filter.py`` measures that cost).
     """
-
-    def __init__(self, model: Any, task_type: str, *, cached_encode: Any = None) -> None:
-        from ragdefender import RAGDefender as Upstream
-
-        self.name = f"ragdefender-{authors_package_version()}"
-        self.task_type = task_type
-        embedder = model if cached_encode is None else _CachedSentenceTransformer(cached_encode)
-        self._impl = Upstream(embedder=embedder, task_type=task_type, device="cpu")
-
-    def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
-        t0 = time.perf_counter()
-        items = list(retrieved)
-        if not items:
-            return FilterResult(self.name, (), ())
-        _, removed = self._impl.defend(query, [r.text for r in items], return_indices=True)
-        gone = set(removed)
-        return FilterResult(
-            name=self.name,
-            kept=tuple(r for i, r in enumerate(items) if i not in gone),
-            removed=tuple(items[i] for i in sorted(gone)),
-            details={"removed_indices": sorted(gone)},
-            seconds=time.perf_counter() - t0,
-        )
+    if cached_encode is None:
+        return _Authors.reencoding(model, task_type)  # type: ignore[arg-type]
+    return _Authors(SimpleNamespace(encode=cached_encode), mode=task_type)  # type: ignore[arg-type]
 
 
 def defenses_for(

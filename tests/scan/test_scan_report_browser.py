@@ -34,7 +34,7 @@ def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory, demo_index: Path) -> Path:
     root = tmp_path_factory.mktemp("scanreport")
-    argv = ["scan", str(demo_index), "--generate", "3", "--writer", "template", "--attacks", "clean,poisonedrag",
+    argv = ["scan", str(demo_index), "--generate", "3", "--writer", "template", "--attacks", "clean,poisonedrag,prefix-drop",
             "--defenses", "none;ragdefender", "--out", str(root / "out")]  # fmt: skip
     assert run(argv) == 0
     return root / "out" / "report.html"
@@ -43,7 +43,9 @@ def report(tmp_path_factory: pytest.TempPathFactory, demo_index: Path) -> Path:
 def test_rendered_dom_has_tables_and_chart(report: Path, tmp_path: Path) -> None:
     dom = _chromium(tmp_path, "--dump-dom", report.as_uri()).stdout
     assert "<svg" in dom and dom.count("<rect") >= 4  # 2 bars + 2 legend squares
-    assert dom.count("<table") >= 4  # summary, clean, poisonedrag, an example
+    assert dom.count("<table") >= 5  # summary, adaptive, clean, poisonedrag, an example
+    assert "Adaptive attacks (an attacker who has read the defense)" in dom
+    assert ">prefix-drop<" in dom  # its row in the adaptive table
     assert 'id="recommendation"' in dom and "--filter " in dom
     assert "template questions" in dom
 

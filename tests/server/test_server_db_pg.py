@@ -331,7 +331,7 @@ def test_v1_database_upgrades_to_long_chunk_ids(url: str) -> None:
     in place and then takes ids of any length."""
     from sqlalchemy import Column, Float, MetaData, String, Table, insert
 
-    from ragshield.server import schema as dbm
+    from ragshield.server import tables as dbm
 
     d = Database(url)
     with d.write() as conn:

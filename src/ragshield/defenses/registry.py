@@ -67,6 +67,7 @@ class Entry:
 _REGISTRY: dict[str, str | Entry] = {
     "ragdefender": "ragshield.defenses.ragdefender:RAGDefender",
     "ragdefender-paper": "ragshield.defenses.ragdefender:PaperRAGDefender",
+    "ragdefender-authors": "ragshield.defenses.authors:AuthorsRAGDefender",  # extra "peers"
     "ecosaferag": "ragshield.defenses.ecosaferag:EcoSafeRAG",
     "similarity-threshold": "ragshield.defenses.baselines:SimilarityThresholdFilter",
     "perplexity": "ragshield.defenses.baselines:PerplexityFilter",

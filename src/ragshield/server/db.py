@@ -18,7 +18,7 @@ Example::
     db.migrate()
     print(db.count_audit())
 
-The tables, their migrations and the engine set-up live in :mod:`ragshield.server.schema`.
+The tables, their migrations and the engine set-up live in :mod:`ragshield.server.tables`.
 Over 500 lines: keys, budgets, ledger and audit log share one transaction per request.
 """
 
@@ -42,7 +42,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from ragshield.errors import RagshieldError
-from ragshield.server.schema import (
+from ragshield.server.tables import (
     MIGRATION_LOCK,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -56,7 +56,7 @@ from ragshield.server.schema import (
     schema_version,
     served_chunks,
 )
-from ragshield.server.schema import sqlalchemy_url as sqlalchemy_url  # callers import it here
+from ragshield.server.tables import sqlalchemy_url as sqlalchemy_url  # callers import it here
 
 
 class StorageError(RagshieldError):
