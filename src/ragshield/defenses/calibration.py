@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ragshield.store.profile import IndexProfile, profile_vectors
+from ragshield.store.profile import IndexProfile, profile_vectors, text_statistics
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,6 +43,7 @@ def profile_index(
     profile = profile_vectors(vectors)  # what "natural" similarity is in this index
     if profile is None:
         return None
+    profile = replace(profile, **text_statistics(texts))
     if trusted_ids:
         profile = replace(profile, trusted_ids=tuple(trusted_ids))
     out = profile.to_dict()
@@ -77,6 +78,8 @@ def calibrate_from(
 
     wanted = [d for d in defenses if d is not None]
     profile = profile_vectors(vectors)
+    if profile is not None:
+        profile = replace(profile, **text_statistics(texts))
     for defense in wanted:
         calibrate(defense, profile)
     calibrate_defenses(wanted, texts, encoder)

@@ -26,6 +26,18 @@ several mutually similar texts; natural near-duplicates (mirrors, versions) most
 pairs, so the 1-NN bar is broken by them (HotpotQA 0.996) while the m-th-NN bar is not as
 much (HotpotQA 2nd/3rd/4th: 0.968 / 0.954 / 0.944; SQuAD: 0.843 / 0.819 / 0.807).
 
+It also records ``question_share``: the share of passages that hold a question (a sentence
+ending in "?"). A passage restating the user's question is PoisonedRAG's retrieval trick in
+an encyclopedia (SQuAD and HotpotQA: 0.010 / 0.011 of passages hold a question) and the
+normal shape of an FAQ, support or Q&A knowledge base (ChatDoctor: 0.72, every chunk a
+patient's question and a doctor's answer), where it is the gold entry itself.
+
+And ``common_words``: the words at least one passage in a hundred uses (:data:`COMMON_SHARE`),
+the corpus's own vocabulary. Several passages agreeing on a word the rest of the retrieved
+set lacks is a planted answer when the word is rare in the index, and a template when it is
+common: ChatDoctor's doctors all write "based on", "confirm", "diagnosis", so three answers
+about one symptom share words the other retrieved chunks lack.
+
 Caveat (documented, not hidden): a corpus that is *already* heavily poisoned when it is
 indexed raises its own natural level; ragshield's other evidence (a restated question, typo
 copies, the answer signature) does not depend on it.
@@ -33,7 +45,9 @@ copies, the answer signature) does not depend on it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +58,12 @@ from ragshield.errors import InputError
 
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
 NATURAL_QUANTILE = 0.999  # the densest 0.1 % of natural neighbourhoods still pass
+# an index where at least one passage in ten holds a question is a Q&A corpus (SQuAD /
+# HotpotQA 0.010 / 0.011, ChatDoctor 0.72: module docstring); the defenses then read a
+# passage restating the question as normal, not as PoisonedRAG's retrieval trick
+QA_SHARE = 0.1
+COMMON_SHARE = 0.01  # a word in >= 1 % of passages is the corpus's vocabulary, not a claim
+COMMON_LIMIT = 5000  # most frequent words kept (meta.json stays small)
 GROUP_MIN_SAMPLE = 200  # below this, the group bar is just above the largest m-th-NN cosine
 GROUP_RANKS: tuple[int, ...] = (
     2,
@@ -65,6 +85,17 @@ class IndexProfile:
     #: p99.9 of the m-th nearest-neighbour cosine for m in ``GROUP_RANKS`` (``()`` for an
     #: index profiled before this field existed: the filter then uses its defaults).
     group_similarity: tuple[float, ...] = ()
+    #: share of passages holding a question sentence (module docstring; ``None`` for an
+    #: index profiled before this field existed, or from vectors alone).
+    question_share: float | None = None
+    #: words used by >= COMMON_SHARE of the passages (``()`` when not recorded).
+    common_words: tuple[str, ...] = ()
+
+    @property
+    def qa_corpus(self) -> bool | None:
+        """Whether the index's passages hold questions (an FAQ / Q&A corpus); ``None``
+        when not recorded."""
+        return None if self.question_share is None else self.question_share >= QA_SHARE
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +110,8 @@ class IndexProfile:
                 natural_similarity=float(data["natural_similarity"]),
                 trusted_ids=_str_tuple(data.get("trusted_ids", ())),
                 group_similarity=tuple(float(v) for v in data.get("group_similarity", ())),
+                question_share=_optional_float(data.get("question_share")),
+                common_words=_str_tuple(data.get("common_words", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"unreadable index profile ({exc}); rebuild the index") from exc
@@ -123,6 +156,40 @@ def profile_vectors(
         natural_similarity=natural,
         group_similarity=group,
     )
+
+
+_QUESTION = re.compile(r"\?(?:\s|$|[\"')\]])")
+
+
+def question_share(texts: Sequence[str]) -> float | None:
+    """Share of ``texts`` holding a question (a "?" that ends a sentence); ``None`` for none."""
+    if not texts:
+        return None
+    return round(sum(bool(_QUESTION.search(t)) for t in texts) / len(texts), 4)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def common_words(texts: Sequence[str]) -> tuple[str, ...]:
+    """Lower-cased words (``[a-z0-9]+``, the claim rule's tokens) used by at least
+    :data:`COMMON_SHARE` of ``texts``, most frequent first, at most :data:`COMMON_LIMIT`."""
+    if not texts:
+        return ()
+    df: Counter[str] = Counter()
+    for t in texts:
+        df.update(set(_WORD.findall(t.lower())))
+    bar = COMMON_SHARE * len(texts)
+    return tuple(w for w, c in df.most_common(COMMON_LIMIT) if c >= bar)
+
+
+def text_statistics(texts: Sequence[str]) -> dict[str, Any]:
+    """The profile's fields read from the passages' text (the rest are from vectors)."""
+    return {"question_share": question_share(texts), "common_words": common_words(texts)}
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _group_bar(values: np.ndarray) -> float:

@@ -121,6 +121,7 @@ from ragshield.defenses.params import (
 )
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_query
+from ragshield.store.profile import IndexProfile
 from ragshield.types import FilterResult, RetrievedPassage
 
 __all__ = [
@@ -242,6 +243,12 @@ class EcoSafeRAG(StagedParams):
             return list(self.baiting.baits)
         return [t for name in self.baiting.bait_types for t in BAIT_TEMPLATES[name]]
 
+    def calibrate(self, profile: IndexProfile) -> None:
+        """Read a passage restating the question as normal on a Q&A index (its profile's
+        ``qa_corpus``), unless ``qa_corpus`` was set."""
+        if self.screening.qa_corpus is None and profile.qa_corpus is not None:
+            self.qa_corpus = profile.qa_corpus
+
     def warm_up(self) -> None:
         """Load the encoder's model now rather than on the first query."""
         warm = getattr(self.encoder, "warm_up", None)
@@ -349,15 +356,18 @@ class EcoSafeRAG(StagedParams):
         t2 = time.perf_counter()
         sims = (emb @ q).astype(np.float64)
         cand_mask, abs_mask, theta = dual_threshold(sims, sc.tau, sc.abs_threshold)
+        qa = bool(sc.qa_corpus)  # in an FAQ, the gold entry restates the question
         verbatim = (
             restates(seg.sentences, query)
-            if sc.scrutiny or sc.flag_restatement
+            if (sc.scrutiny or sc.flag_restatement) and not qa
             else np.zeros_like(abs_mask)
         )
-        restated = abs_mask | verbatim if sc.scrutiny else abs_mask
+        restated = (
+            np.zeros_like(abs_mask) if qa else abs_mask | verbatim if sc.scrutiny else abs_mask
+        )
         pure = (
             pure_restatements(seg.sentences, query, verbatim)
-            if sc.flag_restatement
+            if sc.flag_restatement and not qa
             else np.zeros_like(abs_mask)
         )
         best = best_per_passage(sims, seg.owner, seg.n_passages)

@@ -153,6 +153,10 @@ class Screening:
     not restate the question. scrutiny: the low-diversity rule judges only passages that
     restate the question. strip_question: judge a sentence holding the question by what
     surrounds it. flag_restatement: a sentence that is the question flags its passage.
+    qa_corpus: the passages are questions with their answers (an FAQ, a support or Q&A
+    base), where the gold entry restates the user's question: then neither a verbatim
+    restatement nor a sentence at the absolute cutoff marks a passage for scrutiny or flags
+    it. ``None``: from the index profile (``IndexProfile.qa_corpus``), else off.
     """
 
     tau: float = 0.4  # paper: θ = τ·max (PEERS.md), τ not given -> NQ dev sweep
@@ -161,6 +165,7 @@ class Screening:
     scrutiny: bool = True  # issue #17 (not in the paper): SQuAD dev, see module docstring
     strip_question: bool = True  # issue #17: judge what surrounds a restated question
     flag_restatement: bool = True  # issue #17: the question as a sentence of its own
+    qa_corpus: bool | None = None  # ours: ChatDoctor FAQ, every gold entry was removed
 
 
 @dataclass(frozen=True)
@@ -235,4 +240,5 @@ CONSTRAINTS: ParamTable = {
     # every on/off switch (the fields annotated bool: string annotations here)
     **{f.name: [Boolean()] for cls in GROUPS.values() for f in fields(cls) if f.type == "bool"},
     "bait_types": [OptionList(*BAIT_TEMPLATES)],  # unread (unchecked) when baits given
+    "qa_corpus": [Boolean(), None],
 }

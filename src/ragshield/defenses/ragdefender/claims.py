@@ -122,6 +122,7 @@ def unsupported_consensus(
     min_group: int,
     lex: np.ndarray,
     lexical: float,
+    vocabulary: frozenset[str] = frozenset(),
 ) -> Consensus:
     """Passages written *about the question* (question echo >= ``echo_bar``) that push the
     same claim the rest of the retrieved set does not make: a content word outside the
@@ -131,12 +132,15 @@ def unsupported_consensus(
     question to hold the context, and they must all carry his answer; the genuine passages
     around a question name its answer among other things, and the passages that do not
     answer it closely still mention the entities it is about. No wording is assumed: the
-    question may be restated, reworded or absent."""
+    question may be restated, reworded or absent.
+
+    ``vocabulary``: the index's common words (``IndexProfile.common_words``), which are no
+    claim: passages of one template share them (ChatDoctor's answers: *based*, *confirm*)."""
     hi: list[int] = np.flatnonzero(echo >= echo_bar).tolist()
     if len(hi) < min_group:
         return Consensus((), ())
     q = content_words(query)
-    words = [content_words(t) - q for t in texts]
+    words = [content_words(t) - q - vocabulary for t in texts]
     members: set[int] = set()
     pushed: list[str] = []
     for w in sorted(set().union(*(words[i] for i in hi))):

@@ -211,6 +211,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
     linkage: scipy linkage method of the group tree.
     restated_question, restate_min_words: remove a passage holding the whole question (of
         at least that many words) verbatim.
+    restate_min_passages: how many restating passages that takes: ``None`` = 1, or 2 once
+        the index's profile says its passages hold questions (``IndexProfile.qa_corpus``:
+        in an FAQ the gold entry restates the user's question).
     require_evidence: remove a dense group only with attack evidence (see above).
     signature_min_size: a loose group's signature-bearing members are removed only when
         at least this many remain (one benign topic passage may name the target answer;
@@ -261,6 +264,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "linkage": [Options("average", "complete", "single")],
         "restated_question": [Boolean()],
         "restate_min_words": [Interval(int, 1, None)],
+        "restate_min_passages": [Interval(int, 1, None), None],
         "require_evidence": [Boolean()],
         "dense_threshold": [_COSINE],
         "natural_similarity": [_COSINE, None],
@@ -281,6 +285,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "group_lexical": [Interval(Real, 0.0, 1.0)],
         "echo_group_margin": [Interval(Real, 0.0, 2.0)],
         "claim_consensus": [Boolean()],
+        "consensus_vocabulary": [Boolean()],
         "consensus_echo": [_COSINE],
         "consensus_min_group": [Interval(int, 2, None)],
         "typo_view": [Boolean()],
@@ -321,13 +326,18 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
 
     def calibrate(self, profile: IndexProfile) -> None:
         """Take the index's natural nearest-neighbour similarity (recorded at index time,
-        :mod:`ragshield.defenses.calibration`) unless ``natural_similarity`` was set."""
+        :mod:`ragshield.defenses.calibration`) unless ``natural_similarity`` was set, and how
+        many restating passages are evidence unless ``restate_min_passages`` was set."""
         if self.evidence.natural_similarity is None:
             self.natural_similarity = round(float(profile.natural_similarity), 4)
         if len(profile.group_similarity) == len(DEFAULT_BARS):
             self._group_bars = tuple(float(v) for v in profile.group_similarity)
         if profile.trusted_ids:
             self.trusted_ids = tuple(sorted({*self.trusted_ids, *profile.trusted_ids}))
+        if profile.common_words:
+            self._index_words = frozenset(profile.common_words)
+        if self.evidence.restate_min_passages is None and profile.qa_corpus is not None:
+            self.restate_min_passages = 2 if profile.qa_corpus else 1
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0 = time.perf_counter()

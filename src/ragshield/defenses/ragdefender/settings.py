@@ -75,6 +75,9 @@ class EvidenceParams:
 
     restated_question: bool = True
     restate_min_words: int = 4  # shorter questions occur verbatim in natural text
+    # None: one restating passage is evidence, two on an index whose passages hold questions
+    # (IndexProfile.qa_corpus: an FAQ's gold entry restates its question)
+    restate_min_passages: int | None = None
     require_evidence: bool = True
     dense_threshold: float = 0.9  # SQuAD dev index: 1-NN cosine p99.9 0.896
     natural_similarity: float | None = None  # None: the index's calibration fills it
@@ -95,6 +98,7 @@ class EchoParams:
     claim_consensus: bool = True  # ours (#28): dev clean sets fired 0/56 HotpotQA, 0/132 SQuAD
     consensus_echo: float = 0.75  # dev HotpotQA: clean sets fired 0/56 at 0.75, 3/56 at 0.7
     consensus_min_group: int = 3  # as coverage_min_group: a gold paragraph + one is a pair
+    consensus_vocabulary: bool = True  # ours: the index's common words are no claim (FAQ)
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class EvidenceStages(StagedParams):
     coverage: CoverageParams
     _vocabulary: frozenset[str] | None = None
     _group_bars: tuple[float, ...] = DEFAULT_BARS
+    _index_words: frozenset[str] = frozenset()  # the index's common words (calibrate)
     _stages = STAGES
 
     def __init__(self) -> None:
@@ -149,10 +150,15 @@ class EvidenceStages(StagedParams):
         passages are ``question + "." + text`` so that they win retrieval. Natural text
         almost never restates a question of >= ``restate_min_words`` words word for word
         (real SQuAD / HotpotQA indexes: 0 of the benign top-10 passages of the dev
-        questions), so one such passage is evidence on its own, with no group needed."""
+        questions), so one such passage is evidence on its own, with no group needed —
+        except in a Q&A corpus, whose gold entry restates its question: there it takes
+        ``restate_min_passages`` (the index profile sets 2; PoisonedRAG plants five)."""
         if not self.evidence.restated_question:
             return
-        for i in np.flatnonzero(restates_question(query, texts, self.evidence.restate_min_words)):
+        hits = np.flatnonzero(restates_question(query, texts, self.evidence.restate_min_words))
+        if hits.size < (self.evidence.restate_min_passages or 1):
+            return
+        for i in hits:
             work.remove(int(i), "restates the question verbatim (PoisonedRAG's retrieval trick)")
             work.evidence[i] = True
             details["restated"].append(int(i))
@@ -359,8 +365,10 @@ class EvidenceStages(StagedParams):
         p = self.echo
         if not p.claim_consensus or work.echo is None or work.lex is None:
             return
+        vocabulary = self._index_words if p.consensus_vocabulary else frozenset()
         c = unsupported_consensus(query, texts, work.echo, p.consensus_echo,
-                                  p.consensus_min_group, work.lex, self.knn.group_lexical)  # fmt: skip
+                                  p.consensus_min_group, work.lex, self.knn.group_lexical,
+                                  vocabulary)  # fmt: skip
         if not c.members:
             return
         g = np.array(c.members)
