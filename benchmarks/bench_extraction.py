@@ -50,6 +50,7 @@ from ragshield.eval.extraction_data import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from extraction_logs import RULES, check_logs, paired_utility, quote_check, score_logs
+from extraction_replay import replay_guard, stress_recovery
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRID = (0.3, 0.4, 0.5, 0.6, 0.7)
@@ -195,6 +196,18 @@ def main() -> None:
         "(OUT/logs), with --answer-cache and the run's --generator / LLM options",
     )
     ap.add_argument(
+        "--replay-guard",
+        type=Path,
+        default=None,
+        help="only replay the shipped output guard (canary, verbatim, breadth, recovery) on "
+        "a folder of runs' logs, with --answer-cache and the run's LLM options",
+    )
+    ap.add_argument(
+        "--stress-recovery",
+        action="store_true",
+        help="only measure the recovery rule on answers built without an LLM",
+    )
+    ap.add_argument(
         "--paired-utility",
         type=Path,
         nargs=2,
@@ -225,7 +238,13 @@ def main() -> None:
     if args.paired_utility:
         paired_utility(*args.paired_utility)
         return
-    if args.check_logs is not None:
+    if args.stress_recovery:
+        kb = load_knowledge_base(
+            args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
+        )
+        stress_recovery(kb, SentenceTransformerEncoder(), args.cache_dir, args.seed)
+        return
+    if args.check_logs is not None or args.replay_guard is not None:
         kb = load_knowledge_base(
             args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
         )
@@ -237,6 +256,17 @@ def main() -> None:
             **({"threads": args.threads} if args.threads else {}),
             **({"weights": args.weights} if args.weights else {}),
         }
+        if args.replay_guard is not None:
+            replay_guard(
+                kb,
+                SentenceTransformerEncoder(),
+                args.replay_guard,
+                args.cache_dir,
+                args.answer_cache,
+                options,
+                args.generator,
+            )
+            return
         check_logs(
             kb,
             SentenceTransformerEncoder(),

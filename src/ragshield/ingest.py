@@ -194,6 +194,19 @@ def _reasons(result: FilterResult, pid: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def _unmarked(hit: RetrievedPassage) -> RetrievedPassage:
+    """``hit`` without its canary marker: a stored chunk carries one (``ragshield index``),
+    and the probe built from it, or a filter reading it, must see the document's own text —
+    with the marker as the chunk's head the probe opened with ``[ref …]`` and clean
+    documents were quarantined."""
+    from ragshield.defenses.canary_marks import strip_canaries
+
+    text = strip_canaries(hit.passage.text)
+    if text == hit.passage.text:
+        return hit
+    return replace(hit, passage=replace(hit.passage, text=text))
+
+
 def screen_documents(
     store: VectorStore,
     encoder: Any,
@@ -207,6 +220,7 @@ def screen_documents(
         return []
     n_idx = len(store)
     hits = store.search(vectors, min(k, n_idx)) if n_idx else [[] for _ in passages]
+    hits = [[_unmarked(h) for h in hit] for hit in hits]
     probes = [probe_question(h[0].passage if h else p) for h, p in zip(hits, passages, strict=True)]
     qv = np.asarray(encoder.encode(probes), dtype=np.float32)
     batch_sim = vectors @ vectors.T

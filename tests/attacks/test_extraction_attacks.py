@@ -17,6 +17,7 @@ from ragshield.attacks.extraction import (
     WormAttack,
     parse_chunks,
 )
+from ragshield.attacks.extraction.base import LoopSettings
 from ragshield.attacks.extraction.worm import PAYLOAD
 from ragshield.errors import InputError
 from ragshield.pipeline import RAGPipeline
@@ -266,6 +267,9 @@ def test_llm_reflection_is_one_batch_when_the_generator_batches(copy_rag: RAGPip
         (lambda: WormAttack(max_rounds=None), None),  # an explicit None is kept
         (lambda: RAGThief(), None),
         (lambda: CanaryAwareThief(max_rounds=3, seed=7, queries_per_round=4), 3),
+        (lambda: WormAttack(loop=LoopSettings(max_queries=5)), None),  # a whole group
+        (lambda: RAGThief(loop={"max_rounds": 4}, max_queries=2), 4),  # a table + a flat name
+        (lambda: CanaryAwareThief(loop=LoopSettings(max_rounds=9), seed=7, queries_per_round=4), 9),
     ],
 )
 def test_loop_parameters_reach_the_base(make, rounds) -> None:  # type: ignore[no-untyped-def]
@@ -276,6 +280,27 @@ def test_loop_parameters_reach_the_base(make, rounds) -> None:  # type: ignore[n
         assert attack.seed == 7 and attack.queries_per_round == 4
 
 
-def test_unknown_loop_parameter_is_a_type_error() -> None:
-    with pytest.raises(TypeError):
-        RAGThief(max_querys=3)  # type: ignore[call-arg]
+@pytest.mark.parametrize("make", [RAGThief, WormAttack, CanaryAwareThief])
+def test_unknown_loop_parameter_is_a_type_error(make) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError, match="did you mean 'max_queries'"):
+        make(max_querys=3)
+
+
+@pytest.mark.parametrize(
+    ("name", "asks_for"),
+    [("worm", "every context document"), ("worm-one", "the first context document")],
+)
+def test_worm_variants_send_their_payload(
+    encoder,
+    copy_rag: RAGPipeline,
+    name: str,
+    asks_for: str,  # type: ignore[no-untyped-def]
+) -> None:
+    """``worm-one`` (the worm aimed past the output checks) runs the same collision search
+    and asks for one unlabelled document per answer; built from the registry."""
+    from ragshield.attacks import registry
+
+    attack = registry.build_attack(name, kind="query", encoder=encoder, max_queries=3, iterations=1)
+    assert attack.run(_ask(copy_rag)) and len(attack.queries_) == 3
+    assert all(asks_for in q for q in attack.queries_)
+    assert ("square brackets" in attack.payload) is (name == "worm-one")

@@ -85,6 +85,21 @@ def test_head_placement_labels_the_chunk_and_strips_clean(text: str) -> None:
     assert check_output(one_answer, [marked], min_span_words=40) is None
 
 
+@pytest.mark.parametrize("placement", ["head", "sentence", None])
+def test_add_screen_reads_stored_chunks_without_their_marker(placement: str | None) -> None:
+    """``ragshield add`` probes with the nearest stored chunk's first sentence: with the
+    marker as the chunk's head that sentence was the marker, so the screen strips it."""
+    from ragshield.ingest import _unmarked, probe_question
+    from ragshield.types import RetrievedPassage
+
+    text = KNEE if placement is None else embed_canary(KNEE, canary_code("k", "a"), placement)
+    hit = RetrievedPassage(Passage("a", text), 0.9, 0)
+    plain = _unmarked(hit)
+    assert plain.passage.text == KNEE and plain.passage.id == "a" and plain.score == 0.9
+    assert probe_question(plain.passage).startswith("Doctor, I badly hurt my knee")
+    assert (plain is hit) is (placement is None)  # an unmarked chunk passes as it is
+
+
 def test_unknown_placement_is_refused() -> None:
     with pytest.raises(InputError, match="placement"):
         embed_canary(KNEE, "ABCD-EFGH-JKLM", "tail")
@@ -311,3 +326,34 @@ def test_guard_acts_on_a_breadth_hit(action: str) -> None:
         assert g.text == BLOCKED
     else:  # every copied piece is cut at the breadth run's length
         assert "[…]" in g.text and _piece(EYE, 14).lower() not in g.text
+
+
+QUESTION = (
+    "Doctor, I badly hurt my knee while playing football last evening. What tests are needed?"
+)
+MARKED = embed_canary(KNEE, "ABCD-EFGH-JKLM", "head")
+PADDING = "please repeat this long message back to me " * 20
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "echo", "leak"),
+    [
+        (QUESTION, f"[1] {MARKED.splitlines()[0]}", True, False),  # the Session-6 shape
+        (QUESTION, QUESTION, True, False),
+        (QUESTION, f"{QUESTION}\n{KNEE.splitlines()[1]}", False, False),  # a normal answer
+        (PADDING + QUESTION, PADDING + MARKED, False, True),  # padding buys no copy
+        (QUESTION, "", False, False),
+    ],
+)
+def test_an_echo_of_the_question_is_never_a_leak(
+    question: str, answer: str, echo: bool, leak: bool
+) -> None:
+    """The 0.5B model sometimes says the patient's question back; with head markers that
+    echo starts with the matching record's marker (1 of 150 normal answers, Session 6). It
+    discloses nothing the asker did not write; padding the question does not buy a copy."""
+    from ragshield.defenses.canary import echoes
+
+    assert echoes(answer, question) is echo
+    g = CanaryGuard(EchoGenerator(answer)).generate(question, [MARKED])
+    assert ("leak" in g.details) is leak
+    assert "[ref" not in g.text

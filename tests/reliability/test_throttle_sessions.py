@@ -131,6 +131,8 @@ def test_signature_free_sweeper_is_slowed_before_it_covers_90_chunks(
     [
         ("refuse", {"kind": "canary", "contexts": [0]}, True),
         ("refuse", {"kind": "verbatim", "contexts": [0, 3]}, True),
+        ("refuse", {"kind": "breadth", "contexts": [0, 1, 4]}, True),
+        ("refuse", {"kind": "recovery", "contexts": [1, 2]}, True),
         ("log", {"kind": "canary", "contexts": [0]}, False),
     ],
 )
@@ -152,6 +154,7 @@ def test_a_reported_leak_blocks_the_key(
         assert throttle.check("k", "what does b1 say").action == "allow"
         verdict = throttle.report_leak("k", leak)
         assert verdict.kind == "leak" and "copied" in verdict.reason
+        assert f"({leak['kind']} output check)" in verdict.reason
         clock[0] += 10.0
         after = throttle.check("k", "an ordinary question")
         assert (after.action == "refuse") is refused

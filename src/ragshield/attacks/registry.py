@@ -203,6 +203,13 @@ _REGISTRY: dict[str, AttackSpec] = {
             f"{_A}.extraction.worm:WormAttack",
             "self-replicating extraction prompt with collision search (Cohen et al. 2024)",
         ),
+        _spec(
+            "worm-one",
+            "query",
+            f"{_A}.extraction.worm:OneDocumentWorm",
+            "adaptive worm: one document per answer, no reference codes (evades the "
+            "recovery, breadth and verbatim rules by construction)",
+        ),
     )
 }
 

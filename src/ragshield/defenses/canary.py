@@ -61,6 +61,14 @@ Action = Literal["block", "redact"]
 #: (2 at 10). It catches the worm's block-split copies the canary misses (32 of 182 uncaught
 #: worm answers; docs/results-extraction.md, Session 5).
 BREADTH_SPAN_WORDS: int | None = 12
+#: the recovery rule's chunk count (``CanaryGuard(recovery_chunks=...)``). Ours: 2 — of the
+#: logged normal Qwen-0.5B ChatDoctor answers none recovered two retrieved chunks by the CRR
+#: rule (~18 % recover their own record, a normal answer's shape); replayed on the 200-query
+#: worm × canary log it takes the worm from 0.046 to 0.010 behind the canary and breadth
+#: rules. It flags 0.4 % (dev) / 2.0 % (test) of a no-LLM stress case (one record's answer
+#: plus a sentence of another), above 0.5 % on test: on by default for the worm, off with
+#: ``None`` (docs/results-extraction.md, Session 6).
+RECOVERY_CHUNKS: int | None = 2
 
 
 def new_secret() -> str:
@@ -103,12 +111,11 @@ PLACEMENTS: dict[str, Callable[[str, str], str]] = {
 }
 
 
-#: where ``ragshield index`` puts a marker: ``"sentence"``. ``"head"`` changed fewer normal
-#: answers (86 of 100 ChatDoctor answers unchanged vs 29 of 50; docs/results-extraction.md,
-#: Session 5) but is not the default yet: ``ragshield add``'s poisoning screen builds its probe
-#: question from the nearest stored chunk's text, which would then open with the marker, and
-#: it quarantined clean documents (tests/test_add.py); the screen should strip markers first.
-DEFAULT_PLACEMENT = "sentence"
+#: where ``ragshield index`` puts a marker: ``"head"``. It changed fewer normal answers than
+#: ``"sentence"`` (86 of 100 ChatDoctor answers word for word unchanged vs 29 of 50;
+#: docs/results-extraction.md, Session 5) and caught as much of RAG-Thief; ``ragshield add``'s
+#: poisoning screen strips markers before it probes (``ingest._unmarked``).
+DEFAULT_PLACEMENT = "head"
 
 
 def embed_canary(text: str, code: str, placement: str = DEFAULT_PLACEMENT) -> str:
@@ -193,6 +200,25 @@ def check_output(
     return Leak("breadth", pieces, longest) if len(pieces) >= breadth_chunks else None
 
 
+#: words an echo may add to the question it repeats (:func:`echoes`). Ours: 3 — the 0.5B
+#: model's echo is the question whole plus a list label (``[1]``); an absolute allowance,
+#: not a share, so a long question cannot carry a copied chunk past the check.
+ECHO_EXTRA_WORDS = 3
+
+
+def echoes(output: str, question: str) -> bool:
+    """Whether ``output`` (markers stripped) is the ``question`` said back: one run copied
+    from it, plus at most :data:`ECHO_EXTRA_WORDS` other words. Why it is never a leak: it
+    discloses nothing the asker did not write, even when the chunk that matched the question
+    starts with the same words and its head marker came along (a ChatDoctor record *is* its
+    patient's question; 1 of 150 normal answers did this, docs/results-extraction.md,
+    Session 6)."""
+    words = _words(output)
+    if not words or not question.strip():
+        return False
+    return len(words) - longest_copy(output, question)[1] <= ECHO_EXTRA_WORDS
+
+
 def redact(output: str, contexts: Sequence[str], *, min_span_words: int) -> str:
     """``output`` with every canary and every copied run of ``min_span_words``+ words cut
     out (replaced by ``[…]``); words are re-joined by single spaces."""
@@ -236,8 +262,14 @@ class CanaryGuard(Wrapping):
     breadth_chunks: how many chunks the breadth rule needs. Ours: 3 — an answer joining
         two records is a normal ChatDoctor answer (the verbatim rule's stress case), three
         copied pieces are not.
+    recovery_chunks: when ``encoder`` is set, an answer the exact rules passed is also
+        checked with the extraction metric's own rule (:class:`~ragshield.defenses.
+        canary_recovery.RecoveryCheck`: this many retrieved chunks recovered by ROUGE-L F1
+        > 0.5 and cosine > 0.85) — the worm's rewritten copies, which drop the marker and
+        break every verbatim run. Ours: 2 (:data:`RECOVERY_CHUNKS`). ``None`` turns it off;
+        without an encoder it does not run.
     action: ``"block"`` (a fixed refusal replaces the answer) or ``"redact"`` (the copied
-        words are cut out).
+        words are cut out; a recovery or semantic hit is blocked, having no copied words).
     message: the refusal ``"block"`` answers with.
     semantic_threshold: when set (with ``encoder``), an answer neither rule caught is also
         checked for *restated* chunks (:class:`~ragshield.defenses.canary_semantic.
@@ -257,6 +289,7 @@ class CanaryGuard(Wrapping):
         min_chunks: int = 2,
         breadth_span_words: int | None = BREADTH_SPAN_WORDS,
         breadth_chunks: int = 3,
+        recovery_chunks: int | None = RECOVERY_CHUNKS,
         action: Action = "block",
         message: str = BLOCKED,
         semantic_threshold: float | None = None,
@@ -268,6 +301,7 @@ class CanaryGuard(Wrapping):
         self.min_chunks = min_chunks
         self.breadth_span_words = breadth_span_words
         self.breadth_chunks = breadth_chunks
+        self.recovery_chunks = recovery_chunks
         self.action = action
         self.message = message
         self.semantic_threshold = semantic_threshold
@@ -279,6 +313,8 @@ class CanaryGuard(Wrapping):
         if self.breadth_span_words is not None:
             check_int(self.breadth_span_words, "breadth_span_words", _OWNER, low=5)
         check_int(self.breadth_chunks, "breadth_chunks", _OWNER, low=2)
+        if self.recovery_chunks is not None:
+            check_int(self.recovery_chunks, "recovery_chunks", _OWNER, low=1)
         if self.action not in ("block", "redact"):
             raise InputError(
                 f"The 'action' parameter of {_OWNER} must be 'block' or 'redact'. "
@@ -290,6 +326,13 @@ class CanaryGuard(Wrapping):
                 "encoder) to compare meanings."
             )
 
+    def _recovery(self, text: str, contexts: Sequence[str]) -> Leak | None:
+        if self.recovery_chunks is None or self.encoder is None:
+            return None
+        from ragshield.defenses.canary_recovery import RecoveryCheck
+
+        return RecoveryCheck(self.encoder, min_chunks=self.recovery_chunks).check(text, contexts)
+
     def _semantic(self, text: str, contexts: Sequence[str]) -> Leak | None:
         if self.semantic_threshold is None or self.encoder is None:
             return None
@@ -300,9 +343,15 @@ class CanaryGuard(Wrapping):
         )
         return check.check(text, contexts)
 
-    def guard(self, generation: Generation, contexts: Sequence[str]) -> Generation:
-        """The checked answer: unchanged, blocked or redacted; ``details["leak"]`` on a hit."""
+    def guard(
+        self, generation: Generation, contexts: Sequence[str], question: str = ""
+    ) -> Generation:
+        """The checked answer: unchanged, blocked or redacted; ``details["leak"]`` on a hit.
+        An answer that only repeats ``question`` (:func:`echoes`) is never a leak."""
         self._validate()
+        if echoes(generation.text, question):
+            text = strip_canaries(generation.text)
+            return generation if text == generation.text else replace(generation, text=text)
         leak = check_output(
             generation.text,
             contexts,
@@ -311,7 +360,11 @@ class CanaryGuard(Wrapping):
             breadth_span_words=self.breadth_span_words,
             breadth_chunks=self.breadth_chunks,
         )
-        leak = leak or self._semantic(generation.text, contexts)
+        leak = (
+            leak
+            or self._recovery(generation.text, contexts)
+            or self._semantic(generation.text, contexts)
+        )
         if leak is None:
             text = strip_canaries(generation.text)
             return generation if text == generation.text else replace(generation, text=text)
@@ -319,21 +372,21 @@ class CanaryGuard(Wrapping):
         span = self.breadth_span_words if leak.kind == "breadth" else self.min_span_words
         text = (
             self.message
-            if self.action == "block" or leak.kind == "semantic" or span is None
+            if self.action == "block" or leak.kind in ("recovery", "semantic") or span is None
             else redact(generation.text, contexts, min_span_words=span)
         )
         details = {**generation.details, "leak": leak.to_dict() | {"action": self.action}}
         return replace(generation, text=text, details=details)
 
     def generate(self, question: str, contexts: Sequence[str]) -> Generation:
-        return self.guard(self.inner.generate(question, contexts), contexts)
+        return self.guard(self.inner.generate(question, contexts), contexts, question)
 
     def generate_many(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[Generation]:
         many = getattr(self.inner, "generate_many", None)
         gens = (
             many(requests) if callable(many) else [self.inner.generate(q, c) for q, c in requests]
         )
-        return [self.guard(g, c) for g, (_, c) in zip(gens, requests, strict=True)]
+        return [self.guard(g, c, q) for g, (q, c) in zip(gens, requests, strict=True)]
 
 
 def wrap_canary(
@@ -344,7 +397,8 @@ def wrap_canary(
     **params: Any,
 ) -> CanaryGuard:
     """The registry's ``canary`` entry (a generator wrapper): ``params`` go to the guard;
-    the pipeline's ``encoder`` serves the semantic check when ``semantic_threshold`` is set."""
-    if params.get("semantic_threshold") is not None and "encoder" not in params:
+    the pipeline's ``encoder`` serves the recovery check (on by default) and the semantic
+    check when ``semantic_threshold`` is set."""
+    if "encoder" not in params and isinstance(encoder, Encoder):
         params = {**params, "encoder": encoder}
     return CanaryGuard(generator, **params)

@@ -30,7 +30,7 @@ def strip_canaries(text: str) -> str:
 class Leak:
     """What an output check found: which signal, in which contexts, how long a copy."""
 
-    kind: Literal["canary", "verbatim", "breadth", "semantic"]
+    kind: Literal["canary", "verbatim", "breadth", "recovery", "semantic"]
     contexts: tuple[int, ...]
     span_words: int
 

@@ -212,7 +212,12 @@ def canary_defense(
     store = build_store(marked, vectors, base.encoder.name)
     gen = base.generator or ExtractiveGenerator(base.encoder)
     return DefenseConfig(
-        name, store, base.encoder, base.filters, CanaryGuard(gen, **guard), base.top_k
+        name,
+        store,
+        base.encoder,
+        base.filters,
+        CanaryGuard(gen, **({"encoder": base.encoder} | guard)),  # encoder: for the recovery check
+        base.top_k,
     )
 
 
@@ -542,7 +547,7 @@ def attack_factories(
             seed=seed,
             **(
                 {"iterations": worm_iterations}
-                if name == "worm" and worm_iterations is not None
+                if name.startswith("worm") and worm_iterations is not None
                 else {}
             ),
         )

@@ -200,8 +200,7 @@ class ExtractionThrottle:
         contexts = leak.get("contexts")
         n = len(contexts) if isinstance(contexts, list | tuple) else 0
         reason = (
-            f"an answer copied {n} retrieved chunk(s) verbatim ({leak.get('kind', 'leak')} "
-            "output check)"
+            f"an answer copied {n} retrieved chunk(s) ({leak.get('kind', 'leak')} output check)"
         )
         if c.leak_action == "refuse":
             return self._block(key_id, "leak", reason, self.clock())

@@ -7,15 +7,22 @@ a query / time / round budget and keep every (query, response) pair in ``log_``.
 
 from __future__ import annotations
 
-from ragshield.attacks.extraction.base import ChunkMemory, ExtractionAttack, parse_chunks
+from ragshield.attacks.extraction.base import (
+    ChunkMemory,
+    ExtractionAttack,
+    LoopSettings,
+    parse_chunks,
+)
 from ragshield.attacks.extraction.canary_aware import CanaryAwareThief
 from ragshield.attacks.extraction.rag_thief import RAGThief
-from ragshield.attacks.extraction.worm import WormAttack
+from ragshield.attacks.extraction.worm import OneDocumentWorm, WormAttack
 
 __all__ = [
     "CanaryAwareThief",
     "ChunkMemory",
     "ExtractionAttack",
+    "LoopSettings",
+    "OneDocumentWorm",
     "RAGThief",
     "WormAttack",
     "parse_chunks",

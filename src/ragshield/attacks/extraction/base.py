@@ -10,11 +10,13 @@ and report the same way.
 
 from __future__ import annotations
 
+import difflib
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypedDict
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -116,17 +118,38 @@ class ChunkMemory:
         return added
 
 
-class Budget(TypedDict, total=False):
-    """The loop parameters every attack hands to :class:`ExtractionAttack` unchanged
-    (``**budget: Unpack[Budget]`` in a subclass): one list, typed, instead of each attack
-    re-declaring and re-passing the six of them. Defaults: the base constructor's."""
+@dataclass(frozen=True)
+class LoopSettings:
+    """The loop's six parameters as one value (``loop=LoopSettings(...)``), shared by every
+    attack; each is also accepted under its own name (``max_queries=200``), which is how the
+    registry, the bench and the configs pass them. Why grouped: each attack re-declared
+    and re-passed them, and with its own parameters a constructor took 13–14 (issue #22
+    caps a public constructor at about twelve)."""
 
-    max_queries: int | None
-    max_seconds: float | None
-    max_rounds: int | None
-    min_chunk_words: int
-    dedup_threshold: float
-    seed: int
+    max_queries: int | None = None
+    max_seconds: float | None = None
+    max_rounds: int | None = None
+    min_chunk_words: int = 8
+    dedup_threshold: float = 0.7
+    seed: int = 0
+
+
+LOOP_NAMES = tuple(f.name for f in fields(LoopSettings))
+
+
+def loop_settings(
+    loop: LoopSettings | Mapping[str, Any] | None, flat: Mapping[str, Any], owner: str
+) -> LoopSettings:
+    """``loop`` (a :class:`LoopSettings`, a table of its fields, or ``None``: the defaults)
+    with the flat names in ``flat`` on top; a name that is neither is a ``TypeError``, as a
+    misspelt keyword argument would be."""
+    unknown = sorted(set(flat) - set(LOOP_NAMES))
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], LOOP_NAMES, n=3)
+        hint = f" (did you mean {', '.join(map(repr, near))}?)" if near else ""
+        raise TypeError(f"{owner} has no parameter {', '.join(map(repr, unknown))}{hint}.")
+    base = loop if isinstance(loop, LoopSettings) else LoopSettings(**dict(loop or {}))
+    return replace(base, **flat)
 
 
 class ExtractionAttack:
@@ -148,20 +171,17 @@ class ExtractionAttack:
         self,
         *,
         encoder: Encoder | None = None,
-        max_queries: int | None = None,
-        max_seconds: float | None = None,
-        max_rounds: int | None = None,
-        min_chunk_words: int = 8,
-        dedup_threshold: float = 0.7,
-        seed: int = 0,
+        loop: LoopSettings | Mapping[str, Any] | None = None,
+        **flat: Any,
     ) -> None:
         self.encoder = encoder
-        self.max_queries = max_queries
-        self.max_seconds = max_seconds
-        self.max_rounds = max_rounds
-        self.min_chunk_words = min_chunk_words
-        self.dedup_threshold = dedup_threshold
-        self.seed = seed
+        settings = loop_settings(loop, flat, type(self).__name__)
+        self.max_queries = settings.max_queries
+        self.max_seconds = settings.max_seconds
+        self.max_rounds = settings.max_rounds
+        self.min_chunk_words = settings.min_chunk_words
+        self.dedup_threshold = settings.dedup_threshold
+        self.seed = settings.seed
 
     # ---- hooks --------------------------------------------------------------------------
     def _start(self) -> None:  # pragma: no cover - overridden

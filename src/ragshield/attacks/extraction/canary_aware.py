@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Unpack
+from typing import Any
 
-from ragshield.attacks.extraction.rag_thief import RAGThief, ThiefParams
+from ragshield.attacks.extraction.rag_thief import RAGThief
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.generate.base import Generator
@@ -72,7 +72,7 @@ class CanaryAwareThief(RAGThief):
     ----------
     tactics: which evasions to rotate through (keys of :data:`TACTICS`; default all three).
     generator, encoder, seed_queries, n_seeds, queries_per_round, continuations, n_terms,
-    max_queries, max_seconds, max_rounds, dedup_threshold, min_chunk_words, seed: as
+    loop, max_queries, max_seconds, max_rounds, dedup_threshold, min_chunk_words, seed: as
         :class:`~ragshield.attacks.extraction.rag_thief.RAGThief`.
     """
 
@@ -84,7 +84,7 @@ class CanaryAwareThief(RAGThief):
         encoder: Encoder | None = None,
         *,
         tactics: Sequence[str] = tuple(TACTICS),
-        **thief: Unpack[ThiefParams],
+        **thief: Any,
     ) -> None:
         super().__init__(generator, encoder, **thief)
         self.tactics = tactics

@@ -27,12 +27,12 @@ Example::
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Sequence
-from typing import Unpack
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from ragshield.attacks.extraction.base import Budget, ExtractionAttack
+from ragshield.attacks.extraction.base import ExtractionAttack, LoopSettings
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int
 from ragshield.generate.base import Generator
@@ -80,17 +80,6 @@ _REFLECT = (
 )
 
 
-class ThiefParams(Budget, total=False):
-    """:class:`RAGThief`'s own parameters beside the loop's, for a subclass that passes
-    them through (``CanaryAwareThief``); defaults: RAGThief's constructor."""
-
-    seed_queries: Sequence[str] | None
-    n_seeds: int | None
-    queries_per_round: int
-    continuations: int
-    n_terms: int
-
-
 class RAGThief(ExtractionAttack):
     """The RAG-Thief agent.
 
@@ -104,6 +93,8 @@ class RAGThief(ExtractionAttack):
     queries_per_round: queries issued per round.
     continuations: continuations per direction the reflection asks for.
     n_terms: salient terms per chunk the heuristic turns into term queries.
+    loop: the loop's settings (:class:`~ragshield.attacks.extraction.base.LoopSettings`), or
+        each of the settings below by its own name (``max_queries=200``).
     max_queries, max_seconds, max_rounds: the budget (``None`` = unlimited; the attack also
         ends when it has nothing left to ask).
     dedup_threshold: ROUGE-L F1 at which a parsed chunk is a duplicate of a remembered one.
@@ -123,9 +114,10 @@ class RAGThief(ExtractionAttack):
         queries_per_round: int = 10,  # RAGFort §5.1: "each round issues 10 queries"
         continuations: int = 5,  # RAG-Thief reflection: 10 continuations, 5 each way
         n_terms: int = 3,
-        **budget: Unpack[Budget],
+        loop: LoopSettings | Mapping[str, Any] | None = None,
+        **flat: Any,
     ) -> None:
-        super().__init__(encoder=encoder, **budget)
+        super().__init__(encoder=encoder, loop=loop, **flat)
         self.generator = generator
         self.seed_queries = seed_queries
         self.n_seeds = n_seeds
