@@ -282,6 +282,19 @@ SPAN_GRID = (15, 20, 25, 30, 40)
 SEMANTIC_GRID = (0.8, 0.85, 0.9)
 
 
+def stress_parts(question: Any, got: Any) -> tuple[list[str], str, list[str]]:
+    """The stress case's raw parts for one utility question: the retrieved texts, the gold
+    record's doctor answer ("" when the gold was not retrieved) and the sentences of another
+    retrieved record's answer (what a benign answer that combines two records borrows)."""
+    from ragshield.text import split_sentences
+
+    gold = next((r for r in got if r.id in question.gold_ids), None)
+    doctor = str(gold.passage.metadata.get("answer", "")) if gold else ""
+    other = [r for r in got if gold is None or r.id != gold.id]
+    extra = split_sentences(str(other[0].passage.metadata.get("answer", ""))) if other else []
+    return [r.text for r in got], doctor, extra
+
+
 def quote_check(
     kb: KnowledgeBase,
     encoder: SentenceTransformerEncoder,
@@ -304,7 +317,6 @@ def quote_check(
     from ragshield.defenses.canary import canary_code, check_output, strip_canaries
     from ragshield.defenses.canary_semantic import SemanticCopyCheck
     from ragshield.generate.extractive import ExtractiveGenerator
-    from ragshield.text import split_sentences
 
     vectors = encode_cached(kb.texts, encoder, cache_dir)
     (base,) = ex.standard_defenses(kb, encoder, vectors=vectors)[:1]
@@ -322,11 +334,7 @@ def quote_check(
     t0 = time.perf_counter()
     for qi, q in enumerate(questions):
         got = rag.retrieve(q.question, 5)
-        ctx = [r.text for r in got]
-        gold = next((r for r in got if r.id in q.gold_ids), None)
-        doctor = str(gold.passage.metadata.get("answer", "")) if gold else ""
-        other = [r for r in got if gold is None or r.id != gold.id]
-        extra = split_sentences(str(other[0].passage.metadata.get("answer", ""))) if other else []
+        ctx, doctor, extra = stress_parts(q, got)
         answers = {
             "extractive answer": extractive.generate(q.question, ctx).text,
             "doctor answer quoted": doctor,

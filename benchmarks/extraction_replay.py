@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from extraction_logs import RULES, RuleScorer, attack_decoder
+from extraction_logs import RULES, RuleScorer, attack_decoder, stress_parts
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.eval import extraction as ex
 from ragshield.eval.extraction_data import KnowledgeBase, encode_cached
@@ -127,7 +127,6 @@ def stress_recovery(
     copy answers), per seeded half: its false positives on a normal answer's shapes."""
     from ragshield.defenses.canary import strip_canaries
     from ragshield.defenses.canary_recovery import RecoveryCheck
-    from ragshield.text import split_sentences
 
     vectors = encode_cached(kb.texts, encoder, cache_dir)
     (base,) = ex.standard_defenses(kb, encoder, vectors=vectors)[:1]
@@ -140,11 +139,7 @@ def stress_recovery(
     t0 = time.perf_counter()
     for qi, q in enumerate(questions):
         got = rag.retrieve(q.question, 5)
-        ctx = [r.text for r in got]
-        gold = next((r for r in got if r.id in q.gold_ids), None)
-        doctor = str(gold.passage.metadata.get("answer", "")) if gold else ""
-        other = [r for r in got if gold is None or r.id != gold.id]
-        extra = split_sentences(str(other[0].passage.metadata.get("answer", ""))) if other else []
+        ctx, doctor, extra = stress_parts(q, got)
         answers = {
             "doctor answer quoted (benign)": doctor,
             "two records combined (benign)": f"{doctor} {extra[0] if extra else ''}",
