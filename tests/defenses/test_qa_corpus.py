@@ -46,7 +46,7 @@ PLANTED = [
 ]
 
 
-def _profile(texts: list[str], share: float | None) -> IndexProfile:
+def _profile(share: float | None) -> IndexProfile:
     rng = np.random.default_rng(0)
     base = profile_vectors(rng.standard_normal((300, 16)).astype(np.float32))
     assert base is not None
@@ -91,13 +91,13 @@ def test_profile_records_and_reads_the_share(encoder: Any) -> None:
 def test_ragdefender_keeps_a_lone_faq_entry_on_a_qa_index(encoder: Any) -> None:
     items = _retrieved(encoder, FAQ)
     encyclopedia, qa = RAGDefender(), RAGDefender()
-    calibrate(encyclopedia, _profile(FAQ, 0.01))
-    calibrate(qa, _profile(FAQ, 0.9))
+    calibrate(encyclopedia, _profile(0.01))
+    calibrate(qa, _profile(0.9))
     assert "p0" in encyclopedia.filter(QUESTION, items).removed_ids  # the signature rule
     assert "p0" in qa.filter(QUESTION, items).kept_ids
     assert qa.restate_min_passages == 2 and encyclopedia.restate_min_passages == 1
     pinned = RAGDefender(restate_min_passages=1)  # a value the user set wins
-    calibrate(pinned, _profile(FAQ, 0.9))
+    calibrate(pinned, _profile(0.9))
     assert pinned.restate_min_passages == 1
 
 
@@ -110,8 +110,8 @@ def test_ragdefender_lone_restatement_waits_for_a_second_on_a_qa_index(encoder: 
     items = _retrieved(encoder, [reworded, *FAQ[1:]])
     encyclopedia = RAGDefender(encoder, lone_echo=0.5)
     qa = RAGDefender(encoder, lone_echo=0.5)
-    calibrate(encyclopedia, _profile(FAQ, 0.01))
-    calibrate(qa, _profile(FAQ, 0.9))
+    calibrate(encyclopedia, _profile(0.01))
+    calibrate(qa, _profile(0.9))
     assert "p0" in encyclopedia.filter(QUESTION, items).removed_ids
     assert "p0" in qa.filter(QUESTION, items).kept_ids
 
@@ -119,7 +119,7 @@ def test_ragdefender_lone_restatement_waits_for_a_second_on_a_qa_index(encoder: 
 def test_ragdefender_still_removes_planted_restaters_on_a_qa_index(encoder: Any) -> None:
     texts = [*FAQ, *PLANTED]
     f = RAGDefender()
-    calibrate(f, _profile(texts, 0.9))
+    calibrate(f, _profile(0.9))
     res = f.filter(QUESTION, _retrieved(encoder, texts))
     planted = {f"p{len(FAQ) + i}" for i in range(len(PLANTED))}
     assert planted <= set(res.removed_ids)
@@ -130,7 +130,7 @@ def test_ecosaferag_keeps_the_faq_entry_on_a_qa_index(encoder: Any) -> None:
     default = EcoSafeRAG(encoder=encoder).filter(QUESTION, items)
     assert "p0" in default.removed_ids  # the restated question flags its passage whole
     qa = EcoSafeRAG(encoder=encoder)
-    calibrate(qa, _profile(FAQ, 0.9))
+    calibrate(qa, _profile(0.9))
     assert qa.qa_corpus is True
     assert "p0" in qa.filter(QUESTION, items).kept_ids
 

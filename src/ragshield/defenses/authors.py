@@ -92,6 +92,7 @@ class AuthorsRAGDefender(ParamsMixin):
         self.encoder = encoder
         self.mode = mode
         self._upstream: Any = None
+        self._package: str | None = None  # its version, read once by warm_up
         self._embedder: Any = None
 
     @classmethod
@@ -115,6 +116,7 @@ class AuthorsRAGDefender(ParamsMixin):
             )
         from ragdefender import RAGDefender as Upstream
 
+        self._package = installed
         if self._embedder is None:
             self._embedder = _Vectors(self.encoder)
         self._upstream = Upstream(embedder=self._embedder, task_type=self.mode, device="cpu")
@@ -124,7 +126,7 @@ class AuthorsRAGDefender(ParamsMixin):
         self.warm_up()
         check_query(query)
         items = check_retrieved(retrieved, "AuthorsRAGDefender", self.encoder)
-        details: dict[str, Any] = {"mode": self.mode, "package": authors_package_version()}
+        details: dict[str, Any] = {"mode": self.mode, "package": self._package}
         gone: set[int] = set()
         if len(items) >= 2:  # its clustering needs two passages
             texts = [r.text for r in items]

@@ -364,9 +364,12 @@ class EcoSafeRAG(StagedParams):
             if (sc.scrutiny or sc.flag_restatement) and not qa
             else np.zeros_like(abs_mask)
         )
-        restated = (
-            np.zeros_like(abs_mask) if qa else abs_mask | verbatim if sc.scrutiny else abs_mask
-        )
+        if qa:
+            restated = np.zeros_like(abs_mask)
+        elif sc.scrutiny:
+            restated = abs_mask | verbatim
+        else:
+            restated = abs_mask
         pure = (
             pure_restatements(seg.sentences, query, verbatim)
             if sc.flag_restatement and not qa

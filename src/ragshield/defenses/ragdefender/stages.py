@@ -155,6 +155,12 @@ class EvidenceStages(StagedParams):
             vectors[changed] = new * np.linalg.norm(vectors[changed], axis=1, keepdims=True)
         return out, vectors
 
+    @property
+    def _restaters_needed(self) -> int:
+        """Restating passages that make evidence: ``restate_min_passages``, 1 when unset
+        (the index profile sets 2 on a Q&A corpus, where the gold entry restates)."""
+        return self.evidence.restate_min_passages or 1
+
     def _stage_restated(
         self, query: str, texts: Sequence[str], work: Work, details: dict[str, Any]
     ) -> None:
@@ -168,7 +174,7 @@ class EvidenceStages(StagedParams):
         if not self.evidence.restated_question:
             return
         hits = np.flatnonzero(restates_question(query, texts, self.evidence.restate_min_words))
-        if hits.size < (self.evidence.restate_min_passages or 1):
+        if hits.size < self._restaters_needed:
             return
         for i in hits:
             work.remove(int(i), "restates the question verbatim (PoisonedRAG's retrieval trick)")
@@ -248,7 +254,7 @@ class EvidenceStages(StagedParams):
         gold page an edit copies sits in that group)."""
         if self.coverage.lone_echo > 1.0 or work.echo is None:
             return
-        if (self.evidence.restate_min_passages or 1) > 1:
+        if self._restaters_needed > 1:
             return  # a Q&A index: its gold entry restates the question (store/profile.py)
         cov = work.coverage
         if cov is None:
