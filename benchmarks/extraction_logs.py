@@ -101,6 +101,16 @@ class RuleScorer:
         return either(*(sc.score(outputs) for sc in self.scorers))
 
 
+def as_generated(rec: dict[str, Any], ctx: list[str], raw: Any) -> str:
+    """The answer the model generated for one logged query: a blocked answer's log holds
+    the refusal, so its text comes from the raw answer cache (``raw``) when it has it."""
+    if rec.get("leak") and raw is not None:
+        got = raw.lookup(rec["query"], ctx)
+        if got is not None:
+            return str(got.text)
+    return str(rec["response"])
+
+
 def attack_decoder(name: str) -> Callable[[str], str]:
     """How the attack ``name`` reads a response (its ``decode``; identity for attacks
     without one, or names the registry does not hold)."""
@@ -221,10 +231,7 @@ def check_logs(
         with_both: list[str] = []
         for r, hit in zip(recs, hits, strict=True):
             ctx = [h.text for h in hit]
-            text = r["response"]
-            if r.get("leak") and raw is not None:
-                got = raw.lookup(r["query"], ctx)
-                text = got.text if got is not None else text
+            text = as_generated(r, ctx, raw)
             tactic = CanaryAwareThief.tactic_of(r["query"])
             cell = by_tactic.setdefault((path.stem, tactic or "-"), [0, 0, 0])
             cell[0] += 1

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from extraction_logs import RULES, RuleScorer, attack_decoder, stress_parts
+from extraction_logs import RULES, RuleScorer, as_generated, attack_decoder, stress_parts
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.eval import extraction as ex
 from ragshield.eval.extraction_data import KnowledgeBase, encode_cached
@@ -86,10 +86,7 @@ def replay_guard(
         guarded: list[str] = []
         for r, hit in zip(recs, hits, strict=True):
             ctx = [h.text for h in hit]
-            text = r["response"]
-            if r.get("leak") and raw is not None:
-                got = raw.lookup(r["query"], ctx)
-                text = got.text if got is not None else text
+            text = as_generated(r, ctx, raw)
             kind = _verdict(text, ctx, recovery)
             kinds[kind or "-"] += 1
             as_run.append(r["response"] if r.get("leak") else strip_canaries(text))
