@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[dev,plots,llm,server,pg,ray,langchain,llamaindex,haystack,peers]"
+	$(BIN)/pip install -q -e ".[dev,plots,llm,server,pg,ray,langchain,llamaindex,haystack,peers,injection]"
 	# the llama.cpp engine (issue #25) compiles from source (no CPU wheel on PyPI); the
 	# multimodal library it would also build is not used. pip keeps the built wheel in its cache.
 	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(BIN)/pip install -q -e ".[llamacpp]"

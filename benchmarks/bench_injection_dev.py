@@ -53,7 +53,7 @@ from bench_ecosaferag import ONTOPIC, ontopic_split, ontopic_store
 from bench_injection import carriers_for, survives
 from ragshield.attacks.injection import insert_instruction
 from ragshield.attacks.injection_adaptive import INTENTS
-from ragshield.attacks.injection_families import canary_word, split_in_two
+from ragshield.attacks.injection_families import OBFUSCATIONS, canary_word, obfuscate, split_in_two
 from ragshield.defenses.injection.calibration import calibrate_index
 from ragshield.defenses.injection.detector import InjectionGuard
 from ragshield.defenses.injection.head import InjectionHead
@@ -65,7 +65,7 @@ from train_injection_head import (
     cached_encoder,
 )
 
-PLACEMENTS = ("in-passage", "split", "mid-paragraph", "translated")
+PLACEMENTS = ("in-passage", "split", "mid-paragraph", "translated", *OBFUSCATIONS)
 #: name -> (windows scored on their joined text, off-topic boost of the head, hysteresis)
 CONFIGS: dict[str, tuple[bool, float, bool]] = {
     "mean": (False, 0.0, False),
@@ -131,6 +131,11 @@ def main() -> None:
         plants["translated"].append(
             (q.question, f"{q.question} {insert_instruction(carrier, t, 'middle')}", t)
         )
+        for how in OBFUSCATIONS:
+            o = obfuscate(w, how)
+            plants[how].append(
+                (q.question, f"{q.question} {insert_instruction(carrier, o, 'middle')}", o)
+            )
     hard = [*DEV_HARD_NEGATIVES, *DEV_HARD_NEGATIVES_2]
     articles = [" ".join(hard[i : i + 5]) for i in range(0, len(hard), 5)]
     packaged = InjectionHead.packaged()
@@ -143,7 +148,8 @@ def main() -> None:
     print("|---" * (len(cols) + 3) + "|")
     out: dict[str, Any] = {"seed": args.seed, "questions": len(qs), "rows": {}}
     for name in args.configs.split(","):
-        window_text, boost, hyst = CONFIGS[name]
+        signals = name.endswith("+sig")
+        window_text, boost, hyst = CONFIGS[name.removesuffix("+sig")]
         head = replace(packaged, offtopic_boost=boost)
         cal = calibrate_index(texts, enc, head=head, sample=10**9, window_text=window_text)
         assert cal is not None
@@ -154,6 +160,8 @@ def main() -> None:
                 operating_point=op,  # type: ignore[arg-type]
                 windows="text" if window_text else True,
                 hysteresis=hyst,
+                language_switch=signals,
+                disguise=signals,
             )
             g._head = head
             g.calibrate_injection(cal)
@@ -179,6 +187,13 @@ def main() -> None:
                 sum(len(r.decisions) for r in arts) / max(len(hard), 1)
             )
             thr = g.threshold_()
+            if signals:
+                print(
+                    f"  signals @{op}: languages {cal.get('languages')}, language switch "
+                    f"threshold {g.language_threshold_()}, disguise threshold "
+                    f"{g.disguise_threshold_()} (index sentences with a disguised word: "
+                    f"{cal.get('disguised_share', float('nan')):.4f})"
+                )
             print(
                 f"| {name} | {op} | {thr:.4f} | "
                 + " | ".join(f"{row[c]:.3f}" for c in cols)

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ragshield.defenses.injection import language as lang_id
 from ragshield.defenses.injection.detector import OPERATING_POINTS, InjectionGuard
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.embed.base import Encoder
@@ -42,10 +43,12 @@ from ragshield.errors import InputError
 __all__ = ["calibrate_defenses", "calibrate_index", "calibrate_injection", "thresholds_for"]
 
 KEY = "injection"  # the profile entry in meta.json
+LANGUAGE_SAMPLE = 2000  # passages read for the index's languages (~1 ms each on one core)
 
 
-def thresholds_for(scores: np.ndarray) -> dict[str, float]:
-    """The smallest threshold per operating point such that ``mean(scores >= t) <= fpr``."""
+def thresholds_for(scores: np.ndarray, cap: float = 1.0) -> dict[str, float]:
+    """The smallest threshold per operating point such that ``mean(scores >= t) <= fpr``
+    (at most ``cap``: the head's scores are probabilities; the signals' are not)."""
     s = np.sort(np.asarray(scores, dtype=np.float64))
     if s.size == 0:
         raise InputError("cannot calibrate the injection detector on zero sentences")
@@ -53,7 +56,7 @@ def thresholds_for(scores: np.ndarray) -> dict[str, float]:
     for name, fpr in OPERATING_POINTS.items():
         allowed = int(np.floor(fpr * s.size))  # sentences that may stay at or above t
         top = s[s.size - allowed - 1]  # the highest score that must fall below t
-        out[name] = float(min(1.0, np.nextafter(top, np.inf)))
+        out[name] = float(min(cap, np.nextafter(top, np.inf)))
     return out
 
 
@@ -83,12 +86,22 @@ def calibrate_index(
     if guard.head_().vector_dim != encoder.dim:
         return None  # another encoder: the head cannot score its vectors (rules still apply)
     order = np.random.default_rng(seed).permutation(len(texts))
+    langs: dict[str, float] | None = None
+    if lang_id.available():  # the index's own languages, from (a sample of) its passages
+        langs = lang_id.index_languages(texts[int(i)] for i in order[:LANGUAGE_SAMPLE])
+        guard._languages = tuple(sorted(langs))
     scores: list[np.ndarray] = []
+    foreign: list[np.ndarray] = []
+    disguised: list[np.ndarray] = []
     ruled = n = 0
     for start in range(0, len(order), 256):
         batch = [guard._clip(texts[int(i)])[0] for i in order[start : start + 256]]
         for sc in guard.score_texts(batch):
             scores.append(sc.scores)
+            if sc.foreign is not None:
+                foreign.append(sc.foreign)
+            if sc.disguised is not None:
+                disguised.append(sc.disguised)
             ruled += sum(bool(h) for h in sc.rules)
             n += len(sc.sentences)
         if n >= sample:
@@ -109,7 +122,28 @@ def calibrate_index(
         "window_text": guard.window_text_(),
         "offtopic_boost": guard.boost_(),
         "seed": seed,
+        **_signal_calibration(langs, foreign, disguised),
     }  # fmt: skip
+
+
+def _signal_calibration(
+    langs: Mapping[str, float] | None, foreign: list[np.ndarray], disguised: list[np.ndarray]
+) -> dict[str, Any]:
+    """The signals' per-index thresholds (:mod:`ragshield.defenses.injection.signals`), on
+    the same sentences as the head's: the language-switch margin (floored at 0: a sentence
+    must read as another language) and the disguised-word count (at least one word; counts
+    are whole numbers, so a threshold between two is the next one up)."""
+    out: dict[str, Any] = {}
+    if langs is not None and foreign:
+        out["languages"] = {k: round(v, 4) for k, v in langs.items()}
+        t = thresholds_for(np.concatenate(foreign), cap=np.inf)
+        out["language_thresholds"] = {k: max(0.0, v) for k, v in t.items()}
+    if disguised:
+        d = np.concatenate(disguised)
+        t = thresholds_for(d, cap=np.inf)
+        out["disguise_thresholds"] = {k: float(max(1.0, np.ceil(v))) for k, v in t.items()}
+        out["disguised_share"] = float(np.mean(d > 0))
+    return out
 
 
 def calibrate_injection(defense: object, profile: Mapping[str, Any] | None) -> None:

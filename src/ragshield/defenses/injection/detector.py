@@ -82,6 +82,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from ragshield.defenses.base import check_retrieved
+from ragshield.defenses.injection import language as lang_id
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.scoring import (
@@ -93,8 +94,9 @@ from ragshield.defenses.injection.scoring import (
     window_flags,
     window_scores,
 )
-from ragshield.defenses.injection.text import normalize
-from ragshield.defenses.params import Boolean, Interval, Options, ParamsMixin, ParamTable
+from ragshield.defenses.injection.signals import SIGNAL, Signals, signal_flags
+from ragshield.defenses.injection.text import disguised_words, normalize
+from ragshield.defenses.params import Boolean, Interval, Options, ParamTable, StagedParams
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_query
 from ragshield.types import Decision, FilterResult, RetrievedPassage
@@ -110,7 +112,7 @@ RULE, CLASSIFIER, COLLATERAL = "injection_rule", "injection_classifier", "inject
 OperatingPoint = Literal["fpr1", "fpr0.1"]
 
 
-class InjectionGuard(ParamsMixin):
+class InjectionGuard(StagedParams):
     """Sentence/window-level injection filter (a :class:`PassageFilter`).
 
     Parameters
@@ -131,6 +133,10 @@ class InjectionGuard(ParamsMixin):
     language: ``sentencex`` language code for segmentation.
     max_chars: characters of a passage read; the rest is cut (never reaches the generator).
     cache_size: passages whose scores are kept by text hash (:meth:`precompute` fills it).
+    signals: the calibrated signals beside the head
+        (:class:`~ragshield.defenses.injection.signals.Signals`: ``language_switch``,
+        ``disguise``), its dataclass, a table of its fields, or ``None`` for the defaults;
+        each field also by its own name (``disguise=False``).
     """
 
     name = "injection-guard"
@@ -144,7 +150,15 @@ class InjectionGuard(ParamsMixin):
         "scope": [Options("sentence", "passage")],
         "max_chars": [Interval(int, 1, None)],
         "cache_size": [Interval(int, 0, None)],
+        "language_switch": [Boolean()],
+        "disguise": [Boolean()],
     }
+    _stages: ClassVar[Mapping[str, type]] = {"signals": Signals}
+    _own_params = (
+        "operating_point", "threshold", "rules", "classifier", "windows", "hysteresis",
+        "scope", "head", "language", "max_chars", "cache_size",
+    )  # fmt: skip
+    signals: Signals
 
     def __init__(
         self,
@@ -164,6 +178,8 @@ class InjectionGuard(ParamsMixin):
         language: str = "en",
         max_chars: int = 20_000,  # as EcoSafeRAG (issue #15): bounds one passage's cost
         cache_size: int = 16_384,  # passages (~6 sentences each: a few MB of scores)
+        signals: Signals | Mapping[str, Any] | None = None,
+        **flat: Any,
     ) -> None:
         self.encoder = encoder
         self.operating_point = operating_point
@@ -177,9 +193,11 @@ class InjectionGuard(ParamsMixin):
         self.language = language
         self.max_chars = max_chars
         self.cache_size = cache_size
+        self._set_stages({"signals": signals}, flat)
         self.calibration_: dict[str, Any] | None = None
         self._head: InjectionHead | None = None
         self._cache: dict[bytes, Scored] = {}
+        self._languages: tuple[str, ...] | None = None
 
     # ------------------------------------------------------------------ setup
 
@@ -215,6 +233,8 @@ class InjectionGuard(ParamsMixin):
                 "rebuild the index"
             )
         self.calibration_ = dict(data)
+        langs = data.get("languages")
+        self._languages = tuple(sorted(langs)) if isinstance(langs, Mapping) and langs else None
 
     def threshold_(self) -> float:
         """The score threshold in force and where it comes from is :meth:`threshold_source`."""
@@ -257,6 +277,28 @@ class InjectionGuard(ParamsMixin):
             return bool(self.calibration_.get("window_text", False))
         return self.windows == "text"
 
+    def languages_(self) -> tuple[str, ...] | None:
+        """The index's own languages (from its calibration), ``None`` when unknown or when
+        the language-switch signal is off or its model is not installed."""
+        if not self.language_switch or self._languages is None or not lang_id.available():
+            return None
+        return self._languages
+
+    def language_threshold_(self) -> float | None:
+        """The index's language-switch threshold at ``operating_point`` (``None``: off)."""
+        return self._signal_threshold("language_thresholds", self.language_switch, 0.0)
+
+    def disguise_threshold_(self) -> float | None:
+        """The index's disguised-word threshold at ``operating_point`` (``None``: off)."""
+        return self._signal_threshold("disguise_thresholds", self.disguise, 1.0)
+
+    def _signal_threshold(self, key: str, on: bool, floor: float) -> float | None:
+        cal = self.calibration_
+        table = cal.get(key) if on and cal is not None else None
+        if not isinstance(table, Mapping) or self.operating_point not in table:
+            return None
+        return max(float(table[self.operating_point]), floor)
+
     def threshold_source(self) -> str:
         if self.threshold is not None:
             return "explicit"
@@ -273,7 +315,8 @@ class InjectionGuard(ParamsMixin):
 
     def _key(self, text: str, discount: float, window_text: bool, boost: float) -> bytes:
         win = int(bool(self.windows)) + int(bool(self.windows) and window_text)
-        raw = f"{self.language}\x00{win}\x00{discount}\x00{boost}\x00{text}".encode()
+        sig = f"{','.join(self.languages_() or ())}\x00{int(self.disguise)}"
+        raw = f"{self.language}\x00{win}\x00{discount}\x00{boost}\x00{sig}\x00{text}".encode()
         return hashlib.blake2b(raw, digest_size=16).digest()
 
     def score_texts(self, texts: Sequence[str]) -> list[Scored]:
@@ -314,6 +357,7 @@ class InjectionGuard(ParamsMixin):
                     joined.append(pv[at : at + m])
                     at += m
             at = 0
+            langs = self.languages_()
             for p, (k, ss) in enumerate(segs.items()):
                 n = len(ss)
                 own = pair = np.zeros(0, dtype=np.float64)
@@ -330,8 +374,20 @@ class InjectionGuard(ParamsMixin):
                         pair = np.zeros(0, dtype=np.float64)
                 elif n:
                     own = np.zeros(n, dtype=np.float64)
+                nrm = norm[at : at + n]
                 at += n
-                fresh[k] = Scored(tuple(ss), own, pair, tuple(tuple(rule_hits(s)) for s in ss))
+                fresh[k] = Scored(
+                    tuple(ss),
+                    own,
+                    pair,
+                    tuple(tuple(rule_hits(s)) for s in ss),
+                    foreign=(lang_id.switch_margins(nrm, langs) if langs else None),
+                    disguised=(
+                        np.array([disguised_words(s) for s in ss], dtype=np.float64)
+                        if self.disguise
+                        else None
+                    ),
+                )
             for k, v in fresh.items():
                 if self.cache_size <= 0:
                     break
@@ -360,6 +416,7 @@ class InjectionGuard(ParamsMixin):
         scored = self.score_texts([t for t, _ in clipped])
         t = self.threshold_() if self.classifier else float("nan")
         low = self.low_threshold_() if self.classifier else None
+        t_lang, t_dis = self.language_threshold_(), self.disguise_threshold_()
         kept: list[RetrievedPassage] = []
         removed: list[RetrievedPassage] = []
         decisions: list[Decision] = []
@@ -372,6 +429,11 @@ class InjectionGuard(ParamsMixin):
                 else np.zeros(len(sc.sentences), bool)
             )
             best = sc.scores
+            sig, why = signal_flags(sc.foreign, sc.disguised, t_lang, t_dis)
+            if sig.any():  # a signal counts like a rule (held neighbours, the same report)
+                by_rule = sig if by_rule is None else by_rule | sig
+                if self.classifier:
+                    flag = window_flags(sc.own, sc.pair, t, low, by_rule)
             if by_rule is not None and by_rule.size:
                 flag = flag | by_rule
             n_flagged += int(flag.sum())
@@ -382,7 +444,8 @@ class InjectionGuard(ParamsMixin):
                 ruled = by_rule is not None and bool(by_rule[j])
                 reason = RULE if ruled else (CLASSIFIER if flag[j] else COLLATERAL)
                 if ruled:
-                    reason = f"{RULE}:{'+'.join(sc.rules[j])}"
+                    hits = sc.rules[j] if self.rules else ()
+                    reason = f"{RULE}:{'+'.join(hits)}" if hits else f"{SIGNAL}:{why[j]}"
                 decisions.append(
                     Decision(
                         index=i,

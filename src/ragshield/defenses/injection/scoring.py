@@ -161,6 +161,10 @@ class Scored:
     own: np.ndarray
     pair: np.ndarray
     rules: tuple[tuple[str, ...], ...]
+    #: per sentence: language-switch margin (``-inf``: no switch), ``None`` = not computed
+    foreign: np.ndarray | None = None
+    #: per sentence: disguised words (:func:`~ragshield.defenses.injection.text.disguised_words`)
+    disguised: np.ndarray | None = None
 
     @property
     def scores(self) -> np.ndarray:

@@ -53,7 +53,7 @@ from importlib import resources
 from urllib.parse import unquote
 
 __all__ = [
-    "decoded_payloads", "fold_accents", "fold_confusables", "fold_leet_words", "normalize",
+    "decoded_payloads", "disguised_words", "fold_accents", "fold_confusables", "fold_leet_words", "normalize",
     "unquoted",
 ]  # fmt: skip
 
@@ -208,6 +208,31 @@ def normalize(text: str) -> str:
     leet = _LEET_SHORT.sub(_unleet, _LEET_WORD.sub(_unleet, t))
     read = sum(a != b for a, b in zip(t.split(), leet.split(), strict=False)) if leet != t else 0
     return fold_leet_words(leet, evidence=read)
+
+
+def disguised_words(text: str) -> int:
+    """How many words of ``text`` are spelled to hide what they say: a word holding a format
+    character (step 2: zero-width, bidi, tag characters), a word with a look-alike letter
+    step 3 folds, or a word steps 5–6 read as leetspeak.
+
+    Why a count and not only the folded text: reference prose rarely needs any of these
+    (SQuAD dev: leetspeak folds on 0 of 4,758 sentences), so their presence in a sentence of
+    an index that has (almost) none is a signal of its own, whatever the words then say;
+    the guard flags a sentence at a threshold on this count calibrated on the index's own
+    sentences (``calibration``: ``disguise_thresholds``)."""
+    words = unicodedata.normalize("NFKC", text).split()
+    hidden = {i for i, w in enumerate(words) if any(unicodedata.category(c) == "Cf" for c in w)}
+    clean = ["".join(c for c in w if unicodedata.category(c) != "Cf") for w in words]
+    at = [i for i, w in enumerate(clean) if w]
+    base = [clean[i] if clean[i].isascii() else fold_confusables(clean[i]) for i in at]
+    hidden.update(i for i, b in zip(at, base, strict=True) if b != clean[i])
+    t = " ".join(base)
+    leet = _LEET_SHORT.sub(_unleet, _LEET_WORD.sub(_unleet, t))
+    read = sum(a != b for a, b in zip(t.split(), leet.split(), strict=False)) if leet != t else 0
+    after = fold_leet_words(leet, evidence=read).split()
+    if len(after) == len(base):
+        hidden.update(i for i, a, b in zip(at, after, base, strict=True) if a.lower() != b.lower())
+    return len(hidden)
 
 
 _LETTER_SPACED = re.compile(r"\S(?: \S)+")
