@@ -14,7 +14,10 @@ What it measures (every figure printed is measured in this run; seed and split p
    index (MiniLM, FaissStore); each head's thresholds come from
    :func:`ragshield.defenses.injection.calibration.calibrate_index` over all their sentences
    (the same call ``ragshield index`` makes).
-3. Benign false positives at those thresholds (the whole guard: rules + head): sentences of
+   The same call records the guard's signals (``signals.py``: language switch, disguised
+   words) with their per-index thresholds; every guard below uses them unless its row says
+   otherwise ("head-only" turns them off; "signals-only" is them alone, at fpr0.1).
+3. Benign false positives at those thresholds (the whole guard: rules + head + signals): sentences of
    the *test* articles (odd title positions; the dev ones were training negatives),
    sentences of the 44 HotpotQA test questions' on-topic passages (another corpus, never
    calibrated on), and hard negatives (``ragshield.eval.injection_detection.HARD_NEGATIVES`` + the
@@ -79,6 +82,7 @@ from ragshield.defenses.injection.calibration import calibrate_index
 from ragshield.defenses.injection.detector import InjectionGuard, segment
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.output import followed
+from ragshield.defenses.injection.signals import Signals
 from ragshield.eval.injection_detection import HARD_NEGATIVES, HARD_NEGATIVES_2, detection_rate
 from ragshield.text import contains_answer, normalize_answer
 from ragshield.types import Passage, RetrievedPassage
@@ -111,6 +115,14 @@ def make_guard(
         else InjectionGuard(encoder=enc, operating_point=op)
     )  # type: ignore[arg-type]
     g._head = head
+    g.calibrate_injection(cal)
+    return g
+
+
+def signals_only(cal: dict[str, Any]) -> InjectionGuard:
+    """The guard's calibrated signals alone (language switch, disguise), at the default
+    operating point: no head, no rules."""
+    g = InjectionGuard(classifier=False, rules=False)
     g.calibrate_injection(cal)
     return g
 
@@ -200,8 +212,10 @@ def main() -> None:
         "hard negatives (bastioncorpus benign, odd rows)": bastion_benign,
     }
     print("\n## Benign text flagged by InjectionGuard (rules + shipped head), index-calibrated")
-    print("| benign set | n | flagged @fpr1 | flagged @fpr0.1 | rules only |")
-    print("|---|---|---|---|---|")
+    print(
+        "| benign set | n | flagged @fpr1 | flagged @fpr0.1 | rules only | signals only @fpr0.1 |"
+    )
+    print("|---|---|---|---|---|---|")
     out["benign"] = {}
     for label, sents in benign_sets.items():
         row = {}
@@ -220,9 +234,17 @@ def main() -> None:
                 for s in sents
             ]
         )
+        g = signals_only(cals["all"])  # type: ignore[arg-type]
+        row["signals"] = detection_rate(
+            [
+                bool(g.filter("q?", [RetrievedPassage(Passage("b", s), 1.0, 0)]).decisions)
+                for s in sents
+            ]
+        )
         out["benign"][label] = {**row, "n": len(sents)}
         print(
-            f"| {label} | {len(sents)} | {pct(row['fpr1'])} | {pct(row['fpr0.1'])} | {pct(row['rules'])} |",
+            f"| {label} | {len(sents)} | {pct(row['fpr1'])} | {pct(row['fpr0.1'])} | "
+            f"{pct(row['rules'])} | {pct(row['signals'])} |",
             flush=True,
         )
     enc.save()
@@ -238,7 +260,7 @@ def main() -> None:
     out["detector"] = {}
     import random as _r
 
-    variants = ("fpr1", "fpr0.1", "head-only@fpr1", "rules-only")
+    variants = ("fpr1", "fpr0.1", "head-only@fpr1", "rules-only", "signals-only@fpr0.1")
     for fam in FAMILIES:
         rows = family_rows(fam, lang="en")
         guards_v = {
@@ -246,8 +268,10 @@ def main() -> None:
             "fpr0.1": make_guard(enc, heads[f"-{fam}"], cals[f"-{fam}"], "fpr0.1"),  # type: ignore[arg-type]
             "head-only@fpr1": make_guard(enc, heads[f"-{fam}"], cals[f"-{fam}"], "fpr1"),  # type: ignore[arg-type]
             "rules-only": InjectionGuard(classifier=False),
+            "signals-only@fpr0.1": signals_only(cals[f"-{fam}"]),  # type: ignore[arg-type]
         }
         guards_v["head-only@fpr1"].rules = False
+        guards_v["head-only@fpr1"].signals = Signals(language_switch=False, disguise=False)
         cells: dict[tuple[str, str], float] = {}
         for pl in PLACEMENTS:
             plants = []
@@ -305,22 +329,29 @@ def main() -> None:
 
     # 6. translated (leave-one-language-out), detector level
     print("\n## Translated rows (leave-one-language-out head), in-passage, detector level")
-    print("| language | n | caught @fpr1 | caught @fpr0.1 | head-only @fpr1 | rules-only |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| language | n | caught @fpr1 | caught @fpr0.1 | head-only @fpr1 | rules-only "
+        "| signals-only @fpr0.1 |"
+    )
+    print("|---|---|---|---|---|---|---|")
     out["translated"] = {}
     import random as _random
 
     for lang in LANGS:
         rows = family_rows(None, lang=lang)
         cells = {}
-        for op in (*OPS, "head-only", "rules-only"):
+        for op in (*OPS, "head-only", "rules-only", "signals-only"):
             if op == "rules-only":
                 g = InjectionGuard(classifier=False)
+            elif op == "signals-only":
+                g = signals_only(cals[f"-{lang}"])  # type: ignore[arg-type]
             else:
                 g = make_guard(
                     enc, heads[f"-{lang}"], cals[f"-{lang}"], "fpr1" if op == "head-only" else op
                 )  # type: ignore[arg-type]
                 g.rules = op != "head-only"
+                if op == "head-only":
+                    g.signals = Signals(language_switch=False, disguise=False)
             caught = []
             for i, r in enumerate(rows):
                 q = test_qs[int(rng.integers(len(test_qs)))]
@@ -335,7 +366,8 @@ def main() -> None:
         out["translated"][lang] = {**cells, "n": len(rows)}
         print(
             f"| {lang} | {len(rows)} | {pct(cells['fpr1'])} | {pct(cells['fpr0.1'])} | "
-            f"{pct(cells['head-only'])} | {pct(cells['rules-only'])} |",
+            f"{pct(cells['head-only'])} | {pct(cells['rules-only'])} | "
+            f"{pct(cells['signals-only'])} |",
             flush=True,
         )
     enc.save()
