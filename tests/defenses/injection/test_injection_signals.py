@@ -184,3 +184,26 @@ class TestGuardSignals:
         assert g.signals.language_switch is False
         with pytest.raises(TypeError, match="did you mean"):
             InjectionGuard(disguised=False)
+
+
+@pytest.mark.parametrize(
+    ("kw", "calibration", "low"),
+    [
+        ({}, {"neighbour_threshold": 0.3}, 0.3),  # the index's 5 % point
+        ({"neighbour_point": "fpr1"}, {"neighbour_threshold": 0.3}, 0.5),
+        ({}, {}, 0.5),  # an index calibrated before the 5 % point: fpr1
+        ({}, {"neighbour_threshold": 0.7}, 0.5),  # never stricter than fpr1
+        ({"operating_point": "fpr1"}, {"neighbour_threshold": 0.3}, None),  # no hysteresis
+        ({"hysteresis": False}, {"neighbour_threshold": 0.3}, None),
+    ],
+)
+def test_neighbour_point(kw: dict, calibration: dict, low: float | None) -> None:
+    g = InjectionGuard(encoder=CueEncoder(_CUES), **kw)
+    g.calibrate_injection({"thresholds": {"fpr1": 0.5, "fpr0.1": 0.9}, **calibration})
+    assert g.low_threshold_() == low
+
+
+def test_calibration_records_the_neighbour_point_below_fpr1() -> None:
+    data = calibrate_index(english_index(), CueEncoder(_CUES), head=cue_head())
+    assert data is not None
+    assert data["neighbour_threshold"] <= data["thresholds"]["fpr1"]

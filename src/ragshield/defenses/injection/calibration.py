@@ -37,6 +37,7 @@ import numpy as np
 from ragshield.defenses.injection import language as lang_id
 from ragshield.defenses.injection.detector import OPERATING_POINTS, InjectionGuard
 from ragshield.defenses.injection.head import InjectionHead
+from ragshield.defenses.injection.scoring import NEIGHBOUR_POINTS
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 
@@ -52,12 +53,7 @@ def thresholds_for(scores: np.ndarray, cap: float = 1.0) -> dict[str, float]:
     s = np.sort(np.asarray(scores, dtype=np.float64))
     if s.size == 0:
         raise InputError("cannot calibrate the injection detector on zero sentences")
-    out: dict[str, float] = {}
-    for name, fpr in OPERATING_POINTS.items():
-        allowed = int(np.floor(fpr * s.size))  # sentences that may stay at or above t
-        top = s[s.size - allowed - 1]  # the highest score that must fall below t
-        out[name] = float(min(cap, np.nextafter(top, np.inf)))
-    return out
+    return {name: _share_point(s, fpr, cap) for name, fpr in OPERATING_POINTS.items()}
 
 
 def calibrate_index(
@@ -91,6 +87,7 @@ def calibrate_index(
         langs = lang_id.index_languages(texts[int(i)] for i in order[:LANGUAGE_SAMPLE])
         guard._languages = tuple(sorted(langs))
     scores: list[np.ndarray] = []
+    owns: list[np.ndarray] = []
     foreign: list[np.ndarray] = []
     disguised: list[np.ndarray] = []
     ruled = n = 0
@@ -98,6 +95,7 @@ def calibrate_index(
         batch = [guard._clip(texts[int(i)])[0] for i in order[start : start + 256]]
         for sc in guard.score_texts(batch):
             scores.append(sc.scores)
+            owns.append(sc.own)
             if sc.foreign is not None:
                 foreign.append(sc.foreign)
             if sc.disguised is not None:
@@ -122,8 +120,18 @@ def calibrate_index(
         "window_text": guard.window_text_(),
         "offtopic_boost": guard.boost_(),
         "seed": seed,
+        # hysteresis's looser point: the own score 5 % of the index's sentences reach
+        "neighbour_threshold": _share_point(np.concatenate(owns), NEIGHBOUR_POINTS["fpr5"]),
         **_signal_calibration(langs, foreign, disguised),
     }  # fmt: skip
+
+
+def _share_point(scores: np.ndarray, share: float, cap: float = 1.0) -> float:
+    """The smallest threshold (at most ``cap``) that at most ``share`` of ``scores`` reach."""
+    s = np.sort(scores)
+    allowed = int(np.floor(share * s.size))  # scores that may stay at or above t
+    top = s[s.size - allowed - 1]  # the highest score that must fall below t
+    return float(min(cap, np.nextafter(top, np.inf)))
 
 
 def _signal_calibration(

@@ -86,6 +86,8 @@ from ragshield.defenses.injection import language as lang_id
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.scoring import (
+    NEIGHBOUR_POINTS,
+    Neighbours,
     Scored,
     head_rows,
     mention_mask,
@@ -137,6 +139,8 @@ class InjectionGuard(StagedParams):
         (:class:`~ragshield.defenses.injection.signals.Signals`: ``language_switch``,
         ``disguise``), its dataclass, a table of its fields, or ``None`` for the defaults;
         each field also by its own name (``disguise=False``).
+    neighbours: how far ``hysteresis`` holds a flagged sentence's neighbours
+        (:class:`~ragshield.defenses.injection.scoring.Neighbours`: ``neighbour_point``).
     """
 
     name = "injection-guard"
@@ -152,13 +156,15 @@ class InjectionGuard(StagedParams):
         "cache_size": [Interval(int, 0, None)],
         "language_switch": [Boolean()],
         "disguise": [Boolean()],
+        "neighbour_point": [Options(*NEIGHBOUR_POINTS)],
     }
-    _stages: ClassVar[Mapping[str, type]] = {"signals": Signals}
+    _stages: ClassVar[Mapping[str, type]] = {"signals": Signals, "neighbours": Neighbours}
     _own_params = (
         "operating_point", "threshold", "rules", "classifier", "windows", "hysteresis",
         "scope", "head", "language", "max_chars", "cache_size",
     )  # fmt: skip
     signals: Signals
+    neighbours: Neighbours
 
     def __init__(
         self,
@@ -179,6 +185,7 @@ class InjectionGuard(StagedParams):
         max_chars: int = 20_000,  # as EcoSafeRAG (issue #15): bounds one passage's cost
         cache_size: int = 16_384,  # passages (~6 sentences each: a few MB of scores)
         signals: Signals | Mapping[str, Any] | None = None,
+        neighbours: Neighbours | Mapping[str, Any] | None = None,
         **flat: Any,
     ) -> None:
         self.encoder = encoder
@@ -193,7 +200,7 @@ class InjectionGuard(StagedParams):
         self.language = language
         self.max_chars = max_chars
         self.cache_size = cache_size
-        self._set_stages({"signals": signals}, flat)
+        self._set_stages({"signals": signals, "neighbours": neighbours}, flat)
         self.calibration_: dict[str, Any] | None = None
         self._head: InjectionHead | None = None
         self._cache: dict[bytes, Scored] = {}
@@ -261,11 +268,17 @@ class InjectionGuard(StagedParams):
 
     def low_threshold_(self) -> float | None:
         """The looser threshold :func:`window_flags` holds neighbours of a flagged sentence
-        to (``hysteresis`` at ``fpr0.1``: the ``fpr1`` point), else ``None``."""
+        to (``hysteresis`` at ``fpr0.1``: the ``neighbour_point`` — the index's 5 % point of
+        own scores, or its ``fpr1`` point when that is asked for or was not recorded), else
+        ``None``."""
         if not self.hysteresis or self.threshold is not None or self.operating_point != "fpr0.1":
             return None
         if self.calibration_ is not None:
-            return float(self.calibration_["thresholds"]["fpr1"])
+            fpr1 = float(self.calibration_["thresholds"]["fpr1"])
+            loose = self.calibration_.get("neighbour_threshold")
+            if self.neighbour_point == "fpr5" and isinstance(loose, (int, float)):
+                return min(float(loose), fpr1)
+            return fpr1
         t = self.head_().thresholds.get("fpr1")
         return None if t is None else float(t)
 

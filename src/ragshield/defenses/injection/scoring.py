@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -29,9 +30,30 @@ from ragshield.embed.base import l2_normalize
 from ragshield.text import split_sentences
 
 __all__ = [
-    "Scored", "head_rows", "mention_mask", "pair_scores", "segment", "window_flags",
+    "NEIGHBOUR_POINTS", "Neighbours", "Scored", "head_rows", "mention_mask", "pair_scores", "segment", "window_flags",
     "window_scores",
 ]  # fmt: skip
+
+#: ``Neighbours.neighbour_point`` -> the share of the index's sentences whose own score
+#: reaches it (``fpr1`` is the operating point's threshold, on the window statistic)
+NEIGHBOUR_POINTS = {"fpr1": 0.01, "fpr5": 0.05}
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """How far a flagged sentence's neighbours are held (``InjectionGuard(hysteresis=True)``).
+
+    neighbour_point: the looser threshold a neighbour's own score must reach to go with a
+    flagged sentence: ``"fpr1"``, the index's 1 % point, or ``"fpr5"``, the score that 5 %
+    of the index's own sentences reach alone (recorded at calibration as
+    ``neighbour_threshold``; an index calibrated before it falls back to ``fpr1``).
+    """
+
+    # SQuAD dev (docs/results-injection.md, seventh session): split 0.70 -> 0.87 at fpr0.1,
+    # dev index sentences flagged 0.0021 and dev hard negatives in articles 0.043 unchanged
+    # (the 10 % point: split 0.88 but the index rate moved; 20 %: hard negatives 0.07)
+    neighbour_point: Literal["fpr1", "fpr5"] = "fpr5"
+
 
 _CLAUSE = re.compile(r"(?<=:)\s+(?=[\"“'A-Z])")
 
