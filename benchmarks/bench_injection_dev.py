@@ -28,7 +28,10 @@ of the two sentences' joined text, ``InjectionGuard(windows="text")``), ``+boost
 (the head's ``offtopic_boost`` = B: B times
 :func:`ragshield.defenses.injection.context.offtopic` added to a sentence's score),
 ``+hyst`` (``InjectionGuard(hysteresis=True)``: at fpr0.1 a neighbour of a flagged
-sentence is held to the fpr1 threshold).
+sentence is held to the fpr1 threshold); seventh session, as suffixes: ``+sig`` (the
+calibrated signals: language switch, disguised words) and ``+nb5`` (the neighbour point at
+the index's 5 % own-score point instead of fpr1). Placements also include the obfuscated
+ones (``base64``, ``leet``, ``zero-width``, ``homoglyph``: the English wording in-passage).
 """
 
 from __future__ import annotations
@@ -148,8 +151,10 @@ def main() -> None:
     print("|---" * (len(cols) + 3) + "|")
     out: dict[str, Any] = {"seed": args.seed, "questions": len(qs), "rows": {}}
     for name in args.configs.split(","):
-        signals = name.endswith("+sig")
-        window_text, boost, hyst = CONFIGS[name.removesuffix("+sig")]
+        # seventh session's options, each opted into by a suffix (the older names keep
+        # measuring what they measured): "+sig" the signals, "+nb5" the 5 % neighbour point
+        signals, nb5 = "+sig" in name, "+nb5" in name
+        window_text, boost, hyst = CONFIGS[name.replace("+sig", "").replace("+nb5", "")]
         head = replace(packaged, offtopic_boost=boost)
         cal = calibrate_index(texts, enc, head=head, sample=10**9, window_text=window_text)
         assert cal is not None
@@ -162,6 +167,7 @@ def main() -> None:
                 hysteresis=hyst,
                 language_switch=signals,
                 disguise=signals,
+                neighbour_point="fpr5" if nb5 else "fpr1",
             )
             g._head = head
             g.calibrate_injection(cal)

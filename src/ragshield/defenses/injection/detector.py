@@ -30,8 +30,13 @@ sentences is still read whole. A sentence is removed when
   threshold: the index's own calibration at ``operating_point`` (``"fpr1"``: ≤ 1 % of the
   index's sentences would be flagged; ``"fpr0.1"``, the default: ≤ 0.1 %), else the
   head's training operating point, unless ``threshold`` is given explicitly; or
-* (``hysteresis``, at ``fpr0.1``) it neighbours a removed sentence (by the classifier or
-  a rule) and its own score reaches the ``fpr1`` threshold: the weaker half of a split
+* a calibrated signal fires on it (:mod:`ragshield.defenses.injection.signals`: a whole
+  sentence in another language than its passage and the index, or more disguised words —
+  zero-width, look-alike letters, leetspeak — than the index's own sentences reach; each at
+  the index's own 1 % / 0.1 % point, so neither reads what the sentence says); or
+* (``hysteresis``, at ``fpr0.1``) it neighbours a removed sentence (by the classifier, a
+  rule or a signal) and its own score reaches the looser ``neighbour_point`` (the index's
+  5 % point of own scores; ``"fpr1"`` the 1 % point): the weaker half of a split
   instruction.
 
 The head's score of a sentence that reads as a notice to a person or a description of AI
@@ -128,8 +133,8 @@ class InjectionGuard(StagedParams):
         two sentence vectors; ``"text"``: on the encoding of their joined text, one more
         encoder call per pair at index time).
     hysteresis: at ``fpr0.1``, a neighbour of a flagged sentence is flagged too when its
-        own score reaches the ``fpr1`` threshold (:func:`window_flags`; the index's flag
-        rate grows by at most twice the share flagged at ``fpr0.1``, so stays <= 0.3 %).
+        own score reaches the looser ``neighbour_point`` (:func:`window_flags`; the index's
+        flag rate grows by at most twice the share flagged at ``fpr0.1``).
     scope: a flag removes the ``"sentence"`` or its whole ``"passage"``.
     head: path to a head JSON; ``None`` = the packaged head.
     language: ``sentencex`` language code for segmentation.
