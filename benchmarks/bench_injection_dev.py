@@ -100,6 +100,7 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=40)
     ap.add_argument("--configs", default="mean,text")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--head", default=None, help="a head JSON instead of the packaged one")
     args = ap.parse_args()
     t0 = time.time()
     enc = cached_encoder()
@@ -138,10 +139,10 @@ def main() -> None:
             )
     hard = [*DEV_HARD_NEGATIVES, *DEV_HARD_NEGATIVES_2]
     articles = [" ".join(hard[i : i + 5]) for i in range(0, len(hard), 5)]
-    packaged = InjectionHead.packaged()
+    packaged = InjectionHead.packaged() if args.head is None else InjectionHead.load(args.head)
     print(
         f"# Dev choice of window scoring (seed {args.seed}; {len(qs)} SQuAD dev questions; "
-        f"positives: injection-adaptive wordings, never trained on; packaged head)"
+        f"positives: injection-adaptive wordings, never trained on; {args.head or 'packaged head'})"
     )
     cols = [*PLACEMENTS, "dev hard (70) alone", "dev hard in articles"]
     print("| config | op | threshold | " + " | ".join(cols) + " |")

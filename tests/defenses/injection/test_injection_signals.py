@@ -159,6 +159,17 @@ class TestGuardSignals:
         res = g.filter("q?", [rp(" ".join([ENGLISH[0], GERMAN, ENGLISH[1]]))])
         assert not res.decisions
 
+    @pytest.mark.parametrize("trimmed", [True, False])
+    def test_a_passage_trimmed_upstream_is_read_as_retrieved(self, trimmed: bool) -> None:
+        # EcoSafeRAG kept only the German sentence of an English paragraph; the passage as
+        # retrieved (metadata["original_text"]) is still English around it
+        original = " ".join([ENGLISH[0], GERMAN, ENGLISH[1]])
+        meta = {"original_text": original} if trimmed else {}
+        res = self.calibrated().filter(
+            "q?", [RetrievedPassage(Passage("p", GERMAN, metadata=meta), 1.0, 0)]
+        )
+        assert [d.reason for d in res.decisions] == ([f"{SIGNAL}:{LANGUAGE}"] if trimmed else [])
+
     def test_an_index_that_holds_disguised_words_raises_the_threshold(self) -> None:
         # every passage of this index has one soft-hyphenated (format character) word
         texts = [t.replace("harbour", "har\u00adbour") for t in english_index()]

@@ -394,12 +394,18 @@ class InjectionGuard(StagedParams):
                     own = np.zeros(n, dtype=np.float64)
                 nrm = norm[at : at + n]
                 at += n
+                margins = lang_id.sentence_margins(nrm, langs) if langs else None
                 fresh[k] = Scored(
                     tuple(ss),
                     own,
                     pair,
                     tuple(tuple(rule_hits(s)) for s in ss),
-                    foreign=(lang_id.switch_margins(nrm, langs) if langs else None),
+                    foreign=(
+                        lang_id.switch_margins(nrm, langs, margins)
+                        if langs and margins is not None
+                        else None
+                    ),
+                    margins=margins,
                     disguised=(
                         np.array([disguised_words(s) for s in ss], dtype=np.float64)
                         if self.disguise
@@ -422,6 +428,24 @@ class InjectionGuard(StagedParams):
         for start in range(0, len(texts), 512):
             self.score_texts([self._clip(t)[0] for t in texts[start : start + 512]])
         return len(self._cache)
+
+    def _switches_in_retrieved(self, r: RetrievedPassage, sc: Scored) -> np.ndarray | None:
+        """The language switches of a passage, read against the passage *as retrieved*:
+        when an earlier filter of a chain trimmed it (``metadata["original_text"]``), a
+        sentence that now stands alone or among a few still switches from the rest of the
+        original paragraph (:mod:`~ragshield.defenses.injection.language`)."""
+        orig = r.passage.metadata.get("original_text")
+        langs = self.languages_()
+        if sc.foreign is None or sc.margins is None or not langs:
+            return sc.foreign
+        if not isinstance(orig, str) or orig == r.text:
+            return sc.foreign
+        out = sc.foreign.copy()
+        for j in np.flatnonzero((sc.margins > 0) & ~np.isfinite(sc.foreign)):
+            rest = normalize(self._clip(orig)[0].replace(sc.sentences[j], " ", 1))
+            if lang_id.reads_as_own(rest, langs):
+                out[j] = sc.margins[j]
+        return out
 
     # ------------------------------------------------------------------ the call
 
@@ -447,7 +471,8 @@ class InjectionGuard(StagedParams):
                 else np.zeros(len(sc.sentences), bool)
             )
             best = sc.scores
-            sig, why = signal_flags(sc.foreign, sc.disguised, t_lang, t_dis)
+            foreign = self._switches_in_retrieved(r, sc) if t_lang is not None else None
+            sig, why = signal_flags(foreign, sc.disguised, t_lang, t_dis)
             if sig.any():  # a signal counts like a rule (held neighbours, the same report)
                 by_rule = sig if by_rule is None else by_rule | sig
                 if self.classifier:

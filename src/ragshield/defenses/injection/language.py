@@ -33,6 +33,11 @@ character they are far apart). It counts as a *switch* only when
   written wholly in another language is a foreign *document*, not a planted sentence; it is
   the head's and EcoSafeRAG's to judge (a single-sentence passage has no rest: no switch).
 
+In a chain, an earlier filter may have trimmed the passage (EcoSafeRAG keeps the sentences
+near the question, recording the passage as retrieved in ``metadata["original_text"]``):
+the guard then reads the rest from the passage as retrieved, so a translated instruction
+left alone by the trimming still switches from its paragraph's language.
+
 Sentences that are no switch get ``-inf``. Cost: ~0.4 ms per sentence on one core (paid at
 index time by ``InjectionGuard.precompute``); the rest of the passage is only identified for
 sentences with a positive margin.
@@ -49,7 +54,10 @@ import numpy as np
 
 from ragshield.errors import InputError
 
-__all__ = ["MIN_SHARE", "MIN_WORDS", "available", "index_languages", "switch_margins"]
+__all__ = [
+    "MIN_SHARE", "MIN_WORDS", "available", "index_languages", "reads_as_own", "sentence_margins",
+    "switch_margins",
+]  # fmt: skip
 
 MIN_WORDS = 4  # fewer words: the per-character margin is noise (module docstring)
 MIN_SHARE = 0.01  # a language of >= 1 % of the passages is the index's own (issue #23's 1 %)
@@ -98,22 +106,35 @@ def index_languages(texts: Iterable[str], min_share: float = MIN_SHARE) -> dict[
     return {k: v / n for k, v in counts.most_common() if v / n >= min_share}
 
 
-def switch_margins(
+def sentence_margins(
     sentences: Sequence[str], languages: Mapping[str, float] | Collection[str]
 ) -> np.ndarray:
-    """Per sentence of one passage: its margin (module docstring) when it is a language
-    switch, else ``-inf``."""
+    """Per sentence: its margin (module docstring), ``-inf`` under ``MIN_WORDS`` words."""
     own = set(languages)
+    return np.array(
+        [_margin(s, own) if own and len(s.split()) >= MIN_WORDS else -np.inf for s in sentences],
+        dtype=np.float64,
+    )
+
+
+def reads_as_own(text: str, languages: Mapping[str, float] | Collection[str]) -> bool:
+    """Whether ``text`` reads as one of the index's languages (margin < 0)."""
+    return bool(text.strip()) and _margin(text, set(languages)) < 0
+
+
+def switch_margins(
+    sentences: Sequence[str],
+    languages: Mapping[str, float] | Collection[str],
+    margins: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per sentence of one passage: its margin when it is a language switch (the rest of
+    the passage reads as the index's language), else ``-inf``. ``margins``: the sentences'
+    :func:`sentence_margins`, when already computed."""
+    m = sentence_margins(sentences, languages) if margins is None else margins
     out = np.full(len(sentences), -np.inf, dtype=np.float64)
-    if len(sentences) < 2 or not own:
+    if len(sentences) < 2 or not languages:
         return out
-    for j, s in enumerate(sentences):
-        if len(s.split()) < MIN_WORDS:
-            continue
-        m = _margin(s, own)
-        if m <= 0:
-            continue
-        rest = " ".join([*sentences[:j], *sentences[j + 1 :]])
-        if _margin(rest, own) < 0:
-            out[j] = m
+    for j in (int(i) for i in np.flatnonzero(m > 0)):
+        if reads_as_own(" ".join([*sentences[:j], *sentences[j + 1 :]]), languages):
+            out[j] = m[j]
     return out

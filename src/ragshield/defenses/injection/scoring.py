@@ -185,6 +185,8 @@ class Scored:
     rules: tuple[tuple[str, ...], ...]
     #: per sentence: language-switch margin (``-inf``: no switch), ``None`` = not computed
     foreign: np.ndarray | None = None
+    #: per sentence: the language margin alone, switch or not (``-inf``: too short)
+    margins: np.ndarray | None = None
     #: per sentence: disguised words (:func:`~ragshield.defenses.injection.text.disguised_words`)
     disguised: np.ndarray | None = None
 
