@@ -2,6 +2,7 @@
 
     python benchmarks/bench_injection_dev.py [--data ../shared/data] [--seed 0]
         [--questions 40] [--configs mean,text] [--json runs/injection_dev.json]
+        [--head runs/head.json]     # another head than the packaged one (a retrained candidate)
 
 What it measures (every figure printed is measured in this run; seed and split printed):
 
