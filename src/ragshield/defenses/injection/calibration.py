@@ -29,6 +29,7 @@ Caveat: an index that is already poisoned when it is built counts the poison as 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -43,6 +44,7 @@ from ragshield.errors import InputError
 
 __all__ = ["calibrate_defenses", "calibrate_index", "calibrate_injection", "thresholds_for"]
 
+log = logging.getLogger(__name__)
 KEY = "injection"  # the profile entry in meta.json
 LANGUAGE_SAMPLE = 2000  # passages read for the index's languages (~1 ms each on one core)
 
@@ -86,6 +88,11 @@ def calibrate_index(
     if lang_id.available():  # the index's own languages, from (a sample of) its passages
         langs = lang_id.index_languages(texts[int(i)] for i in order[:LANGUAGE_SAMPLE])
         guard._languages = tuple(sorted(langs))
+    else:  # said once, at index time: a signal that is off must not be off silently
+        log.warning(
+            "injection calibration: py3langid is not installed, so the language-switch "
+            'signal stays off for this index (pip install "ragshield[injection]", then reindex)'
+        )
     scores: list[np.ndarray] = []
     owns: list[np.ndarray] = []
     foreign: list[np.ndarray] = []

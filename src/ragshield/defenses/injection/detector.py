@@ -73,6 +73,10 @@ questions that are not poisoning targets, CC BY-SA 4.0). No test-split text (SQu
 articles, HotpotQA targets, the evaluation's hard negatives) is used for training or
 tuning. The head reads the sentence vector and the ``addressed`` feature
 (:mod:`ragshield.defenses.injection.features`: is the reader spoken to?).
+
+Over 500 lines because sentence cutting, window scoring, the calibrated thresholds and the
+hysteresis that joins a split instruction are one decision per sentence; the rules, the
+head, the signals and the normalisation already live in their own modules.
 """
 
 from __future__ import annotations

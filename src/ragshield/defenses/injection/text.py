@@ -38,6 +38,11 @@ Every check of :mod:`ragshield.defenses.injection.rules` and the classifier head
 
 The normalised text is only *judged*; the generator still receives the original, and a
 removed sentence is reported with its original text.
+
+Over 500 lines because the spelling folds (NFKC, format characters, confusables, leetspeak,
+spaced letters) and the payload decoders (base64, hex, Morse, rotations) share one
+vocabulary and one order of application, which :func:`normalize` and :func:`decoded_payloads`
+state in one place.
 """
 
 from __future__ import annotations
