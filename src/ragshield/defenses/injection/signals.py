@@ -4,7 +4,7 @@ Example::
 
     from ragshield.defenses.injection.signals import Signals, signal_flags
 
-    guard = InjectionGuard(encoder=enc, signals=Signals(disguise=False))   # or disguise=False
+    guard = InjectionGuard(encoder=enc, signals=Signals(disguise=False))   # or language_switch=False
     flags, reasons = signal_flags(scored, language_threshold=0.4, disguise_threshold=1)
 
 Why (issue #23, "signals, not signatures"): the head and the rules read what a sentence
