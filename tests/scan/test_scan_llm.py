@@ -255,7 +255,8 @@ def test_whitebox_setting_is_opt_in_and_plants_optimised_prefixes(index: Path) -
 @pytest.mark.parametrize("overlap", [True, False])
 def test_typo_search_beside_the_llm_writes_the_same_texts(index: Path, overlap: bool) -> None:
     """The typo search in its own thread (two cores) or after the LLM (one): the same
-    cases, the LLM asked the same prompts, the search's CPU counted apart."""
+    cases, the LLM asked the same prompts, the search's CPU counted apart, the caller's
+    torch threads untouched."""
     from ragshield.scan.run import open_scan_store, to_cases
 
     store, encoder, _ = open_scan_store(index)
@@ -268,8 +269,16 @@ def test_typo_search_beside_the_llm_writes_the_same_texts(index: Path, overlap: 
         writer = AttackTextWriter(TextWriter(gen), encoder, overlap=flag)
         return list(writer.fill(cases, QUESTIONS, golden, seed=3)), gen.calls, writer.stats
 
-    cases_a, calls_a, stats = fill(overlap)
-    cases_b, calls_b, _ = fill(not overlap)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the search beside the LLM sets one in its own thread only
+    try:
+        cases_a, calls_a, stats = fill(overlap)
+        cases_b, calls_b, _ = fill(not overlap)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
     assert cases_a == cases_b and calls_a == calls_b
     assert all(len(c.attack_texts["garag"]) == 3 for c in cases_a)  # type: ignore[attr-defined]
     assert stats["typo_overlap"] == float(overlap) and stats["cpu_typos"] > 0

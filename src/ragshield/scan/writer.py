@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -157,8 +158,13 @@ class AttackTextWriter:
         t_start = time.perf_counter()
         stop = threading.Event()
 
-        def search_typos() -> tuple[dict[int, tuple[str, ...]], float]:
-            """Every question's GARAG copies of its gold passage, and this thread's CPU s."""
+        def search_typos(beside: bool = False) -> tuple[dict[int, tuple[str, ...]], float]:
+            """Every question's GARAG copies of its gold passage, and this thread's CPU s.
+            ``beside`` the LLM, the encoder gets one torch thread (a per-thread setting):
+            the LLM's threads keep the other cores."""
+            torch = sys.modules.get("torch")
+            if beside and torch is not None:
+                torch.set_num_threads(1)
             c0, made = time.thread_time(), {}
             for i, (case, _) in enumerate(pairs):
                 gold = golden_text.get(case.id, "")
@@ -174,7 +180,7 @@ class AttackTextWriter:
         overlap = usable_cores() >= 2 if self.overlap is None else self.overlap
         pool = ThreadPoolExecutor(1, thread_name_prefix="typo-search") if overlap else None
         try:
-            typo_job = pool.submit(search_typos) if pool is not None else None
+            typo_job = pool.submit(search_typos, True) if pool is not None else None
             chosen, written = self._write(pairs, targets, pr, misleading, every_right, seed, stats)
             typo_texts, typo_cpu = typo_job.result() if typo_job else search_typos()
         except BaseException:
