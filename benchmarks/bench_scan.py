@@ -37,6 +37,7 @@ generator; and the ratio generated / shared (issue #18 asks >= 0.8).
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import dataclasses
 import json
