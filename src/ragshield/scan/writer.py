@@ -91,7 +91,7 @@ class AttackTextWriter:
         defaults to 16 × 12 — each encode of a typo-ridden paragraph costs ~45 ms here).
     overlap: run the typo search in a second thread while the LLM writes the targets and
         passages (ours): neither needs the other's output, and on two cores each gets one
-        (about half the stage's CPU is the search, results round 6). ``None`` = when the
+        (the search is ~30 % of the stage's CPU, results round 7). ``None`` = when the
         process may use two cores or more (:func:`usable_cores`); the texts are the same
         either way (same calls, same seeds, only the thread differs).
     """
