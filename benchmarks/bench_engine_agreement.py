@@ -24,7 +24,6 @@ reference's answers).
 pass 1 in the order the evaluation asked them (rows batched, the prefix tree, saved KV
 states of earlier calls restored where a prompt shares a long head with one), pass 2 in
 reverse order in calls of ``N - 1``, where every prompt restores all but its last token
-import bench_env  # noqa: F401  (offline and threading defaults, set first)
 from its own saved state (``state_cache_mb``, on by default). Each pass prints the
 prompt tokens restored / computed, its identical-answer share against the reference and
 the accuracy / ASR its answers give (the evaluation scored again from them): the scan's
@@ -33,6 +32,7 @@ way of asking, checked against the float32 reference.
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import os
 import sys

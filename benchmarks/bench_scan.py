@@ -23,7 +23,8 @@ times a cold scan). The local model runs with :func:`~ragshield.generate.factory
 (one thread per core; on llama.cpp, the default engine, the bf16 weights where its build
 has AVX512-BF16; on transformers, bf16 where the CPU has it): give it the machine. The
 engine, the load average at the start and end and the process's CPU time are printed
-beside the stage times.
+beside the stage times. ``--typo-overlap`` (auto: on with two cores) runs the GARAG typo
+search in a second thread beside the writer's LLM (same texts; its thread's CPU printed).
 
 ``--compare-shared``: on the 44 HotpotQA poisoning targets (test split, the shared
 incorrect answers as targets), PoisonedRAG (5 passages per target) planted into the
@@ -36,6 +37,7 @@ generator; and the ratio generated / shared (issue #18 asks >= 0.8).
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import dataclasses
 import json
@@ -57,6 +59,7 @@ EVERY_ATTACK = (
     "injection-hijack", "suffix", "extraction",
 )  # fmt: skip
 MODEL = "qwen2.5-0.5b"
+OVERLAP = {"auto": None, "on": True, "off": False}  # --typo-overlap -> AttackTextWriter
 
 
 def _corpus(path: Path, n_passages: int) -> int:
@@ -146,7 +149,8 @@ def full(args: argparse.Namespace) -> None:
         index, qs, attacks=attacks, defenses=list(CHAINS),
         generator=gen, out_dir=out / "scan", question_source="SQuAD test questions",
         show_progress=True, opened=opened, timings=timings,
-        attack_writer=AttackTextWriter(writer, opened[1]), attacker=writer.generator_,
+        attack_writer=AttackTextWriter(writer, opened[1], overlap=OVERLAP[args.typo_overlap]),
+        attacker=writer.generator_,
         extraction_queries=args.extraction_queries,
     )  # fmt: skip
     _print_summary(Console(width=120), scan)
@@ -174,6 +178,11 @@ def full(args: argparse.Namespace) -> None:
     print("on an idle 2-core machine the wall time would lie between CPU / 2 (both cores "
           "busy) and the CPU time (one busy)")  # fmt: skip
     print(f"attack texts: {scan.notes.get('attack_texts')}")
+    texts = dict(scan.notes.get("attack_texts") or {})
+    if "cpu_typos" in texts:
+        where = "beside the LLM (own thread)" if texts.get("typo_overlap") else "after the LLM"
+        print(f"write_attacks: the GARAG typo search took {texts['cpu_typos']:.1f} CPU s of "
+              f"its own thread, {where}")  # fmt: skip
     _print_tokens(dict(scan.notes.get("prompt_tokens") or {}))
     _print_engine(dict(scan.notes.get("prompt_tokens") or {}), cpu)
     print(f"load avg at the end {_load()} (2 cores; other jobs share them)")
@@ -326,6 +335,11 @@ def main() -> None:
     ap.add_argument(
         "--state-cache-mb", type=int, default=None,
         help="llama.cpp: RAM for saved prompt states (default: the generator's; 0 = off)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--typo-overlap", choices=("auto", "on", "off"), default="auto",
+        help="the GARAG typo search beside the writer's LLM in a second thread "
+        "(auto: with two cores or more)",
     )  # fmt: skip
     ap.add_argument("--out", default="runs/bench-scan")
     args = ap.parse_args()

@@ -250,3 +250,35 @@ def test_whitebox_setting_is_opt_in_and_plants_optimised_prefixes(index: Path) -
     blackbox = [p.passage.text for p in attack_passages([case], "poisonedrag")]
     assert len(wb) == 5 and not set(wb) & set(blackbox)  # the prefixes were optimised
     assert all(case.target_answer in t for t in wb)  # the body I still states the target
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_typo_search_beside_the_llm_writes_the_same_texts(index: Path, overlap: bool) -> None:
+    """The typo search in its own thread (two cores) or after the LLM (one): the same
+    cases, the LLM asked the same prompts, the search's CPU counted apart, the caller's
+    torch threads untouched."""
+    from ragshield.scan.run import open_scan_store, to_cases
+
+    store, encoder, _ = open_scan_store(index)
+    cases, _ = to_cases(QUESTIONS, store, encoder, split="t")
+    text_of = {p.id: p.text for p in store.passages}
+    golden = {c.id: text_of[c.gold_ids[0]] for c in cases}
+
+    def fill(flag: bool) -> tuple[list[object], list[str], dict[str, float]]:
+        gen = Scripted()
+        writer = AttackTextWriter(TextWriter(gen), encoder, overlap=flag)
+        return list(writer.fill(cases, QUESTIONS, golden, seed=3)), gen.calls, writer.stats
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the search beside the LLM sets one in its own thread only
+    try:
+        cases_a, calls_a, stats = fill(overlap)
+        cases_b, calls_b, _ = fill(not overlap)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert cases_a == cases_b and calls_a == calls_b
+    assert all(len(c.attack_texts["garag"]) == 3 for c in cases_a)  # type: ignore[attr-defined]
+    assert stats["typo_overlap"] == float(overlap) and stats["cpu_typos"] > 0

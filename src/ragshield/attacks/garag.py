@@ -25,8 +25,8 @@ Here the search uses the retriever only — the index's own encoder, no LLM:
   answer, the reader-side goal of GARAG);
 * a population of ``population`` edit sets evolves for ``generations`` rounds by
   tournament selection, uniform crossover of the parents' edits and mutation (add, drop
-  or redraw one edit); each generation is encoded as one batch (numpy, deterministic per
-  ``seed``);
+  or redraw one edit); each generation's new copies are encoded as one batch, a copy text
+  met before is not encoded again (numpy, deterministic per ``seed``);
 * the ``n`` fittest distinct copies seen are returned (:meth:`TypoAttack.search` gives their
   scores too).
 
@@ -223,19 +223,25 @@ class TypoAttack:
             return frozenset(random_edit(int(s)) for s in slots)
 
         seen: dict[str, TypoCopy] = {}
+        # cosine to the question per copy text: a text the search met before (a child equal
+        # to an earlier copy, two edit sets writing the same words) is not encoded again
+        sim_of: dict[str, float] = {}
 
         def score(pop: list[frozenset[Edit]]) -> np.ndarray:
             texts = [render(ind) for ind in pop]
-            vecs = self.encoder_.encode(texts)
-            sims = vecs @ q
+            new = [t for t in dict.fromkeys(texts) if t not in sim_of]
+            if new:
+                sims = self.encoder_.encode(new) @ q
+                sim_of.update(zip(new, (float(s) for s in sims), strict=True))
             fit = np.empty(len(pop), dtype=np.float64)
             for i, (ind, text) in enumerate(zip(pop, texts, strict=True)):
                 slots = {e[0] for e in ind}
                 short = (budget - len(slots)) / budget
                 intact = len(answer_slots - slots) / len(answer_slots) if answer_slots else 0.0
-                fit[i] = float(sims[i]) - self.penalty * (short + intact)
+                sim = sim_of[text]
+                fit[i] = sim - self.penalty * (short + intact)
                 if text != passage and (text not in seen or seen[text].fitness < fit[i]):
-                    seen[text] = TypoCopy(text, float(sims[i]), float(fit[i]), len(slots))
+                    seen[text] = TypoCopy(text, sim, float(fit[i]), len(slots))
             return fit
 
         pop = [random_individual() for _ in range(self.population)]

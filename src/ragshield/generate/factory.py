@@ -85,7 +85,7 @@ def _build(
     spec: str | os.PathLike[str] | None, encoder: Encoder | None, options: dict[str, Any]
 ) -> Generator:
     from ragshield.models import MODELS
-    from ragshield.models.provision import is_local_model_dir
+    from ragshield.models.locate import is_local_model_dir
 
     if spec is not None and not isinstance(spec, (str, os.PathLike)):
         raise InputError(

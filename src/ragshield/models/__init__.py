@@ -12,18 +12,20 @@ Every function that takes a model name also takes a local Hugging Face model fol
 
 from __future__ import annotations
 
-from ragshield.models.provision import (
-    ModelCacheError,
+from ragshield.models.locate import (
     ModelInfo,
-    ModelIntegrityError,
     cache_path,
-    conversion_record,
-    fetch,
-    gguf_path,
     list_models,
     model_info,
     model_path,
     models_dir,
+)
+from ragshield.models.provision import (
+    ModelCacheError,
+    ModelIntegrityError,
+    conversion_record,
+    fetch,
+    gguf_path,
 )
 from ragshield.models.registry import MODELS, PackagedModel
 

@@ -21,15 +21,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ragshield.models.provision import (
-    conversion_record,
-    fetch,
-    list_models,
-    model_info,
-    model_path,
-    models_dir,
-    progress_enabled,
-)
+from ragshield.models.locate import list_models, model_info, model_path, models_dir
+from ragshield.models.provision import conversion_record, fetch, progress_enabled
 from ragshield.models.registry import MODELS
 
 app = typer.Typer(

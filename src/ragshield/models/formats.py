@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragshield.errors import InputError
-from ragshield.models.provision import ModelCacheError, build_once, gguf_path, models_dir
+from ragshield.models.locate import models_dir
+from ragshield.models.provision import ModelCacheError, build_once, gguf_path
 from ragshield.models.registry import MODELS
 
 PACKAGED = "packaged"

@@ -30,8 +30,12 @@ template texts, labelled ``template``.
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from ragshield.attacks.garag import TypoAttack
 from ragshield.attacks.misleading import MisleadingPassageAttack
@@ -85,6 +89,11 @@ class AttackTextWriter:
     typo_population, typo_generations: the GARAG search size (ours: 10 × 8 ≈ 90 encodes
         per question, a scan-sized budget; :class:`~ragshield.attacks.garag.TypoAttack`
         defaults to 16 × 12 — each encode of a typo-ridden paragraph costs ~45 ms here).
+    overlap: run the typo search in a second thread while the LLM writes the targets and
+        passages (ours): neither needs the other's output, and on two cores each gets one
+        (the search is ~30 % of the stage's CPU, results round 7). ``None`` = when the
+        process may use two cores or more (:func:`usable_cores`); the texts are the same
+        either way (same calls, same seeds, only the thread differs).
     """
 
     def __init__(
@@ -98,6 +107,7 @@ class AttackTextWriter:
         tries: int = 1,
         typo_population: int = 10,
         typo_generations: int = 8,
+        overlap: bool | None = None,
     ) -> None:
         if writer.is_template:
             raise InputError("AttackTextWriter needs an LLM writer; 'template' has none")
@@ -109,6 +119,7 @@ class AttackTextWriter:
         self.tries = tries
         self.typo_population = typo_population
         self.typo_generations = typo_generations
+        self.overlap = overlap
         self.stats: dict[str, float] = {}
         #: called with the number of replies each batched chunk wrote (progress bars)
         self.on_chunk: Callable[[int], None] | None = None
@@ -144,6 +155,73 @@ class AttackTextWriter:
             "garag": 0,
             "seconds": 0.0,
         }
+        t_start = time.perf_counter()
+        stop = threading.Event()
+
+        def search_typos(beside: bool = False) -> tuple[dict[int, tuple[str, ...]], float]:
+            """Every question's GARAG copies of its gold passage, and this thread's CPU s.
+            ``beside`` the LLM, the encoder gets one torch thread (a per-thread setting):
+            the LLM's threads keep the other cores."""
+            torch = sys.modules.get("torch")
+            if beside and torch is not None:
+                torch.set_num_threads(1)
+            c0, made = time.thread_time(), {}
+            for i, (case, _) in enumerate(pairs):
+                gold = golden_text.get(case.id, "")
+                if stop.is_set() or not (gold.strip() and self.n_typos):
+                    continue
+                made[i] = tuple(
+                    typos.craft_from(
+                        case.question, gold, self.n_typos, seed=seed + i, answers=case.answers
+                    )
+                )
+            return made, time.thread_time() - c0
+
+        overlap = usable_cores() >= 2 if self.overlap is None else self.overlap
+        pool = ThreadPoolExecutor(1, thread_name_prefix="typo-search") if overlap else None
+        try:
+            typo_job = pool.submit(search_typos, True) if pool is not None else None
+            chosen, written = self._write(pairs, targets, pr, misleading, every_right, seed, stats)
+            typo_texts, typo_cpu = typo_job.result() if typo_job else search_typos()
+        except BaseException:
+            stop.set()  # a failed LLM stage ends the search after its current question
+            raise
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+        stats["typo_overlap"] = float(overlap)
+        stats["cpu_typos"] = typo_cpu
+        out: list[QACase] = []
+        for i, ((case, _), (target, how), texts) in enumerate(
+            zip(pairs, chosen, written, strict=True)
+        ):
+            stats[how] += 1
+            if i in typo_texts:
+                texts["garag"] = typo_texts[i]
+            for kind, made in texts.items():
+                stats[kind] += len(made)
+            new = dataclasses.replace(
+                case, target_answer=target, attack_texts=texts, attack_source=LLM_SOURCE
+            )
+            out.append(new)
+            if on_case is not None:
+                on_case(new)
+        stats["seconds"] = time.perf_counter() - t_start
+        self.stats = stats
+        return out
+
+    def _write(
+        self,
+        pairs: Sequence[tuple[QACase, ScanQuestion]],
+        targets: TargetAnswerWriter,
+        pr: PoisonedRAGAttack,
+        misleading: MisleadingPassageAttack,
+        every_right: Sequence[str],
+        seed: int,
+        stats: dict[str, float],
+    ) -> tuple[list[tuple[str, str]], list[dict[str, tuple[str, ...]]]]:
+        """The LLM's part: each question's target (and where it came from), then its
+        PoisonedRAG and misleading passages."""
         t_start = time.perf_counter()
 
         def pick_targets() -> list[tuple[str, str]]:
@@ -183,29 +261,14 @@ class AttackTextWriter:
         write_in_batches(self.writer, passages, on_chunk=self.on_chunk)
         written = passages()
         stats["seconds_passages"] = time.perf_counter() - t_start - stats["seconds_targets"]
-        out: list[QACase] = []
-        for i, ((case, _), (target, how), texts) in enumerate(
-            zip(pairs, chosen, written, strict=True)
-        ):
-            stats[how] += 1
-            gold = golden_text.get(case.id, "")
-            if gold.strip() and self.n_typos:
-                texts["garag"] = tuple(
-                    typos.craft_from(
-                        case.question, gold, self.n_typos, seed=seed + i, answers=case.answers
-                    )
-                )
-            for kind, made in texts.items():
-                stats[kind] += len(made)
-            new = dataclasses.replace(
-                case, target_answer=target, attack_texts=texts, attack_source=LLM_SOURCE
-            )
-            out.append(new)
-            if on_case is not None:
-                on_case(new)
-        stats["seconds"] = time.perf_counter() - t_start
-        self.stats = stats
-        return out
+        return chosen, written
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def whitebox_texts(
