@@ -369,17 +369,20 @@ def main() -> None:
         configs.append(
             ex.canary_defense(kb, rows[0], vectors, min_span_words=args.canary_span_words)
         )
-    if "canary-head" in wanted:  # the marker as the chunk's head (PLACEMENTS["head"])
-        configs.append(
-            ex.canary_defense(
-                kb,
-                rows[0],
-                vectors,
-                name="canary-head",
-                placement="head",
-                min_span_words=args.canary_span_words,
+    from ragshield.defenses.canary import PLACEMENTS
+
+    for placement in PLACEMENTS:  # `canary-head`, `canary-tail`: the marker placed so
+        if f"canary-{placement}" in wanted:
+            configs.append(
+                ex.canary_defense(
+                    kb,
+                    rows[0],
+                    vectors,
+                    name=f"canary-{placement}",
+                    placement=placement,
+                    min_span_words=args.canary_span_words,
+                )
             )
-        )
     if args.ragfort_index or (args.cascade_draft and args.cascade_reference):
         from ragshield.eval.extraction_plan import build_cascade
         from ragshield.reindex import load_reindexed

@@ -104,10 +104,18 @@ def _head(text: str, marker: str) -> str:
     return f"{marker} {text}"
 
 
+def _tail(text: str, marker: str) -> str:
+    """The marker as the chunk's last words: nothing of the chunk's own reading order (its
+    opening, its question → answer junction) is touched; the cost is the one Session 1
+    named — a model that cuts its copy short drops the marker first."""
+    return f"{text.rstrip()} {marker}"
+
+
 #: where a chunk's marker goes (``embed_canary(placement=...)``)
 PLACEMENTS: dict[str, Callable[[str, str], str]] = {
     "sentence": _after_first_line,
     "head": _head,
+    "tail": _tail,
 }
 
 
