@@ -442,6 +442,11 @@ def main() -> None:
             f"no utility questions (--questions 0): accuracy and context recall not measured; "
             f"distance threshold {threshold} untuned"
         )
+    elif args.skip_tuning is None:  # --dev-questions 0: every question is answered
+        print(
+            f"no dev questions (--dev-questions 0): distance threshold {threshold} untuned; "
+            f"table measured on {len(test)} questions"
+        )
     else:
         print(
             f"distance threshold {threshold} given (--skip-tuning, from an earlier dev-half "
