@@ -37,6 +37,7 @@ context.
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import itertools
 import os
@@ -49,11 +50,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np

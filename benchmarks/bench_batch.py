@@ -22,14 +22,12 @@ the scan's width is a constant cited from this benchmark's output.
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
-import os
 import random
 import sys
 import time
 from pathlib import Path
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SQUAD = SHARED / "ontopic" / "squad_v1.1_dev_43articles.json"

@@ -14,13 +14,11 @@ Answers are cached on disk by (model, exact prompt): a rerun costs nothing.
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ragshield.defenses.registry import build_chain
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder

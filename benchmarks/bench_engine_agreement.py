@@ -24,6 +24,7 @@ reference's answers).
 pass 1 in the order the evaluation asked them (rows batched, the prefix tree, saved KV
 states of earlier calls restored where a prompt shares a long head with one), pass 2 in
 reverse order in calls of ``N - 1``, where every prompt restores all but its last token
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 from its own saved state (``state_cache_mb``, on by default). Each pass prints the
 prompt tokens restored / computed, its identical-answer share against the reference and
 the accuracy / ASR its answers give (the evaluation scored again from them): the scan's
@@ -39,8 +40,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REFERENCE = "transformers"

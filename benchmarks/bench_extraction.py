@@ -24,6 +24,7 @@ Protocol (printed with the results):
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import dataclasses
 import os
@@ -31,10 +32,6 @@ import platform
 import sys
 import time
 from pathlib import Path
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 

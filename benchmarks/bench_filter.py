@@ -21,6 +21,7 @@ What it measures, on what (every figure printed is measured in this run):
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import json
 import os
@@ -30,11 +31,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 

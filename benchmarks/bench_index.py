@@ -11,12 +11,11 @@ on their text. Search latency: one query at a time, 200 queries, p50/p95.
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import os
 import platform
 import time
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 

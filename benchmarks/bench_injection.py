@@ -44,16 +44,13 @@ heads and their calibrations (computed once; split apart they would be recompute
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
 
 import numpy as np
 

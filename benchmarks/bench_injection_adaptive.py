@@ -28,17 +28,14 @@ context in the searches that failed).
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import json
-import os
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
 
 import numpy as np
 

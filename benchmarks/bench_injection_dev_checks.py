@@ -23,6 +23,7 @@ What it measures (every figure printed is measured in this run; seed 0):
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import json
 import os
@@ -32,9 +33,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -27,6 +27,7 @@ it on a shared CPU, where a 4 ms filter call jitters by more than the overhead i
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import os
 import platform
@@ -34,9 +35,6 @@ import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 import numpy as np
 

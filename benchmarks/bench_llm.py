@@ -42,6 +42,7 @@ shuffled with ``--seed`` (RAGDefender §6.1's prompt). Nothing is tuned: no dev/
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import gc
 import json
@@ -54,9 +55,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 BACKENDS = ("transformers", "transformers-bf16", "llama.cpp", "llama.cpp-bf16")

@@ -37,6 +37,7 @@ one line per defense), ``poisoning_ablation.md/.json``, ``poisoning_robustness.m
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import hashlib
 import os
@@ -47,11 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 

@@ -40,18 +40,14 @@ CRR rule (ROUGE-L > 0.5 and cosine > 0.85) against the 5 chunks each prompt retr
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import json
-import os
 import sys
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import faiss
 import numpy as np

@@ -14,6 +14,7 @@ build-time growth seen up to there. A real-text part uses the shared data
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import json
 import os
@@ -22,8 +23,6 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 

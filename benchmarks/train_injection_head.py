@@ -47,18 +47,15 @@ sentences, named in the table above) sit beside the recipe that is their only re
 
 from __future__ import annotations
 
+import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import hashlib
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("RAGSHIELD_NO_PROGRESS", "1")
 
 import numpy as np
 
