@@ -37,6 +37,15 @@ from typing import Any
 
 import numpy as np
 
+#: The grid searched here: ``bench_throttle.GRID`` without its coverage shares — on the
+#: 500-chunk index every one of them (5–15 % = 25–75 chunks) is under the shipped
+#: ``coverage_min_chunks`` floor (150), so they are one setting, and the replay costs a
+#: third of the time.
+LLM_GRID: dict[str, tuple[int, ...]] = {
+    "novelty_window": (0, 20),
+    "region_limit": (0, 30, 40, 50, 60, 80, 100),
+}
+
 
 @dataclass(frozen=True)
 class LoggedSession:
@@ -109,7 +118,7 @@ def normal_sessions(
 
 def llm_bench(args: argparse.Namespace) -> None:
     """Build the sessions from the logs, search the grid on dev, print both halves."""
-    from bench_throttle import FP_TARGET, GRID, pick, replay_llm
+    from bench_throttle import FP_TARGET, pick, replay_llm
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.extraction_data import encode_cached, load_knowledge_base
     from ragshield.pipeline import RAGPipeline
@@ -179,8 +188,8 @@ def llm_bench(args: argparse.Namespace) -> None:
 
         no_sig: dict[str, Any] = {"signatures": {}}
         scored = []
-        for values in itertools.product(*GRID.values()):
-            cfg = no_sig | dict(zip(GRID, values, strict=True))
+        for values in itertools.product(*LLM_GRID.values()):
+            cfg = no_sig | dict(zip(LLM_GRID, values, strict=True))
             fp, miss = rates(halves["dev"], flags(halves["dev"], cfg, True))
             scored.append((fp, miss, cfg))
         best = pick(scored)
@@ -190,7 +199,7 @@ def llm_bench(args: argparse.Namespace) -> None:
             f"top-5 served, 10 s between queries; normal: {len(pool)} answered questions "
             f"({', '.join(map(str, args.llm_normal))}) in halves of {mid} / {len(pool) - mid}, "
             f"{args.normal_per_kind or 20} diverse + {args.normal_per_kind or 20} topical "
-            f"sessions of {args.queries} per half; extraction: whole logs; grid {GRID} searched "
+            f"sessions of {args.queries} per half; extraction: whole logs; grid {LLM_GRID} searched "
             f"on dev with signatures off and the leak signal on (fewest misses with FP <= "
             f"{FP_TARGET:.0%}); {time.perf_counter() - t0:.0f} s"
         )
