@@ -366,17 +366,20 @@ def main() -> None:
         configs.append(
             ex.canary_defense(kb, rows[0], vectors, min_span_words=args.canary_span_words)
         )
-    if "canary-head" in wanted:  # the marker as the chunk's head (PLACEMENTS["head"])
-        configs.append(
-            ex.canary_defense(
-                kb,
-                rows[0],
-                vectors,
-                name="canary-head",
-                placement="head",
-                min_span_words=args.canary_span_words,
+    from ragshield.defenses.canary import PLACEMENTS
+
+    for placement in PLACEMENTS:  # `canary-head`, `canary-tail`: the marker placed so
+        if f"canary-{placement}" in wanted:
+            configs.append(
+                ex.canary_defense(
+                    kb,
+                    rows[0],
+                    vectors,
+                    name=f"canary-{placement}",
+                    placement=placement,
+                    min_span_words=args.canary_span_words,
+                )
             )
-        )
     if args.ragfort_index or (args.cascade_draft and args.cascade_reference):
         from ragshield.eval.extraction_plan import build_cascade
         from ragshield.reindex import load_reindexed
@@ -435,6 +438,11 @@ def main() -> None:
         print(
             f"no utility questions (--questions 0): accuracy and context recall not measured; "
             f"distance threshold {threshold} untuned"
+        )
+    elif args.skip_tuning is None:  # --dev-questions 0: every question is answered
+        print(
+            f"no dev questions (--dev-questions 0): distance threshold {threshold} untuned; "
+            f"table measured on {len(test)} questions"
         )
     else:
         print(

@@ -478,9 +478,25 @@ def main() -> None:
         "sessions with the canary verdict per answer) with and without the leak signal",
     )
     ap.add_argument("--kb-limit", type=int, default=500, help="with --llm-logs: the subset")
+    ap.add_argument(
+        "--llm-normal",
+        type=Path,
+        nargs="*",
+        default=None,
+        help="only the LLM-answered bench (throttle_llm.py): utility logs (ROW__utility.jsonl) "
+        "whose answered questions make the normal sessions, halved dev / test",
+    )
+    ap.add_argument("--llm-dev", type=Path, nargs="*", default=[], help="attack logs, dev half")
+    ap.add_argument("--llm-test", type=Path, nargs="*", default=[], help="attack logs, test half")
     ap.add_argument("--encode-cache", type=Path, default=Path.home() / ".cache/ragshield/bench")
     args = ap.parse_args()
     args.data = _data_dir(args.data)
+    if args.llm_normal:
+        from throttle_llm import llm_bench
+
+        logging.getLogger("ragshield.server").setLevel(logging.ERROR)
+        llm_bench(args)
+        return
     if args.llm_logs:
         logging.getLogger("ragshield.server").setLevel(logging.ERROR)
         llm_sessions(args)

@@ -449,10 +449,29 @@ def paired_utility(a: Path, b: Path) -> None:
     p = binomtest(only_a, only_a + only_b).pvalue if only_a + only_b else 1.0
     acc_a = sum(bool(ra[q]["correct"]) for q in qs) / len(qs)
     acc_b = sum(bool(rb[q]["correct"]) for q in qs) / len(qs)
+    low, high = paired_difference_interval(
+        [bool(ra[q]["correct"]) for q in qs], [bool(rb[q]["correct"]) for q in qs]
+    )
     print(
         f"{len(qs)} questions in both: accuracy {acc_a:.3f} ({a.name}) vs {acc_b:.3f} "
-        f"({b.name}); same answer text {sum(ra[q]['response'] == rb[q]['response'] for q in qs)}; "
+        f"({b.name}); difference {100 * (acc_b - acc_a):+.1f} points (95 % paired bootstrap "
+        f"interval {100 * low:+.1f} to {100 * high:+.1f}); "
+        f"same answer text {sum(ra[q]['response'] == rb[q]['response'] for q in qs)}; "
         f"right only in the first {only_a}, only in the second {only_b}; McNemar exact p {p:.2f}; "
         f"answers caught {sum(bool(ra[q].get('leak')) for q in qs)} / "
         f"{sum(bool(rb[q].get('leak')) for q in qs)}"
     )
+
+
+def paired_difference_interval(
+    a: list[bool], b: list[bool], *, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of ``mean(b) - mean(a)``, resampling *questions*
+    (both rows together, so the pairing is kept): the interval the "within 2 points" target
+    is read against. ``resamples`` 10,000 and ``seed`` 0: a fixed, reproducible draw."""
+    x = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("no paired questions")
+    idx = np.random.default_rng(seed).integers(0, x.size, size=(resamples, x.size))
+    means = x[idx].mean(axis=1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))

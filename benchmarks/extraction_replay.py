@@ -56,7 +56,10 @@ def replay_guard(
     vectors = encode_cached(kb.texts, encoder, cache_dir)
     (base,) = ex.standard_defenses(kb, encoder, vectors=vectors)[:1]
     rags = {"none": base.pipeline()}
-    for name, placement in (("canary", "sentence"), ("canary-head", "head")):
+    from ragshield.defenses.canary import PLACEMENTS
+
+    rows = {"canary": "sentence"} | {f"canary-{p}": p for p in PLACEMENTS}  # the bench's rows
+    for name, placement in rows.items():
         rags[name] = ex.canary_defense(kb, base, vectors, name=name, placement=placement).pipeline()
     raw = (
         CachedGenerator(make_generator(generator, encoder, **llm_options), answer_cache)

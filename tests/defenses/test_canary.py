@@ -85,7 +85,21 @@ def test_head_placement_labels_the_chunk_and_strips_clean(text: str) -> None:
     assert check_output(one_answer, [marked], min_span_words=40) is None
 
 
-@pytest.mark.parametrize("placement", ["head", "sentence", None])
+@pytest.mark.parametrize("text", [KNEE, "The tower is tall. It was built in 1889 by Eiffel."])
+def test_tail_placement_closes_the_chunk_and_strips_clean(text: str) -> None:
+    """``placement="tail"``: the marker is the chunk's last words, after the record's answer;
+    a copy of the whole chunk carries it, a quote of one sentence does not."""
+    code = canary_code("k", "x")
+    marked = embed_canary(text, code, "tail")
+    assert marked.startswith(text) and marked.endswith(f" [ref {code}].")
+    assert codes_in(marked) == [code]
+    assert strip_canaries(marked) == text
+    assert check_output(marked, [marked], min_span_words=40) is not None
+    first = text.split("\n")[-1].split(". ")[0]  # one sentence of the record's answer
+    assert check_output(first, [marked], min_span_words=40) is None
+
+
+@pytest.mark.parametrize("placement", ["head", "sentence", "tail", None])
 def test_add_screen_reads_stored_chunks_without_their_marker(placement: str | None) -> None:
     """``ragshield add`` probes with the nearest stored chunk's first sentence: with the
     marker as the chunk's head that sentence was the marker, so the screen strips it."""
@@ -102,7 +116,7 @@ def test_add_screen_reads_stored_chunks_without_their_marker(placement: str | No
 
 def test_unknown_placement_is_refused() -> None:
     with pytest.raises(InputError, match="placement"):
-        embed_canary(KNEE, "ABCD-EFGH-JKLM", "tail")
+        embed_canary(KNEE, "ABCD-EFGH-JKLM", "margin")
 
 
 def test_embed_canaries_keeps_ids_and_records_code() -> None:

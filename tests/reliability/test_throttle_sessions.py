@@ -22,7 +22,7 @@ from ragshield.server.db import AuditRecord, Database
 from ragshield.server.throttle import ExtractionThrottle, largest_region
 from ragshield.types import Generation
 
-SHORT, SHORT_LEN, LONG, LONG_LEN = 300, 6, 3, 80  # 2,040 chunks
+SHORT, SHORT_LEN, LONG, LONG_LEN = 300, 6, 3, 120  # 2,160 chunks; a long article > region_limit
 
 
 def _chunk(topic: str, j: int, n: int) -> str:
@@ -116,12 +116,12 @@ def test_topical_user_with_follow_ups_is_not_slowed(index: _Index, tmp_path: Pat
     assert flagged is None
 
 
-def test_signature_free_sweeper_is_slowed_before_it_covers_90_chunks(
+def test_signature_free_sweeper_is_slowed_before_it_covers_110_chunks(
     index: _Index, tmp_path: Path
 ) -> None:
     queries = [f"what does b1 b1s{j} say" for j in range(LONG_LEN)]  # plain questions, in order
     flagged, covered = _replay(index, queries, tmp_path)
-    assert flagged is not None and covered < 90  # region_limit 80 (bench dev grid)
+    assert flagged is not None and covered < 110  # region_limit 100 (the benches' dev grids)
     missed, _ = _replay(index, queries, tmp_path / "off", ThrottleConfig(region_limit=0))
     assert missed is None  # without the region rule nothing catches it
 
@@ -290,3 +290,49 @@ def test_bench_replays_llm_sessions_with_the_canary_signal(
         queries, served, leaks, {"signatures": {}}, 500, tmp_path, report_leaks=signal
     )
     assert got == flag
+
+
+def _throttle_llm():  # type: ignore[no-untyped-def]
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "throttle_llm.py"
+    spec = importlib.util.spec_from_file_location("throttle_llm", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(("n", "runs"), [(30, 3), (10, 3), (6, 1)])
+def test_topical_sessions_are_runs_of_neighbours(n: int, runs: int) -> None:
+    """A topical user of the LLM-answered bench asks ``runs`` runs of follow-ups: each run
+    is a seed question and the questions nearest to it, no question twice."""
+    bench = _throttle_llm()
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(runs, 16))
+    # one tight group of 20 questions per complaint, the groups far apart
+    vecs = np.concatenate([c + 0.01 * rng.normal(size=(20, 16)) for c in centres])
+    vecs = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    order = bench.topical_order(vecs.astype(np.float32), random.Random(0), n, runs)
+    assert len(order) == n and len(set(order)) == n
+    sizes = [n // runs + (i < n % runs) for i in range(runs)]
+    start = 0
+    for size in sizes:
+        groups = {i // 20 for i in order[start : start + size]}
+        assert len(groups) == 1  # one run stays within one complaint
+        start += size
+
+
+def test_normal_sessions_keep_the_logged_verdicts() -> None:
+    bench = _throttle_llm()
+    recs = [{"query": f"q{i}", "leak": i == 3} for i in range(12)]
+    served = [(f"c{i}",) for i in range(12)]
+    vecs = np.eye(12, dtype=np.float32)
+    got = bench.normal_sessions(recs, served, vecs, per_kind=2, queries=6, seed=0, half="dev")
+    assert [s.kind for s in got] == ["normal-diverse"] * 2 + ["normal-topical"] * 2
+    for s in got:
+        assert s.label == "normal" and len(s.queries) == 6 == len(set(s.queries))
+        for q, ids, leak in zip(s.queries, s.served, s.leaks, strict=True):
+            assert ids == (f"c{q[1:]}",) and leak is (q == "q3")

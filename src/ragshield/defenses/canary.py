@@ -104,10 +104,20 @@ def _head(text: str, marker: str) -> str:
     return f"{marker} {text}"
 
 
+def _tail(text: str, marker: str) -> str:
+    """The marker as the chunk's last words: nothing of the chunk's own reading order (its
+    opening, its question → answer junction) is touched. Not the default: a normal answer
+    that copies a record's reply to its end runs on into the marker (1 of 50 ChatDoctor dev
+    answers was blocked so), and it changed more answers than ``"head"`` (13 of 50 dev
+    answers against 5; docs/results-extraction.md, Session 7)."""
+    return f"{text.rstrip()} {marker}"
+
+
 #: where a chunk's marker goes (``embed_canary(placement=...)``)
 PLACEMENTS: dict[str, Callable[[str, str], str]] = {
     "sentence": _after_first_line,
     "head": _head,
+    "tail": _tail,
 }
 
 

@@ -158,10 +158,12 @@ class ThrottleConfig(_Section):
     novelty_limit: float = Field(default=0.9, gt=0.0, le=1.0)
     novelty_window: int = Field(default=0, ge=0)
     # distinct chunks in the largest connected region of the key's last `region_window`
-    # answers (answers sharing a chunk join); limit 0 = off. 80: bench_throttle's grid on
-    # its dev half (30 normal + 18 200-query extraction sessions; fewest misses with FP
-    # <= 5 %): dev FP 0 % / miss 11 %, test 10 % / 11 % (docs/results-extraction.md)
-    region_limit: int = Field(default=80, ge=0)
+    # answers (answers sharing a chunk join); limit 0 = off. 100: the choice on the dev
+    # halves of both throttle benches pooled (SQuAD, extractive answers: 30 normal + 18
+    # 200-query sweeps; ChatDoctor, LLM-answered with the leak signal: 40 normal + 5
+    # attacks; fewest misses with FP <= 5 %; 80 slowed 4 of 40 topical ChatDoctor users):
+    # test FP 3 of 70 / misses 3 of 23 (docs/results-extraction.md, Session 7)
+    region_limit: int = Field(default=100, ge=0)
     region_window: int = Field(default=200, ge=1)
     slow_seconds: float = Field(default=2.0, ge=0.0)
     cooldown_seconds: float = Field(default=900.0, gt=0.0)
