@@ -100,6 +100,7 @@ class EvidenceStages(StagedParams):
     _vocabulary: frozenset[str] | None = None
     _group_bars: tuple[float, ...] = DEFAULT_BARS
     _index_words: frozenset[str] = frozenset()  # the index's common words (calibrate)
+    _neighbourhood: float | None = None  # the index's median 9th-NN cosine (calibrate)
     _stages = STAGES
 
     def __init__(self) -> None:
@@ -121,16 +122,29 @@ class EvidenceStages(StagedParams):
         assert self._vocabulary is not None
         return oov_rate(texts, self._vocabulary)
 
+    def bar_shift(self) -> float:
+        """How far the passage-to-passage bars (tight and loose groups, paraphrase pairs)
+        rise on this index: by as much as its typical top-10 neighbourhood
+        (``IndexProfile.neighbourhood_similarity``) is tighter than ``loose_threshold``.
+        Why: the bars were chosen on encyclopedias whose ten nearest passages are looser
+        than the loose bar (SQuAD 0.532, HotpotQA 0.295); on ChatDoctor (0.613) every
+        retrieved set was a loose group and every close pair of patients' questions a
+        "paraphrase pair", so one piece of evidence took a whole neighbourhood. 0 when
+        ``neighbourhood_bars`` is off or the index was not profiled."""
+        if not self.grouping.neighbourhood_bars or self._neighbourhood is None:
+            return 0.0
+        return max(0.0, round(self._neighbourhood - self.grouping.loose_threshold, 4))
+
     def evidence_threshold(self) -> float:
         """Group density that no natural neighbourhood of the index reaches: the index's own
         calibration (``natural_similarity``, recorded at index time) when known, else
-        ``dense_threshold``; never below ``tight_threshold``."""
+        ``dense_threshold``; never below the tight bar."""
         base = (
             self.evidence.dense_threshold
             if self.evidence.natural_similarity is None
             else self.evidence.natural_similarity
         )
-        return max(base, self.grouping.tight_threshold)
+        return max(base, self.grouping.tight_threshold + self.bar_shift())
 
     def _stage_typo_view(
         self, query: str, texts: list[str], vectors: np.ndarray, details: dict[str, Any]
@@ -391,7 +405,8 @@ class EvidenceStages(StagedParams):
             return
         echo = work.echo
         hi = echo >= self.echo.echo_threshold
-        para = (sim >= self.echo.paraphrase_semantic) & (work.lex < self.echo.paraphrase_lexical)
+        semantic = self.echo.paraphrase_semantic + self.bar_shift()
+        para = (sim >= semantic) & (work.lex < self.echo.paraphrase_lexical)
         para &= hi[:, None] & hi[None, :]
         if work.second is not None:  # the second signal: both sit in a dense neighbourhood
             dense = work.second >= self.group_bars()[0] - self.echo.echo_group_margin
