@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fakes import QuestionEncoder, unit_vector
 from ragshield.defenses.calibration import calibrate
 from ragshield.defenses.ragdefender import RAGDefender
 from ragshield.store.profile import NEIGHBOURHOOD_RANK, IndexProfile, profile_vectors
@@ -20,6 +21,16 @@ TEXTS = [
     "My skin is red and itchy on both legs since the holidays. Try an antihistamine first.",
     "An itchy patch appeared on my neck after gardening. It may be contact dermatitis.",
 ]
+
+DIM = 64
+BLIND_Q = "Which river flows through the old town of Brumfeld?"
+BLIND = [  # the consensus test's blind passages: each pushes "Vessel", worded apart
+    "The river that crosses Brumfeld's historic centre is the Vessel, say local guides.",
+    "Old Brumfeld was built along the Vessel, whose water still runs past the town hall.",
+    "Visitors to the medieval quarter of Brumfeld walk beside the Vessel every day.",
+]
+GOLD = "Brumfeld's old town grew on both banks of the Olm, which powered its mills."
+OTHER = "Mills were common in the valley; the spring floods reached the market square."
 
 
 def _profile(neighbourhood: float | None) -> IndexProfile:
@@ -101,3 +112,18 @@ def test_a_small_or_old_profile_has_no_neighbourhood() -> None:
     assert prof is not None and prof.neighbourhood_similarity is None
     old = {k: v for k, v in prof.to_dict().items() if k != "neighbourhood_similarity"}
     assert IndexProfile.from_dict(old).neighbourhood_similarity is None
+
+
+@pytest.mark.parametrize(("neighbourhood", "removed"), [(0.53, ["p0", "p1", "p2"]), (0.63, [])])
+def test_the_consensus_echo_bar_rises_too(neighbourhood: float, removed: list[str]) -> None:
+    """Three passages at question echo 0.80 pushing a word nothing else uses: a consensus on
+    an encyclopedia (bar 0.75); on an index whose neighbourhoods are 0.08 tighter the bar is
+    0.83, and three patients asking alike are no consensus."""
+    texts = [*BLIND, GOLD, OTHER]
+    enc = QuestionEncoder(BLIND_Q, {t: 0.80 for t in [*BLIND, GOLD]}, DIM)
+    d = RAGDefender(enc, group_knn=False, echo_pairs=False, copy_conflicts=False,
+                    typo_view=False, guard=False, spare_margin=99.0)  # fmt: skip
+    calibrate(d, _profile(neighbourhood))
+    retrieved = [RetrievedPassage(Passage(f"p{i}", t), 1.0 - i / 10, i, unit_vector(100 + i, DIM))
+                 for i, t in enumerate(texts)]  # fmt: skip
+    assert sorted(r.id for r in d.filter(BLIND_Q, retrieved).removed) == removed

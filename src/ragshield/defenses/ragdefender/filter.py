@@ -211,7 +211,8 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
     linkage: scipy linkage method of the group tree.
     neighbourhood_bars: on an index whose typical top-10 neighbourhood (its median 9th-NN
         cosine, recorded at index time) is tighter than ``loose_threshold``, the tight,
-        loose and paraphrase bars rise by the difference (:meth:`bar_shift`; an FAQ base).
+        loose, paraphrase and question-echo bars rise by the difference (:meth:`bar_shift`;
+        an FAQ base).
     restated_question, restate_min_words: remove a passage holding the whole question (of
         at least that many words) verbatim.
     restate_min_passages: how many restating passages that takes: ``None`` = 1, or 2 once

@@ -53,8 +53,8 @@ class GroupingParams:
     query_weight: float = 1.0  # dev grid
     linkage: Literal["average", "complete", "single"] = "average"
     # ours (#28, FAQ): the loose bar never sits below the index's median 9th-NN cosine, and
-    # the tight and paraphrase bars rise with it; ChatDoctor dev benign removed 0.137 ->
-    # 0.066 (first-sentence questions); SQuAD / HotpotQA (0.532 / 0.295) are unchanged
+    # the tight, paraphrase and echo bars rise with it; ChatDoctor dev benign removed 0.137
+    # -> 0.039 (first-sentence questions); SQuAD / HotpotQA (0.532 / 0.295) are unchanged
     neighbourhood_bars: bool = True
 
 

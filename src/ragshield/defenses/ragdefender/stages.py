@@ -123,14 +123,18 @@ class EvidenceStages(StagedParams):
         return oov_rate(texts, self._vocabulary)
 
     def bar_shift(self) -> float:
-        """How far the passage-to-passage bars (tight and loose groups, paraphrase pairs)
-        rise on this index: by as much as its typical top-10 neighbourhood
-        (``IndexProfile.neighbourhood_similarity``) is tighter than ``loose_threshold``.
+        """How far the similarity bars of the group and pair stages rise on this index: by as
+        much as its typical top-10 neighbourhood (``IndexProfile.neighbourhood_similarity``)
+        is tighter than ``loose_threshold``. Passage to passage: the tight and loose groups,
+        the paraphrase pairs; passage to question: ``echo_threshold`` and ``consensus_echo``
+        (in a tight index the retrieved passages sit closer to the question too).
         Why: the bars were chosen on encyclopedias whose ten nearest passages are looser
         than the loose bar (SQuAD 0.532, HotpotQA 0.295); on ChatDoctor (0.613) every
-        retrieved set was a loose group and every close pair of patients' questions a
-        "paraphrase pair", so one piece of evidence took a whole neighbourhood. 0 when
-        ``neighbourhood_bars`` is off or the index was not profiled."""
+        retrieved set was a loose group, every close pair of patients' questions a
+        "paraphrase pair" and three of them "a consensus close to the question", so one
+        piece of evidence took a whole neighbourhood. 0 when ``neighbourhood_bars`` is off
+        or the index was not profiled. ``lone_echo`` does not move (one passage; a Q&A
+        index already needs two restating passages)."""
         if not self.grouping.neighbourhood_bars or self._neighbourhood is None:
             return 0.0
         return max(0.0, round(self._neighbourhood - self.grouping.loose_threshold, 4))
@@ -364,7 +368,7 @@ class EvidenceStages(StagedParams):
             return
         witnesses = ~work.removed
         if work.echo is not None:  # a passage written about the question is no witness
-            witnesses &= work.echo < self.echo.echo_threshold
+            witnesses &= work.echo < self.echo.echo_threshold + self.bar_shift()
         for c in near_copy_conflicts(texts, work.lex, self.copies.conflict_lexical, query,
                                      self.copies.conflict_max_diff, witnesses):  # fmt: skip
             if not c.words:
@@ -404,7 +408,7 @@ class EvidenceStages(StagedParams):
         if not self.echo.echo_pairs or work.echo is None or work.lex is None:
             return
         echo = work.echo
-        hi = echo >= self.echo.echo_threshold
+        hi = echo >= self.echo.echo_threshold + self.bar_shift()
         semantic = self.echo.paraphrase_semantic + self.bar_shift()
         para = (sim >= semantic) & (work.lex < self.echo.paraphrase_lexical)
         para &= hi[:, None] & hi[None, :]
@@ -441,7 +445,7 @@ class EvidenceStages(StagedParams):
             return
         vocabulary = self._index_words if p.consensus_vocabulary else frozenset()
         disagree = work.disagreeing(texts, query) if p.numbers_disagree else None
-        c = unsupported_consensus(query, texts, work.echo, p.consensus_echo,
+        c = unsupported_consensus(query, texts, work.echo, p.consensus_echo + self.bar_shift(),
                                   p.consensus_min_group, work.lex, self.knn.group_lexical,
                                   vocabulary, disagree)  # fmt: skip
         if not c.members:
