@@ -224,6 +224,10 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         dev SQuAD PR x5 gold kept 0.758 -> 0.765, no other dev cell changed).
     dense_threshold, natural_similarity: group density that counts as evidence; the
         index's own calibration (``calibrate(profile)``) fills ``natural_similarity``.
+    inserted_claims: remove a near-copy (``conflict_lexical``) of another retrieved passage
+        that holds all its sentences and adds one or two, one of which echoes the question
+        more than the original by ``conflict_echo_margin`` (an edited gold copy with a claim
+        sentence written in); the original stays.
     typo_view: judge every passage (but in the typo-copy stage) with its one-letter edits of
         question words read back and re-encoded (:mod:`.typos`).
     coverage_threshold, coverage_min_group, coverage_min_chars: at least
@@ -287,6 +291,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "copy_conflicts": [Boolean()],
         "conflict_lexical": [Interval(Real, 0.0, 1.0)],
         "conflict_max_diff": [Interval(int, 1, None)],
+        "inserted_claims": [Boolean()],
         "claim_echo": [_COSINE],
         "conflict_echo_margin": [Interval(Real, 0.0, 2.0)],
         "group_knn": [Boolean()],

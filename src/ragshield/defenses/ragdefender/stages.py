@@ -52,6 +52,7 @@ from ragshield.defenses.ragdefender.settings import (
 )
 from ragshield.defenses.ragdefender.typos import normalise_to_question
 from ragshield.embed.base import Encoder
+from ragshield.text import split_sentences
 
 
 class Work:
@@ -385,6 +386,33 @@ class EvidenceStages(StagedParams):
             work.victim[c.other] = True  # no group evidence: its on-topic group is benign
             details["conflicts"].append({"suspect": c.suspect, "other": c.other,
                                          "words": list(c.words), "support": list(c.support)})  # fmt: skip
+        if self.copies.inserted_claims:
+            self._inserted_claims(texts, work, details)
+
+    def _inserted_claims(self, texts: Sequence[str], work: Work, details: dict[str, Any]) -> None:
+        """A near-copy that holds every sentence of another retrieved passage and adds one
+        or two of its own, one of which is closer to the question than anything the
+        original says (by ``conflict_echo_margin``, at ``echo_threshold`` or more): a claim
+        sentence inserted into a genuine page (an edited gold copy whose answer was not in
+        the page to replace). The copy goes, the original stays. A natural longer version
+        of a page adds text that is not the passage's closest point to the question."""
+        if work.echo is None or work.lex is None:
+            return
+        echo, bar = work.echo, self.echo.echo_threshold + self.bar_shift()
+        ii, jj = np.nonzero(work.lex >= self.copies.conflict_lexical)
+        for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
+            if i == j or work.removed[i] or work.removed[j]:
+                continue
+            if echo[i] < bar or echo[i] - echo[j] < self.copies.conflict_echo_margin:
+                continue
+            mine, theirs = split_sentences(texts[i]), set(split_sentences(texts[j]))
+            extra = [s for s in mine if s not in theirs]
+            if not theirs or not theirs <= set(mine) or not 1 <= len(extra) <= 2:
+                continue
+            work.remove(i, f"copy of passage {j} with an inserted claim ({extra[0][:60]!r})")
+            work.victim[j] = True
+            details["conflicts"].append({"suspect": i, "other": j, "words": [], "support": [],
+                                         "inserted": True})  # fmt: skip
 
     def _stage_echo_pairs(
         self,
