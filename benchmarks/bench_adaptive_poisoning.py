@@ -346,6 +346,7 @@ ABLATION = {
     "- numbers disagree": {"numbers_disagree": False},
     "- signature of distinct pages only": {"signature_distinct": False},
     "- lone restatement": {"lone_echo": 2.0},
+    "- neighbourhood bars": {"neighbourhood_bars": False},
     "+ density_lexical 0.8 (opt-in)": {"density_lexical": 0.8},
 }
 

@@ -38,6 +38,14 @@ set lacks is a planted answer when the word is rare in the index, and a template
 common: ChatDoctor's doctors all write "based on", "confirm", "diagnosis", so three answers
 about one symptom share words the other retrieved chunks lack.
 
+And ``neighbourhood_similarity``: the median cosine of each passage's 9th nearest neighbour,
+the edge of a top-10 neighbourhood. It says how tight a retrieved set of ten is *by nature*
+in this index: HotpotQA 0.295, SQuAD 0.532, ChatDoctor 0.613 (patients ask alike, doctors
+answer from one template). RAGDefender's group and paraphrase bars were chosen on the two
+encyclopedias; on an index whose neighbourhoods are tighter than its loose-group bar, every
+retrieved set is a "group" and one piece of evidence took a whole neighbourhood with it
+(``GroupingParams.neighbourhood_bars``).
+
 Caveat (documented, not hidden): a corpus that is *already* heavily poisoned when it is
 indexed raises its own natural level; ragshield's other evidence (a restated question, typo
 copies, the answer signature) does not depend on it.
@@ -65,6 +73,8 @@ QA_SHARE = 0.1
 COMMON_SHARE = 0.01  # a word in >= 1 % of passages is the corpus's vocabulary, not a claim
 COMMON_LIMIT = 5000  # most frequent words kept (meta.json stays small)
 GROUP_MIN_SAMPLE = 200  # below this, the group bar is just above the largest m-th-NN cosine
+# the 9th neighbour is the edge of a top-10 neighbourhood (k = 10, the retrieval default)
+NEIGHBOURHOOD_RANK = 9
 GROUP_RANKS: tuple[int, ...] = (
     2,
     3,
@@ -90,6 +100,9 @@ class IndexProfile:
     question_share: float | None = None
     #: words used by >= COMMON_SHARE of the passages (``()`` when not recorded).
     common_words: tuple[str, ...] = ()
+    #: median cosine of the :data:`NEIGHBOURHOOD_RANK`-th nearest neighbour (module
+    #: docstring; ``None`` for an index profiled before this field existed, or too small).
+    neighbourhood_similarity: float | None = None
 
     @property
     def qa_corpus(self) -> bool | None:
@@ -112,6 +125,7 @@ class IndexProfile:
                 group_similarity=tuple(float(v) for v in data.get("group_similarity", ())),
                 question_share=_optional_float(data.get("question_share")),
                 common_words=_str_tuple(data.get("common_words", ())),
+                neighbourhood_similarity=_optional_float(data.get("neighbourhood_similarity")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"unreadable index profile ({exc}); rebuild the index") from exc
@@ -126,9 +140,10 @@ def _str_tuple(value: object) -> tuple[str, ...]:
 def profile_vectors(
     vectors: np.ndarray, *, sample: int = 5000, seed: int = 0, block: int = 1024
 ) -> IndexProfile | None:
-    """1-NN (and 2nd-4th-NN) cosine of (a seeded sample of) the passages against the whole
-    index, blockwise so memory stays at ``block × n`` floats. ``None`` for fewer than 3
-    passages; the group statistic needs more than ``max(GROUP_RANKS)`` passages."""
+    """1-NN (and 2nd-4th-NN, 9th-NN) cosine of (a seeded sample of) the passages against the
+    whole index, blockwise so memory stays at ``block × n`` floats. ``None`` for fewer than 3
+    passages; the group statistic needs more than ``max(GROUP_RANKS)`` passages, the
+    neighbourhood statistic more than :data:`NEIGHBOURHOOD_RANK`."""
     x = l2_normalize(np.asarray(vectors, dtype=np.float32))
     n = x.shape[0]
     if n < 3:
@@ -136,7 +151,8 @@ def profile_vectors(
     rows = np.arange(n)
     if n > sample:
         rows = np.sort(np.random.default_rng(seed).choice(n, sample, replace=False))
-    ranks = max(GROUP_RANKS) if n > max(GROUP_RANKS) else 1
+    deepest = max(*GROUP_RANKS, NEIGHBOURHOOD_RANK)
+    ranks = deepest if n > deepest else max(GROUP_RANKS) if n > max(GROUP_RANKS) else 1
     nn = np.empty((rows.size, ranks), dtype=np.float64)
     for start in range(0, rows.size, block):
         idx = rows[start : start + block]
@@ -149,12 +165,16 @@ def profile_vectors(
     group: tuple[float, ...] = ()
     if ranks > 1:
         group = tuple(_group_bar(nn[:, m - 1]) for m in GROUP_RANKS)
+    neighbourhood = None
+    if ranks >= NEIGHBOURHOOD_RANK:
+        neighbourhood = round(float(np.median(nn[:, NEIGHBOURHOOD_RANK - 1])), 4)
     return IndexProfile(
         n=n,
         sampled=int(rows.size),
         quantiles=qs,
         natural_similarity=natural,
         group_similarity=group,
+        neighbourhood_similarity=neighbourhood,
     )
 
 

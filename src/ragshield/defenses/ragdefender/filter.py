@@ -209,6 +209,10 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
     loose_signature: when tight groups exist, remove a loose-level member only if it uses a
         word of a tight group's :func:`group_signature` (no signature: remove as before).
     linkage: scipy linkage method of the group tree.
+    neighbourhood_bars: on an index whose typical top-10 neighbourhood (its median 9th-NN
+        cosine, recorded at index time) is tighter than ``loose_threshold``, the tight,
+        loose, paraphrase and question-echo bars rise by the difference (:meth:`bar_shift`;
+        an FAQ base).
     restated_question, restate_min_words: remove a passage holding the whole question (of
         at least that many words) verbatim.
     restate_min_passages: how many restating passages that takes: ``None`` = 1, or 2 once
@@ -220,6 +224,10 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         dev SQuAD PR x5 gold kept 0.758 -> 0.765, no other dev cell changed).
     dense_threshold, natural_similarity: group density that counts as evidence; the
         index's own calibration (``calibrate(profile)``) fills ``natural_similarity``.
+    inserted_claims: remove a near-copy (``conflict_lexical``) of another retrieved passage
+        that holds all its sentences and adds one or two, one of which echoes the question
+        more than the original by ``conflict_echo_margin`` (an edited gold copy with a claim
+        sentence written in); the original stays.
     typo_view: judge every passage (but in the typo-copy stage) with its one-letter edits of
         question words read back and re-encoded (:mod:`.typos`).
     coverage_threshold, coverage_min_group, coverage_min_chars: at least
@@ -264,6 +272,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "query_weight": [Interval(Real, 0.0, 100.0)],
         "loose_min_size": [Interval(int, 2, None)],
         "linkage": [Options("average", "complete", "single")],
+        "neighbourhood_bars": [Boolean()],
         "restated_question": [Boolean()],
         "restate_min_words": [Interval(int, 1, None)],
         "restate_min_passages": [Interval(int, 1, None), None],
@@ -282,6 +291,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "copy_conflicts": [Boolean()],
         "conflict_lexical": [Interval(Real, 0.0, 1.0)],
         "conflict_max_diff": [Interval(int, 1, None)],
+        "inserted_claims": [Boolean()],
         "claim_echo": [_COSINE],
         "conflict_echo_margin": [Interval(Real, 0.0, 2.0)],
         "group_knn": [Boolean()],
@@ -331,8 +341,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
 
     def calibrate(self, profile: IndexProfile) -> None:
         """Take the index's natural nearest-neighbour similarity (recorded at index time,
-        :mod:`ragshield.defenses.calibration`) unless ``natural_similarity`` was set, and how
-        many restating passages are evidence unless ``restate_min_passages`` was set."""
+        :mod:`ragshield.defenses.calibration`) unless ``natural_similarity`` was set, how
+        many restating passages are evidence unless ``restate_min_passages`` was set, and
+        how tight its top-10 neighbourhoods are (the bars' shift, ``neighbourhood_bars``)."""
         if self.evidence.natural_similarity is None:
             self.natural_similarity = round(float(profile.natural_similarity), 4)
         if len(profile.group_similarity) == len(DEFAULT_BARS):
@@ -341,6 +352,8 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             self.trusted_ids = tuple(sorted({*self.trusted_ids, *profile.trusted_ids}))
         if profile.common_words:
             self._index_words = frozenset(profile.common_words)
+        if profile.neighbourhood_similarity is not None:
+            self._neighbourhood = float(profile.neighbourhood_similarity)
         if self.evidence.restate_min_passages is None and profile.qa_corpus is not None:
             self.restate_min_passages = 2 if profile.qa_corpus else 1
 

@@ -59,9 +59,10 @@ class GroupStages(EvidenceStages):
         tight group (the target answer). On-topic retrievals are dense by nature; density
         alone removed ~40 % of their benign passages."""
         dense = self.evidence_threshold()
+        shift = self.bar_shift()  # the index's neighbourhoods may be tighter than the bars
         levels = [
-            ("tight", self.grouping.tight_threshold, 2),
-            ("loose", self.grouping.loose_threshold, self.grouping.loose_min_size),
+            ("tight", self.grouping.tight_threshold + shift, 2),
+            ("loose", self.grouping.loose_threshold + shift, self.grouping.loose_min_size),
         ]
         signature: set[str] = set()
         pool = np.flatnonzero(~work.removed | work.evidence)

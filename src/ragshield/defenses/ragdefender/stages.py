@@ -52,6 +52,7 @@ from ragshield.defenses.ragdefender.settings import (
 )
 from ragshield.defenses.ragdefender.typos import normalise_to_question
 from ragshield.embed.base import Encoder
+from ragshield.text import split_sentences
 
 
 class Work:
@@ -100,6 +101,7 @@ class EvidenceStages(StagedParams):
     _vocabulary: frozenset[str] | None = None
     _group_bars: tuple[float, ...] = DEFAULT_BARS
     _index_words: frozenset[str] = frozenset()  # the index's common words (calibrate)
+    _neighbourhood: float | None = None  # the index's median 9th-NN cosine (calibrate)
     _stages = STAGES
 
     def __init__(self) -> None:
@@ -121,16 +123,33 @@ class EvidenceStages(StagedParams):
         assert self._vocabulary is not None
         return oov_rate(texts, self._vocabulary)
 
+    def bar_shift(self) -> float:
+        """How far the similarity bars of the group and pair stages rise on this index: by as
+        much as its typical top-10 neighbourhood (``IndexProfile.neighbourhood_similarity``)
+        is tighter than ``loose_threshold``. Passage to passage: the tight and loose groups,
+        the paraphrase pairs; passage to question: ``echo_threshold`` and ``consensus_echo``
+        (in a tight index the retrieved passages sit closer to the question too).
+        Why: the bars were chosen on encyclopedias whose ten nearest passages are looser
+        than the loose bar (SQuAD 0.532, HotpotQA 0.295); on ChatDoctor (0.613) every
+        retrieved set was a loose group, every close pair of patients' questions a
+        "paraphrase pair" and three of them "a consensus close to the question", so one
+        piece of evidence took a whole neighbourhood. 0 when ``neighbourhood_bars`` is off
+        or the index was not profiled. ``lone_echo`` does not move (one passage; a Q&A
+        index already needs two restating passages)."""
+        if not self.grouping.neighbourhood_bars or self._neighbourhood is None:
+            return 0.0
+        return max(0.0, round(self._neighbourhood - self.grouping.loose_threshold, 4))
+
     def evidence_threshold(self) -> float:
         """Group density that no natural neighbourhood of the index reaches: the index's own
         calibration (``natural_similarity``, recorded at index time) when known, else
-        ``dense_threshold``; never below ``tight_threshold``."""
+        ``dense_threshold``; never below the tight bar."""
         base = (
             self.evidence.dense_threshold
             if self.evidence.natural_similarity is None
             else self.evidence.natural_similarity
         )
-        return max(base, self.grouping.tight_threshold)
+        return max(base, self.grouping.tight_threshold + self.bar_shift())
 
     def _stage_typo_view(
         self, query: str, texts: list[str], vectors: np.ndarray, details: dict[str, Any]
@@ -350,7 +369,7 @@ class EvidenceStages(StagedParams):
             return
         witnesses = ~work.removed
         if work.echo is not None:  # a passage written about the question is no witness
-            witnesses &= work.echo < self.echo.echo_threshold
+            witnesses &= work.echo < self.echo.echo_threshold + self.bar_shift()
         for c in near_copy_conflicts(texts, work.lex, self.copies.conflict_lexical, query,
                                      self.copies.conflict_max_diff, witnesses):  # fmt: skip
             if not c.words:
@@ -367,6 +386,33 @@ class EvidenceStages(StagedParams):
             work.victim[c.other] = True  # no group evidence: its on-topic group is benign
             details["conflicts"].append({"suspect": c.suspect, "other": c.other,
                                          "words": list(c.words), "support": list(c.support)})  # fmt: skip
+        if self.copies.inserted_claims:
+            self._inserted_claims(texts, work, details)
+
+    def _inserted_claims(self, texts: Sequence[str], work: Work, details: dict[str, Any]) -> None:
+        """A near-copy that holds every sentence of another retrieved passage and adds one
+        or two of its own, one of which is closer to the question than anything the
+        original says (by ``conflict_echo_margin``, at ``echo_threshold`` or more): a claim
+        sentence inserted into a genuine page (an edited gold copy whose answer was not in
+        the page to replace). The copy goes, the original stays. A natural longer version
+        of a page adds text that is not the passage's closest point to the question."""
+        if work.echo is None or work.lex is None:
+            return
+        echo, bar = work.echo, self.echo.echo_threshold + self.bar_shift()
+        ii, jj = np.nonzero(work.lex >= self.copies.conflict_lexical)
+        for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
+            if i == j or work.removed[i] or work.removed[j]:
+                continue
+            if echo[i] < bar or echo[i] - echo[j] < self.copies.conflict_echo_margin:
+                continue
+            mine, theirs = split_sentences(texts[i]), set(split_sentences(texts[j]))
+            extra = [s for s in mine if s not in theirs]
+            if not theirs or not theirs <= set(mine) or not 1 <= len(extra) <= 2:
+                continue
+            work.remove(i, f"copy of passage {j} with an inserted claim ({extra[0][:60]!r})")
+            work.victim[j] = True
+            details["conflicts"].append({"suspect": i, "other": j, "words": [], "support": [],
+                                         "inserted": True})  # fmt: skip
 
     def _stage_echo_pairs(
         self,
@@ -390,8 +436,9 @@ class EvidenceStages(StagedParams):
         if not self.echo.echo_pairs or work.echo is None or work.lex is None:
             return
         echo = work.echo
-        hi = echo >= self.echo.echo_threshold
-        para = (sim >= self.echo.paraphrase_semantic) & (work.lex < self.echo.paraphrase_lexical)
+        hi = echo >= self.echo.echo_threshold + self.bar_shift()
+        semantic = self.echo.paraphrase_semantic + self.bar_shift()
+        para = (sim >= semantic) & (work.lex < self.echo.paraphrase_lexical)
         para &= hi[:, None] & hi[None, :]
         if work.second is not None:  # the second signal: both sit in a dense neighbourhood
             dense = work.second >= self.group_bars()[0] - self.echo.echo_group_margin
@@ -426,7 +473,7 @@ class EvidenceStages(StagedParams):
             return
         vocabulary = self._index_words if p.consensus_vocabulary else frozenset()
         disagree = work.disagreeing(texts, query) if p.numbers_disagree else None
-        c = unsupported_consensus(query, texts, work.echo, p.consensus_echo,
+        c = unsupported_consensus(query, texts, work.echo, p.consensus_echo + self.bar_shift(),
                                   p.consensus_min_group, work.lex, self.knn.group_lexical,
                                   vocabulary, disagree)  # fmt: skip
         if not c.members:
