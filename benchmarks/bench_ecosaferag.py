@@ -68,6 +68,7 @@ from ragshield.attacks.suffix import AdversarialSuffixAttack, universal_suffixes
 from ragshield.defenses.compose import FilterChain
 from ragshield.defenses.ecosaferag import PRESETS, EcoSafeRAG
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+from ragshield.eval import figures
 from ragshield.eval.datasets import load_poisoning, split_cases
 from ragshield.eval.injection import (
     OWN_KINDS,
@@ -205,10 +206,7 @@ def ablate(
 def plot(
     curves: dict[str, list[dict[str, Any]]], selected: dict[str, Any], path: Path, note: str
 ) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figures.pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, param in zip(axes, ("eps", "tau"), strict=True):
@@ -226,9 +224,7 @@ def plot(
     axes[0].legend(loc="best", fontsize=8)
     fig.suptitle(note, fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    figures.save(fig, path, dpi=120)
 
 
 def latency(

@@ -19,6 +19,7 @@ import numpy as np
 
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.eval import extraction as ex
+from ragshield.eval import figures
 from ragshield.eval.extraction_data import KnowledgeBase, encode_cached
 
 
@@ -408,10 +409,7 @@ def plot_curves(
     curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], title: str, out: Path
 ) -> None:
     """CRR after every query, one line per (defense, attack), its 95 % interval shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figures.pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, (curve, lo, hi) in curves.items():
@@ -424,9 +422,7 @@ def plot_curves(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    figures.save(fig, out, dpi=110)
 
 
 def paired_utility(a: Path, b: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ragshield.eval import figures
 from ragshield.eval.outdir import claim_out_dir
 
 __all__ = ["REPORT_FILES", "ExtractionReport", "ExtractionRow"]
@@ -106,10 +107,7 @@ class ExtractionReport:
     def plot(self, path: str | os.PathLike[str]) -> Path | None:
         """CRR vs attack budget, one line per (defense, attack). ``None`` without matplotlib."""
         try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
+            plt = figures.pyplot()
         except ImportError:
             return None
         fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
@@ -138,11 +136,7 @@ class ExtractionReport:
             np.atleast_1d(axes)[0].legend(fontsize=8)
         fig.suptitle(f"CRR vs attack budget — {self.knowledge_base}, {self.n_chunks} chunks")
         fig.tight_layout()
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=120)
-        plt.close(fig)
-        return out
+        return figures.save(fig, path, dpi=120)
 
     def save(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
         """Write the report files into ``out_dir``: a new or empty folder, or one a run

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ragshield.eval import figures
 from ragshield.eval.poisoning_results import METRIC_LABELS, PoisoningResults
 from ragshield.eval.poisoning_sets import CLEAN
 
@@ -108,11 +109,7 @@ def plot_asr(
     ASR; the second row of each dataset shows the adversarial-majority rate. The clean
     setting is drawn at ratio 0 in every panel. Uses matplotlib's Agg backend.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = figures.pyplot()
     runs = [results] if isinstance(results, PoisoningResults) else list(results)
     attacks = [[a for a in dict.fromkeys(s.attack for s in r.settings) if a != CLEAN] for r in runs]
     n_cols = max((len(a) for a in attacks), default=1) or 1
@@ -148,8 +145,4 @@ def plot_asr(
                 ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return figures.save(fig, path, dpi=110)
