@@ -133,12 +133,6 @@ class InjectionGuard(StagedParams):
     threshold: an explicit score threshold in (0, 1]; overrides any calibration.
     rules: apply the deterministic rules (``False``: classifier only, for ablations).
     classifier: apply the classifier head (``False``: rules only).
-    windows: also score each pair of neighbouring sentences (``True``: on the mean of the
-        two sentence vectors; ``"text"``: on the encoding of their joined text, one more
-        encoder call per pair at index time).
-    hysteresis: at ``fpr0.1``, a neighbour of a flagged sentence is flagged too when its
-        own score reaches the looser ``neighbour_point`` (:func:`window_flags`; the index's
-        flag rate grows by at most twice the share flagged at ``fpr0.1``).
     scope: a flag removes the ``"sentence"`` or its whole ``"passage"``.
     head: path to a head JSON; ``None`` = the packaged head.
     language: ``sentencex`` language code for segmentation.
@@ -148,8 +142,10 @@ class InjectionGuard(StagedParams):
         (:class:`~ragshield.defenses.injection.signals.Signals`: ``language_switch``,
         ``disguise``), its dataclass, a table of its fields, or ``None`` for the defaults;
         each field also by its own name (``disguise=False``).
-    neighbours: how far ``hysteresis`` holds a flagged sentence's neighbours
-        (:class:`~ragshield.defenses.injection.scoring.Neighbours`: ``neighbour_point``).
+    neighbours: how a sentence's neighbours count
+        (:class:`~ragshield.defenses.injection.scoring.Neighbours`: ``windows``, pairs of
+        neighbours scored together; ``hysteresis`` and ``neighbour_point``, how far a flagged
+        sentence's neighbours are held), each field also by its own name (``windows="text"``).
     """
 
     name = "injection-guard"
@@ -169,8 +165,8 @@ class InjectionGuard(StagedParams):
     }
     _stages: ClassVar[Mapping[str, type]] = {"signals": Signals, "neighbours": Neighbours}
     _own_params = (
-        "operating_point", "threshold", "rules", "classifier", "windows", "hysteresis",
-        "scope", "head", "language", "max_chars", "cache_size",
+        "operating_point", "threshold", "rules", "classifier", "scope", "head", "language",
+        "max_chars", "cache_size",
     )  # fmt: skip
     signals: Signals
     neighbours: Neighbours
@@ -185,9 +181,6 @@ class InjectionGuard(StagedParams):
         threshold: float | None = None,
         rules: bool = True,
         classifier: bool = True,
-        windows: bool | Literal["text"] = True,  # issue #23: instructions split in two
-        # dev choice (bench_injection_dev.py): split 0.27 -> 0.70 at fpr0.1, nothing else moved
-        hysteresis: bool = True,
         scope: Literal["sentence", "passage"] = "sentence",  # a hijacked page keeps its facts
         head: str | None = None,
         language: str = "en",
@@ -202,8 +195,6 @@ class InjectionGuard(StagedParams):
         self.threshold = threshold
         self.rules = rules
         self.classifier = classifier
-        self.windows = windows
-        self.hysteresis = hysteresis
         self.scope = scope
         self.head = head
         self.language = language

@@ -41,14 +41,23 @@ NEIGHBOUR_POINTS = {"fpr1": 0.01, "fpr5": 0.05}
 
 @dataclass(frozen=True)
 class Neighbours:
-    """How far a flagged sentence's neighbours are held (``InjectionGuard(hysteresis=True)``).
+    """How a sentence's neighbours count: read with it, and held with it once it is flagged.
 
+    windows: also score each pair of neighbouring sentences (``True``: on the mean of the
+        two sentence vectors; ``"text"``: on the encoding of their joined text, one more
+        encoder call per pair at index time).
+    hysteresis: at ``fpr0.1``, a neighbour of a flagged sentence is flagged too when its
+        own score reaches the looser ``neighbour_point`` (:func:`window_flags`; the index's
+        flag rate grows by at most twice the share flagged at ``fpr0.1``).
     neighbour_point: the looser threshold a neighbour's own score must reach to go with a
-    flagged sentence: ``"fpr1"``, the index's 1 % point, or ``"fpr5"``, the score that 5 %
-    of the index's own sentences reach alone (recorded at calibration as
-    ``neighbour_threshold``; an index calibrated before it falls back to ``fpr1``).
+        flagged sentence: ``"fpr1"``, the index's 1 % point, or ``"fpr5"``, the score that 5 %
+        of the index's own sentences reach alone (recorded at calibration as
+        ``neighbour_threshold``; an index calibrated before it falls back to ``fpr1``).
     """
 
+    windows: bool | Literal["text"] = True  # issue #23: instructions split in two
+    # dev choice (bench_injection_dev.py): split 0.27 -> 0.70 at fpr0.1, nothing else moved
+    hysteresis: bool = True
     # SQuAD dev (docs/results-injection.md, seventh session): split 0.70 -> 0.87 at fpr0.1,
     # dev index sentences flagged 0.0021 and dev hard negatives in articles 0.043 unchanged
     # (the 10 % point: split 0.88 but the index rate moved; 20 %: hard negatives 0.07)
