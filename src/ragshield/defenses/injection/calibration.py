@@ -128,14 +128,16 @@ def calibrate_index(
         "offtopic_boost": guard.boost_(),
         "seed": seed,
         # hysteresis's looser point: the own score 5 % of the index's sentences reach
-        "neighbour_threshold": _share_point(np.concatenate(owns), NEIGHBOUR_POINTS["fpr5"]),
+        "neighbour_threshold": _share_point(
+            np.sort(np.concatenate(owns)), NEIGHBOUR_POINTS["fpr5"]
+        ),
         **_signal_calibration(langs, foreign, disguised),
     }  # fmt: skip
 
 
-def _share_point(scores: np.ndarray, share: float, cap: float = 1.0) -> float:
-    """The smallest threshold (at most ``cap``) that at most ``share`` of ``scores`` reach."""
-    s = np.sort(scores)
+def _share_point(s: np.ndarray, share: float, cap: float = 1.0) -> float:
+    """The smallest threshold (at most ``cap``) that at most ``share`` of the scores ``s``
+    reach; ``s`` is sorted ascending (callers sort once for every point they read)."""
     allowed = int(np.floor(share * s.size))  # scores that may stay at or above t
     top = s[s.size - allowed - 1]  # the highest score that must fall below t
     return float(min(cap, np.nextafter(top, np.inf)))

@@ -63,8 +63,10 @@ MIN_WORDS = 4  # fewer words: the per-character margin is noise (module docstrin
 MIN_SHARE = 0.01  # a language of >= 1 % of the passages is the index's own (issue #23's 1 %)
 
 
+@lru_cache(maxsize=1)
 def available() -> bool:
-    """Whether the language model's package (``ragshield[injection]``) is installed."""
+    """Whether the language model's package (``ragshield[injection]``) is installed (asked
+    once: the guard asks on every passage it scores, through its cache key)."""
     try:
         import py3langid  # noqa: F401
     except ImportError:
