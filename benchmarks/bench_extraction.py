@@ -38,6 +38,8 @@ import numpy as np
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.errors import InputError
 from ragshield.eval import extraction as ex
+from ragshield.eval import extraction_defenses as exd
+from ragshield.eval import extraction_report as exr
 from ragshield.eval.extraction_data import (
     KnowledgeBase,
     UtilityQuestion,
@@ -53,7 +55,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRID = (0.3, 0.4, 0.5, 0.6, 0.7)
 
 
-def context_recall(cfg: ex.DefenseConfig, questions: list[UtilityQuestion]) -> float:
+def context_recall(cfg: exd.DefenseConfig, questions: list[UtilityQuestion]) -> float:
     """Share of questions whose gold chunk survives retrieval + filters (no generation)."""
     rag = cfg.pipeline()
     hits = 0
@@ -71,12 +73,12 @@ def tune_threshold(
     vectors: np.ndarray,
     dev: list[UtilityQuestion],
 ) -> tuple[float, dict[float, float]]:
-    base = ex.standard_defenses(kb, encoder, vectors=vectors)[0]
+    base = exd.standard_defenses(kb, encoder, vectors=vectors)[0]
     ref = context_recall(base, dev)
     recall: dict[float, float] = {}
     best = GRID[0]
     for t in GRID:
-        cfg = ex.standard_defenses(kb, encoder, vectors=vectors, threshold=t)[1]
+        cfg = exd.standard_defenses(kb, encoder, vectors=vectors, threshold=t)[1]
         recall[t] = context_recall(cfg, dev)
         if recall[t] >= ref - 0.02:
             best = t
@@ -314,7 +316,7 @@ def main() -> None:
             f"--dev-questions must be between 0 and --questions ({args.questions}); "
             f"got {args.dev_questions}."
         )
-    claim_out_dir(args.out, "extraction", ex.REPORT_FILES)
+    claim_out_dir(args.out, "extraction", exr.REPORT_FILES)
     t_start = time.perf_counter()
     encoder = SentenceTransformerEncoder()
     kb = load_knowledge_base(
@@ -360,18 +362,18 @@ def main() -> None:
         gen = CachedGenerator(gen, args.answer_cache)
     attacker = gen if args.attacker_llm and args.generator != "extractive" else None
     wanted = [s.strip() for s in args.defenses.split(";") if s.strip()]
-    rows = ex.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
+    rows = exd.standard_defenses(kb, encoder, gen, vectors=vectors, threshold=threshold)
     configs = list(rows)
     if "canary" in wanted:
         configs.append(
-            ex.canary_defense(kb, rows[0], vectors, min_span_words=args.canary_span_words)
+            exd.canary_defense(kb, rows[0], vectors, min_span_words=args.canary_span_words)
         )
     from ragshield.defenses.canary import PLACEMENTS
 
     for placement in PLACEMENTS:  # `canary-head`, `canary-tail`: the marker placed so
         if f"canary-{placement}" in wanted:
             configs.append(
-                ex.canary_defense(
+                exd.canary_defense(
                     kb,
                     rows[0],
                     vectors,
@@ -394,7 +396,7 @@ def main() -> None:
             if args.cascade_draft and args.cascade_reference
             else None
         )
-        configs += ex.ragfort_defenses(
+        configs += exd.ragfort_defenses(
             rows[0],
             reindexed_store=reindexed[0] if reindexed else None,
             query_encoder=reindexed[1] if reindexed else None,

@@ -33,7 +33,7 @@ extraction harness's knowledge base instead (``ragshield.eval.extraction``: chun
 message + newline + doctor answer, same ``--limit``/``--seed`` subset), so a question's own
 chunk is retrieved and the answer measures the generator: N questions from the second half
 answered by the reference alone (``gamma=0``, same prompt and decoding code) and by the
-cascade; accuracy with :class:`ragshield.eval.extraction.UtilityJudge`, latency, forward
+cascade; accuracy with :class:`ragshield.eval.extraction_utility.UtilityJudge`, latency, forward
 passes and FLOPs per answer; and N "repeat the context" extraction prompts scored with the
 CRR rule (ROUGE-L > 0.5 and cosine > 0.85) against the 5 chunks each prompt retrieved.
 """
@@ -267,7 +267,7 @@ def build_harness_reindex(args: argparse.Namespace, enc: Any, work: Path) -> dic
 
 
 def run_cascade(args: argparse.Namespace, enc: Any) -> dict[str, Any]:
-    from ragshield.eval import extraction as ex
+    from ragshield.eval import extraction_utility as exu
     from ragshield.eval.crr import ChunkRecoveryScorer
     from ragshield.eval.extraction_data import build_store, encode_cached, load_knowledge_base
     from ragshield.generate.cascade import CascadeGenerator
@@ -278,7 +278,7 @@ def run_cascade(args: argparse.Namespace, enc: Any) -> dict[str, Any]:
     kb = load_knowledge_base("chatdoctor", data_dir=args.data, limit=args.limit, seed=args.seed)
     vectors = encode_cached(kb.texts, enc, args.cache_dir)
     store = build_store(kb, vectors, enc.name)
-    judge = ex.UtilityJudge(enc).fit(kb, vectors)
+    judge = exu.UtilityJudge(enc).fit(kb, vectors)
     n = len(kb.questions)
     rng = np.random.default_rng(args.seed)
     picks = rng.choice(np.arange(n // 2, n), size=args.cascade, replace=False)  # test half

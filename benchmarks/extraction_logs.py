@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
-from ragshield.eval import extraction as ex
+from ragshield.eval import extraction_defenses as exd
 from ragshield.eval import figures
 from ragshield.eval.extraction_data import KnowledgeBase, encode_cached
 
@@ -165,11 +165,11 @@ def check_logs(
     from ragshield.generate.factory import make_generator
 
     vectors = encode_cached(kb.texts, encoder, cache_dir)
-    (base,) = ex.standard_defenses(kb, encoder, vectors=vectors)[:1]
+    (base,) = exd.standard_defenses(kb, encoder, vectors=vectors)[:1]
     rags = {
         "none": base.pipeline(),
-        "canary": ex.canary_defense(kb, base, vectors).pipeline(),
-        "canary-head": ex.canary_defense(
+        "canary": exd.canary_defense(kb, base, vectors).pipeline(),
+        "canary-head": exd.canary_defense(
             kb, base, vectors, name="canary-head", placement="head"
         ).pipeline(),
     }
@@ -327,8 +327,8 @@ def quote_check(
     from ragshield.generate.extractive import ExtractiveGenerator
 
     vectors = encode_cached(kb.texts, encoder, cache_dir)
-    (base,) = ex.standard_defenses(kb, encoder, vectors=vectors)[:1]
-    rag = ex.canary_defense(kb, base, vectors).pipeline()
+    (base,) = exd.standard_defenses(kb, encoder, vectors=vectors)[:1]
+    rag = exd.canary_defense(kb, base, vectors).pipeline()
     extractive = ExtractiveGenerator(encoder)
     questions = [q for q in kb.questions if q.gold_ids][:limit]
     order = np.random.default_rng(seed).permutation(len(questions))

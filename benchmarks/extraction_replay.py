@@ -20,7 +20,7 @@ import numpy as np
 
 from extraction_logs import RULES, RuleScorer, as_generated, attack_decoder, stress_parts
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
-from ragshield.eval import extraction as ex
+from ragshield.eval import extraction_defenses as exd
 from ragshield.eval.extraction_data import KnowledgeBase, encode_cached
 
 KINDS = ("canary", "verbatim", "breadth", "recovery")
@@ -54,13 +54,15 @@ def replay_guard(
     from ragshield.generate.factory import make_generator
 
     vectors = encode_cached(kb.texts, encoder, cache_dir)
-    (base,) = ex.standard_defenses(kb, encoder, vectors=vectors)[:1]
+    (base,) = exd.standard_defenses(kb, encoder, vectors=vectors)[:1]
     rags = {"none": base.pipeline()}
     from ragshield.defenses.canary import PLACEMENTS
 
     rows = {"canary": "sentence"} | {f"canary-{p}": p for p in PLACEMENTS}  # the bench's rows
     for name, placement in rows.items():
-        rags[name] = ex.canary_defense(kb, base, vectors, name=name, placement=placement).pipeline()
+        rags[name] = exd.canary_defense(
+            kb, base, vectors, name=name, placement=placement
+        ).pipeline()
     raw = (
         CachedGenerator(make_generator(generator, encoder, **llm_options), answer_cache)
         if answer_cache is not None
@@ -129,8 +131,8 @@ def stress_recovery(
     from ragshield.defenses.canary_recovery import RecoveryCheck
 
     vectors = encode_cached(kb.texts, encoder, cache_dir)
-    (base,) = ex.standard_defenses(kb, encoder, vectors=vectors)[:1]
-    rag = ex.canary_defense(kb, base, vectors, name="canary-head", placement="head").pipeline()
+    (base,) = exd.standard_defenses(kb, encoder, vectors=vectors)[:1]
+    rag = exd.canary_defense(kb, base, vectors, name="canary-head", placement="head").pipeline()
     check = RecoveryCheck(encoder)
     questions = [q for q in kb.questions if q.gold_ids]
     order = np.random.default_rng(seed).permutation(len(questions))

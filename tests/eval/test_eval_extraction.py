@@ -14,6 +14,9 @@ from ragshield.defenses.base import PassageFilter
 from ragshield.defenses.extraction_baselines import DistanceThresholdFilter, SummarizingGenerator
 from ragshield.errors import DataFormatError, InputError
 from ragshield.eval import extraction as ex
+from ragshield.eval import extraction_defenses as exd
+from ragshield.eval import extraction_report as exr
+from ragshield.eval import extraction_utility as exu
 from ragshield.eval.cli.extraction import app
 from ragshield.eval.extraction_data import (
     KnowledgeBase,
@@ -190,7 +193,7 @@ def test_load_wikipedia(shared_data: Path) -> None:
 
 class TestUtilityJudge:
     def test_rule(self, encoder, kb: KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
-        judge = ex.UtilityJudge(encoder, neighbours=2).fit(kb, encoder.encode(kb.texts))
+        judge = exu.UtilityJudge(encoder, neighbours=2).fit(kb, encoder.encode(kb.texts))
         q = kb.questions[1]
         assert judge.correct(
             q, "It is probably a sprain. Use rest, ice, compression and elevation."
@@ -206,7 +209,7 @@ class TestUtilityJudge:
 class TestHarness:
     def test_run_and_report(self, encoder, kb: KnowledgeBase, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
         vecs = encoder.encode(kb.texts)
-        defenses = ex.standard_defenses(kb, encoder, CopyGenerator(), vectors=vecs)
+        defenses = exd.standard_defenses(kb, encoder, CopyGenerator(), vectors=vecs)
         for d in defenses:
             d.top_k = 2
         factories = {
@@ -260,9 +263,9 @@ class TestHarness:
         """Issue #26: the canary row stops a copying generator (CRR 0, every copy caught),
         the undefended row leaks, and sessions run side by side give the same rows."""
         vecs = encoder.encode(kb.texts)
-        base = ex.standard_defenses(kb, encoder, CopyGenerator(), vectors=vecs)[0]
+        base = exd.standard_defenses(kb, encoder, CopyGenerator(), vectors=vecs)[0]
         base.top_k = 2
-        rows = [base, ex.canary_defense(kb, base, vecs)]
+        rows = [base, exd.canary_defense(kb, base, vecs)]
         factories = {"rag-thief": ex.attack_factory("rag-thief", encoder=encoder, max_queries=6)}
         kwargs = {"kb_vectors": vecs, "topic_labels": np.zeros(6, dtype=int), "cold_cache": False}
         one = ex.run_extraction_eval(kb, rows, factories, encoder, **kwargs)  # type: ignore[arg-type]
@@ -303,9 +306,9 @@ class TestHarness:
             ex.attack_factory("thief", encoder=encoder, max_queries=1)
 
     def test_ragfort_rows_from_parts(self, encoder, kb: KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
-        (base,) = ex.standard_defenses(kb, encoder, CopyGenerator())[:1]
-        assert ex.ragfort_defenses(base) == []
-        rows = ex.ragfort_defenses(base, reindexed_store=base.store, cascade=CopyGenerator())
+        (base,) = exd.standard_defenses(kb, encoder, CopyGenerator())[:1]
+        assert exd.ragfort_defenses(base) == []
+        rows = exd.ragfort_defenses(base, reindexed_store=base.store, cascade=CopyGenerator())
         assert [r.name for r in rows] == ["ragfort-inter", "ragfort-intra", "ragfort"]
 
 
@@ -314,7 +317,7 @@ def test_smoke_on_shared_chatdoctor(encoder, shared_data: Path) -> None:  # type
     """CI smoke: the real knowledge base (40-chunk seeded subset), extractive generator."""
     kb = load_knowledge_base("chatdoctor", data_dir=shared_data, limit=40, seed=0)
     vecs = encoder.encode(kb.texts)
-    defenses = ex.standard_defenses(kb, encoder, vectors=vecs)
+    defenses = exd.standard_defenses(kb, encoder, vectors=vecs)
     factories = {
         "rag-thief": ex.attack_factory("rag-thief", encoder=encoder, max_queries=3),
         "worm": ex.attack_factory(
@@ -348,7 +351,7 @@ class TestCLI:
 
         def fake_run(kb, defenses, attacks, encoder, **kw):  # type: ignore[no-untyped-def]
             seen.update(kb=kb, defenses=[d.name for d in defenses], attacks=sorted(attacks), **kw)
-            return ex.ExtractionReport(kb.name, len(kb.passages), 1, {}, [])
+            return exr.ExtractionReport(kb.name, len(kb.passages), 1, {}, [])
 
         monkeypatch.setattr(ex, "run_extraction_eval", fake_run)
         res = CliRunner().invoke(
@@ -375,8 +378,8 @@ class TestCLI:
 class TestOutFolder:
     """The extraction report writes only into a folder ragshield wrote (or a new one)."""
 
-    def _report(self) -> ex.ExtractionReport:
-        return ex.ExtractionReport("mini", 6, 1, {}, [])
+    def _report(self) -> exr.ExtractionReport:
+        return exr.ExtractionReport("mini", 6, 1, {}, [])
 
     def test_save_refuses_a_users_folder(self, tmp_path: Path) -> None:
         (tmp_path / "extraction.md").write_text("my table", encoding="utf-8")
@@ -458,12 +461,12 @@ def test_scan_cells_say_not_measured(
 
 def test_utility_without_questions_is_not_measured_not_zero() -> None:
     """An attacks-only run (``--questions 0``) prints ``-`` for accuracy, never 0.0."""
-    row = ex.ExtractionRow(
+    row = exr.ExtractionRow(
         defense="none", attack="worm", crr=0.1, recovered=5, n_chunks=50,
         topics_touched_share=0.0, intra_rate=0.0, accuracy=float("nan"),
         context_recall=float("nan"), queries=3, rounds=3, seconds=1.0, stop_reason="max_queries",
         distinct_chunks_parsed=0, chunks_reached=5,
     )  # fmt: skip
-    report = ex.ExtractionReport("kb", 50, 1, {}, [row])
+    report = exr.ExtractionReport("kb", 50, 1, {}, [row])
     line = report.to_markdown().splitlines()[-3]
     assert "| none | worm | 10.00 |" in line and "| - | - |" in line, line

@@ -22,8 +22,8 @@ from ragshield.cli import app
 from ragshield.corpus import read_corpus
 from ragshield.demo import demo_files
 from ragshield.errors import InputError
-from ragshield.eval.extraction import ExtractionReport, ExtractionRow
 from ragshield.eval.extraction_plan import ExtractionPlan
+from ragshield.eval.extraction_report import ExtractionReport, ExtractionRow
 from ragshield.eval.parallel import (
     extraction_cells,
     merge_extraction_reports,

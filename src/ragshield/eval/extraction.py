@@ -43,8 +43,8 @@ every answer logged, the outputs scored); its parts are one idea each: the knowl
 (loading, encoding, the store) in :mod:`~ragshield.eval.extraction_data`, the rows in
 :mod:`~ragshield.eval.extraction_defenses`, the utility judge in
 :mod:`~ragshield.eval.extraction_utility`, the report in
-:mod:`~ragshield.eval.extraction_report`. Their names are re-exported here, where callers
-have always found them.
+:mod:`~ragshield.eval.extraction_report`. Callers import each name from the module that
+defines it.
 """
 
 from __future__ import annotations
@@ -69,31 +69,14 @@ from ragshield.eval.crr import ChunkRecoveryScorer, cluster_topics, topic_summar
 from ragshield.eval.extraction_data import KnowledgeBase, UtilityQuestion, seeded_subset
 from ragshield.eval.extraction_defenses import (
     DefenseConfig,
-    canary_defense,
-    ragfort_defenses,
-    standard_defenses,
 )
-from ragshield.eval.extraction_report import REPORT_FILES, ExtractionReport, ExtractionRow
+from ragshield.eval.extraction_report import ExtractionReport, ExtractionRow
 from ragshield.eval.extraction_utility import UtilityJudge, evaluate_utility, write_utility_log
 from ragshield.generate.base import Generator
 from ragshield.pipeline import RAGPipeline
 from ragshield.types import Answer
 
-__all__ = [
-    "REPORT_FILES",
-    "AttackFactory",
-    "DefenseConfig",
-    "ExtractionReport",
-    "ExtractionRow",
-    "UtilityJudge",
-    "attack_factories",
-    "attack_factory",
-    "canary_defense",
-    "evaluate_utility",
-    "ragfort_defenses",
-    "run_extraction_eval",
-    "standard_defenses",
-]
+__all__ = ["AttackFactory", "attack_factories", "attack_factory", "run_extraction_eval"]
 
 
 # ---- attacks ------------------------------------------------------------------------------

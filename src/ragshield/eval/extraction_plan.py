@@ -94,6 +94,7 @@ def run_plan(
     from ragshield.defenses.registry import build_chains
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval import extraction as ex
+    from ragshield.eval import extraction_defenses as exd
     from ragshield.eval.extraction_data import encode_cached
     from ragshield.generate.factory import make_generator
 
@@ -113,7 +114,7 @@ def run_plan(
     gen = make_generator(plan.generator, encoder, **options)
     if vectors is None:
         vectors = encode_cached(knowledge.texts, encoder, cache_dir)
-    rows = ex.standard_defenses(
+    rows = exd.standard_defenses(
         knowledge,
         encoder,
         gen,
@@ -134,10 +135,10 @@ def run_plan(
     )
     for label, chain in chains.items():
         filters = tuple(chain.filters) if chain is not None else ()
-        built[label] = ex.DefenseConfig(label, rows[0].store, encoder, filters, rows[0].generator)
+        built[label] = exd.DefenseConfig(label, rows[0].store, encoder, filters, rows[0].generator)
     if any(n.startswith("ragfort") for n in wanted):
         reindexed = _load_reindexed(Path(plan.ragfort_index)) if plan.ragfort_index else None
-        configs = ex.ragfort_defenses(
+        configs = exd.ragfort_defenses(
             rows[0],
             reindexed_store=reindexed[0] if reindexed else None,
             query_encoder=reindexed[1] if reindexed else None,

@@ -41,9 +41,9 @@ from ragshield.eval.datasets import PoisoningCase
 
 if TYPE_CHECKING:
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
-    from ragshield.eval.extraction import ExtractionReport
     from ragshield.eval.extraction_data import KnowledgeBase
     from ragshield.eval.extraction_plan import ExtractionPlan
+    from ragshield.eval.extraction_report import ExtractionReport
     from ragshield.eval.poisoning import PoisoningResults, QuestionScores
     from ragshield.generate.base import Generator
 
@@ -239,7 +239,7 @@ def merge_extraction_reports(
     reports: Sequence[ExtractionReport], defenses: Sequence[str], attacks: Sequence[str]
 ) -> ExtractionReport:
     """The cells' rows in the in-process order (defense, then attack) under one header."""
-    from ragshield.eval.extraction import ExtractionReport
+    from ragshield.eval.extraction_report import ExtractionReport
 
     if not reports:
         raise InputError("no extraction cell ran.")

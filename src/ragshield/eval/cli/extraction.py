@@ -165,7 +165,7 @@ def extraction(
         f"generator={generator} seed={seed} out={out_dir}"
         + (f" ray={ray} workers={ray_workers}" if ray else "")
     )
-    from ragshield.eval.extraction import REPORT_FILES
+    from ragshield.eval.extraction_report import REPORT_FILES
 
     check_results_dir(out_dir, REPORT_FILES)  # refused before the run (and its logs), untouched
     check_cache_dir(cache_dir)
