@@ -112,6 +112,7 @@ from ragshield.defenses.ecosaferag.stages import (
     segment_passages,
     strip_question,
     unreached_best,
+    untrimmed,
 )
 from ragshield.defenses.ecosaferag.vectors import SentenceVectors
 from ragshield.defenses.params import (
@@ -145,6 +146,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "bait_skeleton": False,
         "strip_question": False,
         "keep_passages": False,
+        "trim": "all",
     },
 }
 
@@ -381,6 +383,7 @@ class EcoSafeRAG(StagedParams):
             cand_mask = cand_mask | unreached_best(cand_mask, best, seg.owner, seg.n_passages)
         if sc.keep_best:
             cand_mask = cand_mask | best
+        cand_mask = cand_mask | untrimmed(cand_mask, emb, seg, sc.trim, sc.offtopic_min)
         cand = np.flatnonzero(cand_mask)
         variance = contextual_variance(emb, seg.owner, seg.n_passages, ~restated)
         scrutinised = np.zeros(seg.n_passages, dtype=bool)

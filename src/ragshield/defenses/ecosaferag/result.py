@@ -133,9 +133,11 @@ def assemble(
         if keep_rows.size == 0:
             removed.append(r)
             continue
-        text = " ".join(seg.sentences[k] for k in keep_rows)
-        words_after += len(text.split())
         unchanged = keep_rows.size == rows.size and not clipped[i][1]
+        # a passage left whole reaches the generator as retrieved, not re-joined from its
+        # sentences (line breaks and spacing would change, and with them the answers)
+        text = r.text if unchanged else " ".join(seg.sentences[k] for k in keep_rows)
+        words_after += len(text.split())
         meta = {
             **dict(r.passage.metadata),
             "original_text": r.text,

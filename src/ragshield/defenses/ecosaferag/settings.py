@@ -1,4 +1,4 @@
-"""EcoSafeRAG's 22 hyper-parameters, grouped by the stage that reads them (issue #22).
+"""EcoSafeRAG's 25 hyper-parameters, grouped by the stage that reads them (issue #22).
 
 Example::
 
@@ -92,6 +92,21 @@ MiniLM + FaissStore, real top-k, one planted passage per question in a copy of t
   ``ragdefender,ecosaferag`` removed 0.057 of clean HotpotQA dev passages against
   ragdefender's 0.004 alone. With it: 0.004 (both), and no dev attack setting of the
   poisoning benchmark reached the context more often (``docs/results-injection.md``);
+* ``trim`` (issue #23 follow-up, eighth session): θ removes a sentence below it only when
+  that sentence is also off its passage's topic (``"offtopic"``: the passage's other
+  sentences cohere with each other at least ``offtopic_min`` more than with it); the other
+  sentences below θ become candidates, judged like any. Found on ``ragshield scan`` at size
+  (2,000-passage index, 50 SQuAD *test* questions, qwen2.5-0.5b): clean accuracy 0.34 for
+  ``ragdefender,ecosaferag`` vs 0.40 without a filter; the three questions it lost had the
+  answer sentence in the context and lost only sentences θ pruned (no bait, context or
+  language rule fired), i.e. the compression moved a small model's answer. Then chosen on
+  SQuAD *dev* (150 questions, real top-10, ``benchmarks/bench_ecosaferag.py``'s plants):
+  clean sentences removed 0.287 (``"all"``) -> 0.022 (``"offtopic"``, 0.3) / 0.053 (0.2) /
+  0.001 (``"none"``); answer kept 0.873 -> 0.880 (no filter 0.880); every planted setting
+  caught as before except an instruction written into the gold passage (0.856 -> 0.829 /
+  0.849 / 0.767) — θ had caught those by accident, being off-topic; ``offtopic_min = 0.3``
+  prunes 7 % of the clean sentences below θ. The same scan's clean accuracy with it: 0.42
+  (no answer lost, one gained); ``PRESETS["paper"]`` keeps ``"all"``;
 * ``bait_types`` adds an ``exfiltration`` family (URL / tool leaks, our wording);
 * ``cache_size``: sentences and their vectors are cached per passage text;
   :meth:`~ragshield.defenses.ecosaferag.EcoSafeRAG.precompute` fills it at index time;
@@ -134,6 +149,10 @@ from ragshield.defenses.ecosaferag.baits import BAIT_TEMPLATES, ECOSAFERAG_BAIT_
 from ragshield.defenses.params import Boolean, Interval, OptionList, Options, ParamTable
 
 Scope = Literal["passage", "sentence"]
+#: What the adaptive cutoff θ removes: ``"all"`` sentences below it (the paper's
+#: compression), only those below it that are also off their passage's topic
+#: (``"offtopic"``), or none (``"none"``; every sentence is then judged).
+Trim = Literal["all", "offtopic", "none"]
 
 
 @dataclass(frozen=True)
@@ -166,6 +185,10 @@ class Screening:
     keep_passages: θ trims sentences but never removes a retrieved passage whole: a
     passage with no sentence at θ keeps its most query-similar one as a candidate (judged
     by the bait and low-diversity rules like any other).
+    trim: which sentences below θ are removed: ``"all"`` (the paper: θ is its compression),
+    ``"offtopic"`` (only those whose passage's other sentences agree with each other more
+    than with it by at least ``offtopic_min``, :func:`ragshield.defenses.injection.context.offtopic`;
+    the others become candidates, judged like any) or ``"none"`` (every sentence is judged).
     qa_corpus: the passages are questions with their answers (an FAQ, a support or Q&A
     base), where the gold entry restates the user's question: then neither a verbatim
     restatement nor a sentence at the absolute cutoff marks a passage for scrutiny or flags
@@ -182,6 +205,8 @@ class Screening:
         True  # issue #23 (not in the paper): θ alone removed 0.03-0.05 of clean dev passages
     )
     qa_corpus: bool | None = None  # ours: ChatDoctor FAQ, every gold entry was removed
+    trim: Trim = "offtopic"  # issue #23 (paper: "all"): the scan's clean cost, see docstring
+    offtopic_min: float = 0.3  # SQuAD dev: prunes 7 % of clean below-θ sentences, see docstring
 
 
 @dataclass(frozen=True)
@@ -251,6 +276,8 @@ CONSTRAINTS: ParamTable = {
     "min_samples": [Interval(int, 1, None)],
     "variance_threshold": [Interval(Real, 0.0, 1.0)],
     "scope": [Options("passage", "sentence")],
+    "trim": [Options("all", "offtopic", "none")],
+    "offtopic_min": [Interval(Real, 0.0, 1.0)],
     "max_chars": [Interval(int, 1, None)],
     "cache_size": [Interval(int, 0, None)],
     # every on/off switch (the fields annotated bool: string annotations here)

@@ -15,6 +15,7 @@ from urllib.parse import unquote_plus
 import numpy as np
 from sklearn.cluster import DBSCAN
 
+from ragshield.defenses.injection.context import offtopic
 from ragshield.embed.base import l2_normalize
 from ragshield.errors import InputError
 from ragshield.text import split_sentences
@@ -369,3 +370,29 @@ def pure_restatements(sentences: Sequence[str], query: str, contains: np.ndarray
     for i in np.flatnonzero(contains).tolist():
         out[i] = len(_WORD.findall(strip_question(sentences[i], query))) < 3
     return out
+
+
+def untrimmed(
+    candidates: np.ndarray, emb: np.ndarray, seg: Segmentation, trim: str, offtopic_min: float
+) -> np.ndarray:
+    """The sentences below θ that θ does *not* remove under ``trim`` (they become
+    candidates, judged by the bait and low-diversity rules like any other).
+
+    Why (issue #23): on a real index the top-k is on the question's topic, and θ's
+    compression changed the answers of a small generator on clean traffic with the answer
+    sentence still in the context (``ragshield scan``, 2,000-passage index: accuracy 0.34
+    with the chain vs 0.40 without, every changed answer's context trimmed by θ alone).
+    ``"offtopic"`` keeps the one thing θ caught by accident: an instruction planted in a
+    genuine paragraph is off that paragraph's topic (its coherence with the other
+    sentences is below theirs), a genuine background sentence is not.
+    """
+    below = ~np.asarray(candidates, dtype=bool)
+    if trim == "all":
+        return np.zeros_like(below)
+    if trim == "none":
+        return below
+    off = np.zeros(len(below), dtype=np.float64)
+    for p in range(seg.n_passages):
+        rows = seg.of(p)
+        off[rows] = offtopic(emb[rows])
+    return below & (off < offtopic_min)
