@@ -31,7 +31,9 @@ of the two sentences' joined text, ``InjectionGuard(windows="text")``), ``+boost
 ``+hyst`` (``InjectionGuard(hysteresis=True)``: at fpr0.1 a neighbour of a flagged
 sentence is held to the fpr1 threshold); seventh session, as suffixes: ``+sig`` (the
 calibrated signals: language switch, disguised words) and ``+nb5`` (the neighbour point at
-the index's 5 % own-score point instead of fpr1). Placements also include the obfuscated
+the index's 5 % own-score point instead of fpr1); eighth session: ``+lwN`` (the language
+switch reads spans of N words too; ``+lw0`` whole sentences only, the seventh session's
+reading; no suffix: the default). Placements also include the obfuscated
 ones (``base64``, ``leet``, ``zero-width``, ``homoglyph``: the English wording in-passage).
 """
 
@@ -40,6 +42,7 @@ from __future__ import annotations
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import json
+import re
 import sys
 import time
 from dataclasses import replace
@@ -58,6 +61,7 @@ from ragshield.attacks.injection_families import OBFUSCATIONS, canary_word, obfu
 from ragshield.defenses.injection.calibration import calibrate_index
 from ragshield.defenses.injection.detector import InjectionGuard
 from ragshield.defenses.injection.head import InjectionHead
+from ragshield.defenses.injection.signals import Signals
 from ragshield.eval.injection_detection import detection_rate
 from ragshield.types import Passage, RetrievedPassage
 from train_injection_head import (
@@ -153,9 +157,15 @@ def main() -> None:
         # seventh session's options, each opted into by a suffix (the older names keep
         # measuring what they measured): "+sig" the signals, "+nb5" the 5 % neighbour point
         signals, nb5 = "+sig" in name, "+nb5" in name
-        window_text, boost, hyst = CONFIGS[name.replace("+sig", "").replace("+nb5", "")]
+        # eighth session: "+lwN" the language switch's span width (N = 0: whole sentences)
+        lw = re.search(r"\+lw(\d+)", name)
+        span = Signals() if lw is None else Signals(language_window=int(lw[1]) or None)
+        base = re.sub(r"\+lw\d+", "", name).replace("+sig", "").replace("+nb5", "")
+        window_text, boost, hyst = CONFIGS[base]
         head = replace(packaged, offtopic_boost=boost)
-        cal = calibrate_index(texts, enc, head=head, sample=10**9, window_text=window_text)
+        cal = calibrate_index(
+            texts, enc, head=head, sample=10**9, window_text=window_text, signals=span
+        )
         assert cal is not None
         enc.save()
         for op in ("fpr1", "fpr0.1"):

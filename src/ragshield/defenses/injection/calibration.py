@@ -39,6 +39,7 @@ from ragshield.defenses.injection import language as lang_id
 from ragshield.defenses.injection.detector import OPERATING_POINTS, InjectionGuard
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.scoring import NEIGHBOUR_POINTS
+from ragshield.defenses.injection.signals import Signals
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 
@@ -66,17 +67,20 @@ def calibrate_index(
     sample: int = 5000,
     seed: int = 0,
     window_text: bool | None = None,
+    signals: Signals | None = None,
 ) -> dict[str, Any] | None:
     """Score (a seeded sample of) the index's sentences; ``None`` for fewer than 20
     sentences (too few to calibrate anything: the head's default threshold applies) or an
     encoder whose vectors the head cannot read (another dimension). ``window_text``: how
     the guards that read this calibration score windows (``None``: the guard's default);
-    recorded, since the thresholds hold for that scoring only."""
+    recorded, since the thresholds hold for that scoring only; likewise ``signals``' span
+    width for the language switch (``None``: the guard's default)."""
     if isinstance(texts, str):
         raise InputError("calibrate_index expects a list of texts, got a bare string.")
     guard = InjectionGuard(
-        encoder=encoder, head=head if isinstance(head, str) else None, cache_size=0
-    )
+        encoder=encoder, head=head if isinstance(head, str) else None, cache_size=0,
+        signals=signals,
+    )  # fmt: skip
     if window_text is not None:
         guard.windows = "text" if window_text else True
     if isinstance(head, InjectionHead):
@@ -132,6 +136,7 @@ def calibrate_index(
             np.sort(np.concatenate(owns)), NEIGHBOUR_POINTS["fpr5"]
         ),
         **_signal_calibration(langs, foreign, disguised),
+        **({"language_window": guard.language_window_()} if langs is not None else {}),
     }  # fmt: skip
 
 

@@ -160,6 +160,7 @@ class InjectionGuard(StagedParams):
         "max_chars": [Interval(int, 1, None)],
         "cache_size": [Interval(int, 0, None)],
         "language_switch": [Boolean()],
+        "language_window": [Interval(int, 2, None), None],
         "disguise": [Boolean()],
         "neighbour_point": [Options(*NEIGHBOUR_POINTS)],
     }
@@ -297,6 +298,17 @@ class InjectionGuard(StagedParams):
             return None
         return self._languages
 
+    def language_window_(self) -> int | None:
+        """Words per span of the language switch: the index's record when calibrated (its
+        thresholds hold for that reading; an index calibrated before spans existed: whole
+        sentences), else this guard's ``language_window`` (what calibration records). A
+        guard set to ``None`` reads whole sentences whatever the index recorded (against
+        span thresholds, which are at least as high: fewer flags, never more)."""
+        if self.signals.language_window is None or self.calibration_ is None:
+            return self.signals.language_window
+        w = self.calibration_.get("language_window")
+        return int(w) if isinstance(w, int) and not isinstance(w, bool) else None
+
     def language_threshold_(self) -> float | None:
         """The index's language-switch threshold at ``operating_point`` (``None``: off)."""
         return self._signal_threshold("language_thresholds", self.language_switch, 0.0)
@@ -328,7 +340,7 @@ class InjectionGuard(StagedParams):
 
     def _key(self, text: str, discount: float, window_text: bool, boost: float) -> bytes:
         win = int(bool(self.windows)) + int(bool(self.windows) and window_text)
-        sig = f"{','.join(self.languages_() or ())}\x00{int(self.disguise)}"
+        sig = f"{','.join(self.languages_() or ())}\x00{self.language_window_()}\x00{int(self.disguise)}"
         raw = f"{self.language}\x00{win}\x00{discount}\x00{boost}\x00{sig}\x00{text}".encode()
         return hashlib.blake2b(raw, digest_size=16).digest()
 
@@ -389,7 +401,9 @@ class InjectionGuard(StagedParams):
                     own = np.zeros(n, dtype=np.float64)
                 nrm = norm[at : at + n]
                 at += n
-                margins = lang_id.sentence_margins(nrm, langs) if langs else None
+                margins = (
+                    lang_id.sentence_margins(nrm, langs, self.language_window_()) if langs else None
+                )
                 fresh[k] = Scored(
                     tuple(ss),
                     own,

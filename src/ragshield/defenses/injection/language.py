@@ -108,13 +108,34 @@ def index_languages(texts: Iterable[str], min_share: float = MIN_SHARE) -> dict[
     return {k: v / n for k, v in counts.most_common() if v / n >= min_share}
 
 
+def _span_margin(text: str, own: Collection[str], window: int | None) -> float:
+    """The sentence's margin, or the largest of its ``window``-word spans' (stride half a
+    window, the last span ending on the last word) when it has more words than that."""
+    whole = _margin(text, own)
+    words = text.split()
+    if window is None or len(words) <= window:
+        return whole
+    step = max(window // 2, 1)
+    starts = [*range(0, len(words) - window, step), len(words) - window]
+    return max(whole, *(_margin(" ".join(words[i : i + window]), own) for i in starts))
+
+
 def sentence_margins(
-    sentences: Sequence[str], languages: Mapping[str, float] | Collection[str]
+    sentences: Sequence[str],
+    languages: Mapping[str, float] | Collection[str],
+    window: int | None = None,
 ) -> np.ndarray:
-    """Per sentence: its margin (module docstring), ``-inf`` under ``MIN_WORDS`` words."""
+    """Per sentence: its margin (module docstring), ``-inf`` under ``MIN_WORDS`` words.
+    ``window``: also read every span of that many words and keep the largest margin — an
+    instruction in another language run into a sentence of the index's language (a
+    question with no question mark, then a French instruction, is one sentence to the
+    segmenter, and reads as English whole)."""
     own = set(languages)
     return np.array(
-        [_margin(s, own) if own and len(s.split()) >= MIN_WORDS else -np.inf for s in sentences],
+        [
+            _span_margin(s, own, window) if own and len(s.split()) >= MIN_WORDS else -np.inf
+            for s in sentences
+        ],
         dtype=np.float64,
     )
 

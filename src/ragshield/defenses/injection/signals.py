@@ -46,6 +46,10 @@ class Signals:
 
     language_switch: flag a sentence in another language than its passage and its index.
     disguise: flag a sentence with more disguised words than the index's own reach.
+    language_window: also read each span of this many words of a longer sentence for the
+    language switch (``None``: whole sentences only). Used when an index is calibrated and
+    recorded there; a guard then reads the index's record (its thresholds hold for it), and
+    an index calibrated before the record existed reads whole sentences.
     """
 
     # issue #23 (brief: "a sentence in another language than the index's own text");
@@ -54,6 +58,10 @@ class Signals:
     # issue #23 (brief: "zero-width/confusable characters in an index that has none");
     # SQuAD dev: 4,758 dev-article sentences, see docs/results-injection.md
     disguise: bool = True
+    # off (eighth session): spans of 8/12/16 words raised the index's fpr0.1 point from 0.24
+    # to 1.34/0.82/0.62 nats/char (foreign names) and caught no more dev translated plants
+    # (0.950 -> 0.900/0.950/0.950); see docs/results-injection.md
+    language_window: int | None = None
 
 
 def signal_flags(
