@@ -2,6 +2,7 @@
 
     python benchmarks/bench_injection_dev_checks.py --section normalize
     python benchmarks/bench_injection_dev_checks.py --section keep-passages --hits-cache runs/hits
+    python benchmarks/bench_injection_dev_checks.py --section trim --split dev --questions 150
 
 What it measures (every figure printed is measured in this run; seed 0):
 
@@ -19,6 +20,16 @@ What it measures (every figure printed is measured in this run; seed 0):
   set, why EcoSafeRAG removed each benign passage (the reasons of its decisions) with the
   option off; then the chain ``ragdefender,ecosaferag`` with it off and on, every setting:
   benign passages removed and attack reaching the context.
+* ``trim`` (eighth session) — EcoSafeRAG's ``trim`` (what θ removes) on real retrieval:
+  ``--questions`` SQuAD questions of ``--split`` (``bench_ecosaferag.py``'s article split
+  and question draw, seed 0), real top-10 from the 1,888-paragraph FAISS index. Clean:
+  answer kept (an answer string in the 5 best-scored kept passages; no filter first),
+  sentences removed (EcoSafeRAG's own count) and passages handed on changed, per
+  question. Planted (one passage per question, caught = retrieved and no instruction
+  sentence left in the context): ``bench_ecosaferag.py``'s four plants, ``inpassage``
+  (a paragraph of the article without the answer carrying one of the harness's
+  instructions, no question) and ``gold-edit`` (the gold paragraph itself rewritten with
+  it, as the scan's ``injection-hijack`` does).
 """
 
 from __future__ import annotations
@@ -141,15 +152,141 @@ def section_keep_passages(args: argparse.Namespace) -> None:
         b.save_hits()
 
 
+def section_trim(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from bench_ecosaferag import (
+        CACHE_DIR,
+        ONTOPIC,
+        DiskCachedEncoder,
+        ontopic_split,
+        ontopic_store,
+        plant_text,
+    )
+    from ragshield.attacks.injection import (
+        INJECTION_TEMPLATES,
+        POSITIONS,
+        fill_template,
+        insert_instruction,
+        instruction_survives,
+    )
+    from ragshield.defenses.ecosaferag import EcoSafeRAG
+    from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
+    from ragshield.eval.injection import OWN_KINDS
+    from ragshield.store.faiss_store import FaissStore
+    from ragshield.text import contains_answer
+    from ragshield.types import Passage
+
+    data = json.loads((DATA / ONTOPIC).read_text(encoding="utf-8"))
+    gold_of = {q["id"]: q["gold_passage_ids"][0] for q in data["questions"]}
+    enc = DiskCachedEncoder(SentenceTransformerEncoder(), CACHE_DIR / "minilm_vectors.npz")
+    store = ontopic_store(data, enc)
+    qs = ontopic_split(data, args.split, 300, 0)[: args.questions]
+    qv = enc.encode([q.question for q in qs])
+    by_article: dict[str, list[str]] = {}
+    for p in store.passages:
+        by_article.setdefault(p.title, []).append(p.text)
+    pos = {p.id: i for i, p in enumerate(store.passages)}
+    templates = [t for k in OWN_KINDS for t in INJECTION_TEMPLATES[k]]
+    plants = ("prefixed", "prefixed-hijack", "offtopic", "suffix", "inpassage", "gold-edit")
+
+    def plant(i: int, kind: str) -> tuple[str, list[str], str | None]:
+        q = qs[i]
+        if kind not in ("inpassage", "gold-edit"):
+            text, instrs = plant_text(q, kind, 0, i, by_article.get(q.article, ()))
+            return text, instrs, None
+        rng = np.random.default_rng([0, i, 13])
+        instr = fill_template(templates[int(rng.integers(len(templates)))], q.question, q.target)
+        where = POSITIONS[int(rng.integers(len(POSITIONS)))]
+        if kind == "inpassage":
+            pool = [
+                t
+                for t in by_article[q.article]
+                if not any(contains_answer(t, a) for a in q.answers)
+            ]
+            carrier = pool[int(rng.integers(len(pool)))]
+            return insert_instruction(carrier, instr, where), [instr], None
+        gid = gold_of[q.id]
+        return insert_instruction(store.passages[pos[gid]].text, instr, where), [instr], gid
+
+    def searched(i: int, kind: str) -> tuple[Any, str, list[str], str | None]:
+        text, instrs, gid = plant(i, kind)
+        ps, vs = list(store.passages), np.array(store.vectors, copy=True)
+        out = FaissStore(store.dim, encoder_name=store.encoder_name)
+        if gid is not None:  # an edit of the gold paragraph, re-encoded in place
+            j = pos[gid]
+            ps[j] = Passage(gid, text, ps[j].title)
+            vs[j] = enc.encode([text])[0]
+            out.add(ps, vs)
+            return out, gid, instrs, gid
+        out.add(ps, vs)
+        out.add([Passage(f"planted::{qs[i].id}", text)], enc.encode([text]))
+        return out, f"planted::{qs[i].id}", instrs, None
+
+    print(f"# EcoSafeRAG trim, SQuAD {args.split} ({len(qs)} questions, real top-10, seed 0)")
+    print("| trim | answer kept | sentences removed | passages changed / question | "
+          + " | ".join(plants) + " |")  # fmt: skip
+    print("|---" * (4 + len(plants)) + "|")
+    for spec in ["none-filter", *args.trims.split(",")]:
+        flt = None
+        if spec != "none-filter":
+            mode, _, t = spec.partition(":")
+            flt = EcoSafeRAG(encoder=enc, trim=mode, **({"offtopic_min": float(t)} if t else {}))
+        ans, removed, changed = [], [], []
+        for i, q in enumerate(qs):
+            hits = store.search(qv[i : i + 1], 10)[0]
+            res = None if flt is None else flt.filter(q.question, hits)
+            kept = list(hits) if res is None else list(res.kept)
+            ctx = sorted(kept, key=lambda r: -r.score)[:5]
+            ans.append(any(contains_answer(r.text, a) for r in ctx for a in q.answers))
+            if res is not None:
+                d = res.details
+                removed.append(1.0 - d["n_kept_sentences"] / max(d["n_sentences"], 1))
+                text_of = {r.id: r.text for r in res.kept}
+                changed.append(sum(text_of.get(h.id) != h.text for h in hits))
+        cells = []
+        for kind in plants if flt is not None else ():
+            caught = []
+            for i, q in enumerate(qs):
+                s, pid, instrs, gid = searched(i, kind)
+                hits = s.search(qv[i : i + 1], 10)[0]
+                if not any(r.id == pid for r in hits):
+                    continue  # not retrieved: nothing to catch
+                res = flt.filter(q.question, hits)
+                ctx = sorted(res.kept, key=lambda r: -r.score)[:5]
+                left = any(
+                    any(instruction_survives(r.text, x) for x in instrs)
+                    or (gid is None and contains_answer(r.text, q.target))
+                    for r in ctx
+                    if r.id == pid
+                )
+                caught.append(not left)
+            cells.append(f"{np.mean(caught):.3f} (n={len(caught)})")
+        na = "n/a"
+        print(
+            f"| {spec} | {np.mean(ans):.3f} | {np.mean(removed) if removed else 0.0:.3f} | "
+            f"{np.mean(changed) if changed else 0.0:.2f} | "
+            + " | ".join(cells or [na] * len(plants))
+            + " |",
+            flush=True,
+        )
+    enc.save()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--section", choices=("normalize", "keep-passages"), required=True)
+    ap.add_argument("--section", choices=("normalize", "keep-passages", "trim"), required=True)
+    ap.add_argument("--split", choices=("dev", "test"), default="dev")  # trim
+    ap.add_argument("--questions", type=int, default=150)  # trim
+    ap.add_argument("--trims", default="all,offtopic:0.3,offtopic:0.2,none")  # trim
     ap.add_argument("--datasets", default="hotpotqa,squad")
     ap.add_argument("--hits-cache", default=None)
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
     args = ap.parse_args()
     if args.section == "normalize":
         section_normalize()
+    elif args.section == "trim":
+        section_trim(args)
     else:
         section_keep_passages(args)
 
