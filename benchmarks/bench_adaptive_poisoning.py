@@ -6,6 +6,8 @@ Usage::
     python benchmarks/bench_adaptive_poisoning.py                        # all sections
     python benchmarks/bench_adaptive_poisoning.py --sections main --datasets hotpotqa
     python benchmarks/bench_adaptive_poisoning.py --sections lofo,speed --limit 20
+    python benchmarks/bench_adaptive_poisoning.py --sections main --split dev \
+        --defenses ragdefender --hits-cache runs/hits        # a dev study (tuning split)
 
 What it measures (metrics: :mod:`ragshield.eval.real_retrieval`): every passage of an
 on-topic corpus (``../shared/data/ontopic/``) is indexed with the packaged MiniLM in an exact
@@ -30,6 +32,11 @@ context.
   split (SQuAD even articles, HotpotQA non-targets) from a small grid using every *other*
   family (most attacks caught with clean benign removed <= 0.005 on dev), then the held-out
   family is reported on the test split.
+* RAGDefender's ``derivative`` stage gets the index-side novelty of the index *as
+  planted* for each setting (:meth:`Bench.novelty`, cached beside the hits).
+* ``--split dev`` runs ``main`` / ``ablation`` / ``speed`` on the dev split (every dev
+  figure of docs/results-poisoning.md has such a command); ``lofo`` always tunes on dev
+  and reports on test.
 * ``speed``: the filter's p50 / p95 on warm caches (vectors precomputed), k = 10, one thread.
 * ``groups`` (not in the default): the planted-group signal alone, on dev and test —
   the share of benign and of planted retrieved passages it flags.
@@ -165,6 +172,7 @@ class Bench:
         self.qv = encoder.encode([c.question for c in self.cases])
         self.mode = "multi_hop" if name == "hotpotqa" else "single_hop"
         self._hits: dict[str, tuple[list[Any], dict[str, Any], float, str]] = {}
+        self._novelty: dict[str, dict[str, Any]] = {}
         self._hits_file: Path | None = None
         if args.hits_cache:  # the retrieved top-k of each setting, as a previous run left it
             self._hits_file = Path(args.hits_cache) / (
@@ -173,16 +181,40 @@ class Bench:
             if self._hits_file.is_file():
                 with self._hits_file.open("rb") as fh:
                     self._hits = pickle.load(fh)
+            if self._novelty_file.is_file():
+                with self._novelty_file.open("rb") as fh:
+                    self._novelty = pickle.load(fh)
 
     def save_hits(self) -> None:
         """Keep the retrieved sets for the next run (``--hits-cache``): planting and
         encoding every setting's passages is most of a cold run's time on a busy machine."""
         if self._hits_file is not None:
             self._hits_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._hits_file.with_suffix(".tmp")
-            with tmp.open("wb") as fh:
-                pickle.dump(self._hits, fh)
-            tmp.replace(self._hits_file)
+            for obj, path in ((self._hits, self._hits_file), (self._novelty, self._novelty_file)):
+                tmp = path.with_suffix(".tmp")
+                with tmp.open("wb") as fh:
+                    pickle.dump(obj, fh)
+                tmp.replace(path)
+
+    @property
+    def _novelty_file(self) -> Path:
+        assert self._hits_file is not None
+        return self._hits_file.with_name(self._hits_file.stem + "_novelty.pkl")
+
+    def novelty(self, setting: str) -> dict[str, Any]:
+        """The index-side novelty of every passage of the index *as planted* for
+        ``setting`` (:mod:`ragshield.store.calibration_novelty`): in a deployment the
+        attacker's passages are in the index the table is computed over."""
+        from ragshield.eval.plant import planted_copy
+        from ragshield.store.calibration_novelty import passage_novelty
+
+        if setting not in self._novelty:
+            planted = planted_for(self.cases, setting, self.seed, self.golden)
+            store = planted_copy(self.store, planted, self.encoder) if planted else self.store
+            self._novelty[setting] = passage_novelty(
+                [p.id for p in store.passages], [p.text for p in store.passages], store.vectors
+            )
+        return self._novelty[setting]
 
     def hits(self, setting: str) -> tuple[list[Any], dict[str, Any], float, str]:
         from ragshield.eval.plant import planted_copy
@@ -201,11 +233,15 @@ class Bench:
         return self._hits[setting]
 
     def run(self, defense: Any, setting: str) -> dict[str, float]:
+        from ragshield.defenses.ragdefender import RAGDefender
         from ragshield.eval.real_retrieval import _mean, _score_question
         from ragshield.pipeline import select_context
         from ragshield.types import Answer
 
         hits, planted, _, _ = self.hits(setting)
+        for part in getattr(defense, "filters", [defense]):
+            if isinstance(part, RAGDefender):
+                part.use_novelty(self.novelty(setting))
         rows = []
         for case, retrieved in zip(self.cases, hits, strict=True):
             t0 = time.perf_counter()
@@ -347,6 +383,7 @@ ABLATION = {
     "- signature of distinct pages only": {"signature_distinct": False},
     "- lone restatement": {"lone_echo": 2.0},
     "- neighbourhood bars": {"neighbourhood_bars": False},
+    "- derivative (index-side novelty)": {"derivative_novelty": -1.0},
     "+ density_lexical 0.8 (opt-in)": {"density_lexical": 0.8},
 }
 
@@ -474,6 +511,8 @@ def main() -> None:
     ap.add_argument("--defenses", default=DEFAULT_DEFENSES)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--split", choices=("dev", "test"), default="test",
+                    help="main / ablation / speed on this split (dev: tuning studies)")  # fmt: skip
     ap.add_argument("--limit", type=int, default=None, help="first N questions of each split")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
     ap.add_argument("--settings", default=None,
@@ -487,12 +526,14 @@ def main() -> None:
     unknown = sections - {"main", "ablation", "lofo", "speed", "groups"}
     if unknown:
         sys.exit(f"unknown section(s) {sorted(unknown)}; use main, ablation, lofo, speed, groups")
+    if "lofo" in sections and args.split != "test":
+        sys.exit("lofo tunes on dev and reports on test: run it with --split test")
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 
     random.seed(args.seed)
     enc = SentenceTransformerEncoder()
     names = args.datasets.split(",")
-    test = [Bench(n, "test", enc, args) for n in names]
+    test = [Bench(n, args.split, enc, args) for n in names]
     print(f"# bench_adaptive_poisoning (seed {args.seed}, k={args.k}, MiniLM, "
           f"limit {args.limit})\n", flush=True)  # fmt: skip
     if "main" in sections:
