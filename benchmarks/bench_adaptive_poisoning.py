@@ -38,6 +38,8 @@ context.
   figure of docs/results-poisoning.md has such a command); ``lofo`` always tunes on dev
   and reports on test.
 * ``speed``: the filter's p50 / p95 on warm caches (vectors precomputed), k = 10, one thread.
+* ``variants`` (not in the default): RAGDefender with each parameter set of
+  ``--variants '{"label": {...}}'`` on every setting (the dev studies).
 * ``groups`` (not in the default): the planted-group signal alone, on dev and test —
   the share of benign and of planted retrieved passages it flags.
 """
@@ -47,6 +49,7 @@ from __future__ import annotations
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import itertools
+import json
 import os
 import pickle
 import random
@@ -401,6 +404,25 @@ def section_ablation(benches: Sequence[Bench], args: argparse.Namespace) -> None
         b.save_hits()
 
 
+def section_variants(benches: Sequence[Bench], args: argparse.Namespace) -> None:
+    """RAGDefender with each parameter set of ``--variants`` (a JSON object: label ->
+    overrides) on every setting (or ``--settings``): the dev studies' command."""
+    from ragshield.defenses.ragdefender import RAGDefender
+
+    variants = json.loads(args.variants)
+    every = [x for x in ("clean", *PUBLISHED[1:], *ADAPTIVE)
+             if not args.settings or x in args.settings.split(",")]  # fmt: skip
+    for b in benches:
+        rows = {}
+        for s in every:
+            for label, params in variants.items():
+                d = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))
+                rows[(s, label)] = b.run(d, s)
+            print(f"  {b.name} {s} done", file=sys.stderr, flush=True)
+        print(table(f"{b.name} — RAGDefender variants ({b.split} split)", rows, b), flush=True)
+        b.save_hits()
+
+
 def _grid() -> list[dict[str, Any]]:
     keys = list(GRID)
     return [dict(zip(keys, vals, strict=True)) for vals in itertools.product(*GRID.values())]
@@ -517,15 +539,24 @@ def main() -> None:
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
     ap.add_argument("--settings", default=None,
                     help="main: only these settings (comma list), e.g. to split a run")  # fmt: skip
+    ap.add_argument("--variants", default='{"ragdefender": {}}',
+                    help="variants: RAGDefender overrides per label, a JSON object")  # fmt: skip
     ap.add_argument("--hits-cache", default=None,
                     help="keep / reuse each setting's retrieved top-k here (a directory)")  # fmt: skip
     args = ap.parse_args()
     if not SHARED.is_dir():
         sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")
     sections = set(args.sections.split(","))
-    unknown = sections - {"main", "ablation", "lofo", "speed", "groups"}
+    unknown = sections - {"main", "ablation", "lofo", "speed", "groups", "variants"}
     if unknown:
-        sys.exit(f"unknown section(s) {sorted(unknown)}; use main, ablation, lofo, speed, groups")
+        sys.exit(f"unknown section(s) {sorted(unknown)}; "
+                 "use main, ablation, lofo, speed, groups, variants")  # fmt: skip
+    try:
+        if not isinstance(json.loads(args.variants), dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        print(f"error: --variants must be a JSON object of objects ({exc})", file=sys.stderr)
+        sys.exit(2)
     if "lofo" in sections and args.split != "test":
         sys.exit("lofo tunes on dev and reports on test: run it with --split test")
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
@@ -542,6 +573,8 @@ def main() -> None:
         section_ablation(test, args)
     if "lofo" in sections:
         section_lofo([Bench(n, "dev", enc, args) for n in names], test, args)
+    if "variants" in sections:
+        section_variants(test, args)
     if "speed" in sections:
         section_speed(test, args)
     if "groups" in sections:

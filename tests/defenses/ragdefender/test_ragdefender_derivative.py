@@ -118,3 +118,10 @@ def test_no_table_no_stage() -> None:
     assert [r.id for r in d.filter(Q, _retrieved()).removed] == ["p1"]
     d.use_novelty(None)
     assert d.filter(Q, _retrieved()).removed == ()
+
+
+def test_off_on_a_qa_index() -> None:
+    """An FAQ's entries share one template's words: the stage does not run there."""
+    d = _filter(0.8, restate_min_passages=2)  # what the profile of a Q&A index sets
+    d.use_novelty({"p1": Novelty(0.0, 5)})
+    assert d.filter(Q, _retrieved()).removed == ()
