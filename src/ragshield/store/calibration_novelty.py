@@ -8,6 +8,9 @@ Example::
     table["p17"]                                      # Novelty(share=0.71, rare=14)
     ragdefender.use_novelty(table)                    # the ``derivative`` stage reads it
 
+    index = NoveltyIndex(ids, texts, vectors)         # once; then per set of added passages
+    ragdefender.use_novelty(index.with_added(new_ids, new_texts, new_vectors))
+
 Why: the retrieval-time filter sees ten passages and the index profile; the index itself
 holds every passage's neighbourhood, which a rewording of the question cannot change. A
 genuine paragraph *brings* something: most of its rare words (used by at most
@@ -39,6 +42,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -70,47 +74,112 @@ def _words(text: str) -> frozenset[str]:
 
 
 def passage_novelty(
-    ids: Sequence[str],
-    texts: Sequence[str],
-    vectors: np.ndarray,
-    *,
-    neighbours: int = NEIGHBOURS,
-    rare_share: float = RARE_SHARE,
-    copy_cosine: float = COPY_COSINE,
-    copy_words: float = COPY_WORDS,
-    source_share: float = SOURCE_SHARE,
-    derived_share: float = DERIVED_SHARE,
-    block: int = 1024,
+    ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray, **bars: Any
 ) -> dict[str, Novelty]:
-    """:class:`Novelty` of every passage against its ``neighbours`` nearest passages of the
-    same index (exact cosine, blockwise: memory ``block × n`` floats). A word is rare when
-    at most ``max(2, rare_share × n)`` passages use it. Copies lend no support: neighbours
-    at embedding cosine >= ``copy_cosine`` or word-set Jaccard >= ``copy_words`` (a typo'd
-    copy of a page), or whose own rare words are at least ``derived_share`` this passage's
-    words (written from it: a note about the gold page supports nothing *in* the gold page,
-    while the gold page, whose many rare words the note does not repeat, supports the
-    note's borrowed ones). Two passes: the second counts support only from neighbours whose own
-    first-pass novelty is at least ``source_share`` — a passage that brings nothing lends
-    nothing, so twenty notes written from the gold page do not make the gold page look
-    written from them."""
-    x = l2_normalize(np.asarray(vectors, dtype=np.float32))
-    n = x.shape[0]
-    if not (len(ids) == len(texts) == n):
-        raise InputError(
-            f"novelty needs one id and text per vector ({len(ids)}, {len(texts)}, {n})"
-        )
-    words = [_words(t) for t in texts]
-    df: Counter[str] = Counter(w for ws in words for w in ws)
-    bar = max(2.0, rare_share * n)
-    rare = [frozenset(w for w in ws if df[w] <= bar) for ws in words]
-    support = _supporters(x, words, rare, min(neighbours, n - 1),
-                          (copy_cosine, copy_words, derived_share), block)  # fmt: skip
-    first = np.array([_share(rare[i], words, support[i]) for i in range(n)])
-    out: dict[str, Novelty] = {}
-    for i in range(n):
-        sources = [j for j in support[i] if first[j] >= source_share]
-        out[ids[i]] = Novelty(round(_share(rare[i], words, sources), 4), len(rare[i]))
-    return out
+    """:class:`Novelty` of every passage of an index (:class:`NoveltyIndex`; ``bars``: its
+    keyword arguments)."""
+    return NoveltyIndex(ids, texts, vectors, **bars).table
+
+
+class NoveltyIndex:
+    """The novelty of every passage of an index against its ``neighbours`` nearest passages
+    (exact cosine, blockwise: memory ``block × n`` floats), and of passages added to it.
+
+    A word is rare when at most ``max(2, rare_share × n)`` passages use it. Copies lend no
+    support: neighbours at embedding cosine >= ``copy_cosine`` or word-set Jaccard >=
+    ``copy_words`` (a typo'd copy of a page), or whose own rare words are at least
+    ``derived_share`` this passage's words (written from it: a note about the gold page
+    supports nothing *in* the gold page, while the gold page, whose many rare words the note
+    does not repeat, supports the note's borrowed ones). Two passes: the second counts
+    support only from neighbours whose own first-pass novelty is at least ``source_share``
+    — a passage that brings nothing lends nothing, so twenty notes written from the gold
+    page do not make the gold page look written from them.
+    """
+
+    def __init__(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        vectors: np.ndarray,
+        *,
+        neighbours: int = NEIGHBOURS,
+        rare_share: float = RARE_SHARE,
+        copy_cosine: float = COPY_COSINE,
+        copy_words: float = COPY_WORDS,
+        source_share: float = SOURCE_SHARE,
+        derived_share: float = DERIVED_SHARE,
+        block: int = 1024,
+    ) -> None:
+        self.x = l2_normalize(np.asarray(vectors, dtype=np.float32))
+        n = self.x.shape[0]
+        if not (len(ids) == len(texts) == n):
+            raise InputError(
+                f"novelty needs one id and text per vector ({len(ids)}, {len(texts)}, {n})"
+            )
+        self.neighbours, self.rare_share, self.source_share = neighbours, rare_share, source_share
+        self.bars = (copy_cosine, copy_words, derived_share)
+        self.words = [_words(t) for t in texts]
+        self.df: Counter[str] = Counter(w for ws in self.words for w in ws)
+        bar = max(2.0, rare_share * n)
+        rare = [frozenset(w for w in ws if self.df[w] <= bar) for ws in self.words]
+        support = _supporters(self.x, self.words, rare, min(neighbours, n - 1), self.bars, block)
+        self.first = np.array([_share(rare[i], self.words, support[i]) for i in range(n)])
+        self.table: dict[str, Novelty] = {}
+        for i in range(n):
+            sources = [j for j in support[i] if self.first[j] >= source_share]
+            self.table[ids[i]] = Novelty(round(_share(rare[i], self.words, sources), 4),
+                                         len(rare[i]))  # fmt: skip
+
+    def with_added(
+        self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray
+    ) -> dict[str, Novelty]:
+        """The table with passages added to the index (a scan's or an attacker's planted
+        ones), each judged against the index and the other added passages. The index's own
+        passages keep their values: what a handful of added passages change in them is
+        second-order (and a note written from a page lends it nothing, see the class)."""
+        if not len(ids):
+            return self.table
+        new = l2_normalize(np.asarray(vectors, dtype=np.float32))
+        words = [*self.words, *(_words(t) for t in texts)]
+        df = self.df.copy()
+        for ws in words[len(self.words) :]:
+            df.update(ws)
+        bar = max(2.0, self.rare_share * len(words))
+        x = np.vstack([self.x, new])
+        m = len(self.words)
+        rows = list(range(m, len(words)))
+        rare = {i: frozenset(w for w in words[i] if df[w] <= bar) for i in rows}
+        k = min(self.neighbours, len(words) - 1)
+        support, first = {}, {}
+        for i in rows:
+            sim = x @ x[i]
+            sim[i] = -np.inf
+            top = np.argpartition(-sim, k - 1)[:k] if k > 0 else np.zeros(0, int)
+            support[i] = [
+                j for j in top.tolist()
+                if _lends(words[i], words[j], rare.get(j) or frozenset(
+                    w for w in words[j] if df[w] <= bar), float(sim[j]), self.bars)
+            ]  # fmt: skip
+            first[i] = _share(rare[i], words, support[i])
+        out = dict(self.table)
+        for i in rows:
+            sources = [j for j in support[i]
+                       if (first[j] if j >= m else self.first[j]) >= self.source_share]  # fmt: skip
+            out[ids[i - m]] = Novelty(round(_share(rare[i], words, sources), 4), len(rare[i]))
+        return out
+
+
+def _lends(
+    a: frozenset[str], b: frozenset[str], rare_b: frozenset[str], sim: float,
+    bars: tuple[float, float, float],
+) -> bool:  # fmt: skip
+    """Whether a passage of words ``b`` (rare ones ``rare_b``) at cosine ``sim`` may support
+    one of words ``a``: no copy of it (``bars``: cosine, word Jaccard), not written from it
+    (derived share of its rare words)."""
+    copy_cosine, copy_words, derived_share = bars
+    jac = len(a & b) / len(a | b) if a or b else 1.0
+    derived = len(rare_b & a) / len(rare_b) if rare_b else 0.0
+    return sim < copy_cosine and jac < copy_words and derived < derived_share
 
 
 def _share(rare: frozenset[str], words: Sequence[frozenset[str]], sources: Sequence[int]) -> float:
@@ -129,7 +198,6 @@ def _supporters(
 ) -> list[list[int]]:  # fmt: skip
     """Per passage, its ``k`` nearest passages that are neither a copy of it nor written
     from it (``bars``: copy cosine, copy word Jaccard, derived share)."""
-    copy_cosine, copy_words, derived_share = bars
     n = x.shape[0]
     out: list[list[int]] = []
     if k <= 0:
@@ -140,12 +208,6 @@ def _supporters(
         sim[np.arange(rows.size), rows] = -np.inf  # not its own neighbour
         top = np.argpartition(-sim, k - 1, axis=1)[:, :k]
         for r, i in enumerate(rows.tolist()):
-            keep = []
-            for j in top[r].tolist():
-                a, b = words[i], words[j]
-                jac = len(a & b) / len(a | b) if a or b else 1.0
-                derived = len(rare[j] & a) / len(rare[j]) if rare[j] else 0.0
-                if sim[r, j] < copy_cosine and jac < copy_words and derived < derived_share:
-                    keep.append(j)
-            out.append(keep)
+            out.append([j for j in top[r].tolist()
+                        if _lends(words[i], words[j], rare[j], float(sim[r, j]), bars)])  # fmt: skip
     return out

@@ -12,7 +12,7 @@ import pytest
 from fakes import QuestionEncoder, near_vector, unit_vector
 from ragshield.defenses.ragdefender import RAGDefender
 from ragshield.errors import InputError
-from ragshield.store.calibration_novelty import Novelty, passage_novelty
+from ragshield.store.calibration_novelty import Novelty, NoveltyIndex, passage_novelty
 from ragshield.types import Passage, RetrievedPassage
 
 DIM = 64
@@ -66,6 +66,21 @@ def test_a_neighbour_that_brings_nothing_lends_nothing() -> None:
     vectors = _index(texts, {1: (0, 0.7), 2: (1, 0.7)})
     assert passage_novelty(ids, texts, vectors)["p1"].share == pytest.approx(1 / 3, abs=1e-4)
     assert passage_novelty(ids, texts, vectors, source_share=0.0)["p1"].share == 0.0
+
+
+def test_added_passages_are_judged_against_the_index() -> None:
+    """A scan (or the filter-aware oracle) adds passages to a profiled index: each added
+    one gets the value a whole recomputation gives it; the index's own keep theirs."""
+    texts = [GOLD, NOTE, *OTHERS]
+    ids = [f"p{i}" for i in range(len(texts))]
+    vectors = _index(texts, {1: (0, 0.7)})
+    whole = passage_novelty(ids, texts, vectors)
+    rest = [i for i in range(len(texts)) if i != 1]
+    base = NoveltyIndex([ids[i] for i in rest], [texts[i] for i in rest], vectors[rest])
+    added = base.with_added(["p1"], [NOTE], vectors[[1]])
+    assert added["p1"] == whole["p1"] == Novelty(0.2, 5)
+    assert {k: v for k, v in added.items() if k != "p1"} == base.table
+    assert base.with_added([], [], vectors[:0]) == base.table
 
 
 def test_one_id_and_text_per_vector() -> None:
