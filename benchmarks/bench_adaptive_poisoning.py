@@ -40,6 +40,8 @@ context.
 * ``speed``: the filter's p50 / p95 on warm caches (vectors precomputed), k = 10, one thread.
 * ``variants`` (not in the default): RAGDefender with each parameter set of
   ``--variants '{"label": {...}}'`` on every setting (the dev studies).
+* ``novelty`` (not in the default): the index-side novelty alone, per setting and kind
+  of retrieved passage (benign / gold / planted).
 * ``groups`` (not in the default): the planted-group signal alone, on dev and test —
   the share of benign and of planted retrieved passages it flags.
 """
@@ -526,6 +528,40 @@ def section_groups(dev: Sequence[Bench], test: Sequence[Bench], args: argparse.N
     print("\n".join(lines) + "\n", flush=True)
 
 
+def section_novelty(benches: Sequence[Bench], args: argparse.Namespace) -> None:
+    """The index-side novelty alone (:mod:`ragshield.store.calibration_novelty`, no filter
+    around it): per setting, the retrieved benign, gold and planted passages' median
+    novelty and the share at or below the derivative stage's bar with enough rare words
+    (the stage also needs echo >= ``derivative_echo``, not applied here)."""
+    from ragshield.defenses.ragdefender.settings import EvidenceParams
+
+    e = EvidenceParams()
+    lines = ["### Index-side novelty alone (median share / share <= bar with enough rare words)",
+             "", f"bar {e.derivative_novelty}, rare words >= {e.derivative_min_rare}", "",
+             "| dataset | split | setting | benign | gold | planted |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for b in benches:
+        for s in ("clean", *PUBLISHED[1:], *ADAPTIVE):
+            hits, planted, _, _ = b.hits(s)
+            table = b.novelty(s)
+            kinds: dict[str, list[Any]] = {"benign": [], "gold": [], "planted": []}
+            for case, r in zip(b.cases, hits, strict=True):
+                for h in r:
+                    kind = "planted" if h.id in planted else (
+                        "gold" if h.id in case.gold_ids else "benign")  # fmt: skip
+                    kinds[kind].append(table[h.id])
+            cells = []
+            for v in kinds.values():
+                if not v:
+                    cells.append("–")
+                    continue
+                flagged = np.mean([x.share <= e.derivative_novelty and
+                                   x.rare >= e.derivative_min_rare for x in v])  # fmt: skip
+                cells.append(f"{np.median([x.share for x in v]):.2f} / {flagged:.3f} (n={len(v)})")
+            lines.append(f"| {b.name} | {b.split} | {s} | " + " | ".join(cells) + " |")
+        b.save_hits()
+    print("\n".join(lines) + "\n", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="hotpotqa,squad")
@@ -547,10 +583,10 @@ def main() -> None:
     if not SHARED.is_dir():
         sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")
     sections = set(args.sections.split(","))
-    unknown = sections - {"main", "ablation", "lofo", "speed", "groups", "variants"}
+    unknown = sections - {"main", "ablation", "lofo", "speed", "groups", "variants", "novelty"}
     if unknown:
         sys.exit(f"unknown section(s) {sorted(unknown)}; "
-                 "use main, ablation, lofo, speed, groups, variants")  # fmt: skip
+                 "use main, ablation, lofo, speed, groups, variants, novelty")  # fmt: skip
     try:
         if not isinstance(json.loads(args.variants), dict):
             raise ValueError("not a JSON object")
@@ -575,6 +611,8 @@ def main() -> None:
         section_lofo([Bench(n, "dev", enc, args) for n in names], test, args)
     if "variants" in sections:
         section_variants(test, args)
+    if "novelty" in sections:
+        section_novelty(test, args)
     if "speed" in sections:
         section_speed(test, args)
     if "groups" in sections:
