@@ -6,6 +6,8 @@ Usage::
     python benchmarks/bench_adaptive_poisoning.py                        # all sections
     python benchmarks/bench_adaptive_poisoning.py --sections main --datasets hotpotqa
     python benchmarks/bench_adaptive_poisoning.py --sections lofo,speed --limit 20
+    python benchmarks/bench_adaptive_poisoning.py --sections main --split dev \
+        --defenses ragdefender --hits-cache runs/hits        # a dev study (tuning split)
 
 What it measures (metrics: :mod:`ragshield.eval.real_retrieval`): every passage of an
 on-topic corpus (``../shared/data/ontopic/``) is indexed with the packaged MiniLM in an exact
@@ -30,7 +32,16 @@ context.
   split (SQuAD even articles, HotpotQA non-targets) from a small grid using every *other*
   family (most attacks caught with clean benign removed <= 0.005 on dev), then the held-out
   family is reported on the test split.
+* RAGDefender's ``derivative`` stage gets the index-side novelty of the index *as
+  planted* for each setting (:meth:`Bench.novelty`, cached beside the hits).
+* ``--split dev`` runs ``main`` / ``ablation`` / ``speed`` on the dev split (every dev
+  figure of docs/results-poisoning.md has such a command); ``lofo`` always tunes on dev
+  and reports on test.
 * ``speed``: the filter's p50 / p95 on warm caches (vectors precomputed), k = 10, one thread.
+* ``variants`` (not in the default): RAGDefender with each parameter set of
+  ``--variants '{"label": {...}}'`` on every setting (the dev studies).
+* ``novelty`` (not in the default): the index-side novelty alone, per setting and kind
+  of retrieved passage (benign / gold / planted).
 * ``groups`` (not in the default): the planted-group signal alone, on dev and test —
   the share of benign and of planted retrieved passages it flags.
 """
@@ -40,6 +51,7 @@ from __future__ import annotations
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import itertools
+import json
 import os
 import pickle
 import random
@@ -165,6 +177,7 @@ class Bench:
         self.qv = encoder.encode([c.question for c in self.cases])
         self.mode = "multi_hop" if name == "hotpotqa" else "single_hop"
         self._hits: dict[str, tuple[list[Any], dict[str, Any], float, str]] = {}
+        self._novelty: dict[str, dict[str, Any]] = {}
         self._hits_file: Path | None = None
         if args.hits_cache:  # the retrieved top-k of each setting, as a previous run left it
             self._hits_file = Path(args.hits_cache) / (
@@ -173,16 +186,40 @@ class Bench:
             if self._hits_file.is_file():
                 with self._hits_file.open("rb") as fh:
                     self._hits = pickle.load(fh)
+            if self._novelty_file.is_file():
+                with self._novelty_file.open("rb") as fh:
+                    self._novelty = pickle.load(fh)
 
     def save_hits(self) -> None:
         """Keep the retrieved sets for the next run (``--hits-cache``): planting and
         encoding every setting's passages is most of a cold run's time on a busy machine."""
         if self._hits_file is not None:
             self._hits_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._hits_file.with_suffix(".tmp")
-            with tmp.open("wb") as fh:
-                pickle.dump(self._hits, fh)
-            tmp.replace(self._hits_file)
+            for obj, path in ((self._hits, self._hits_file), (self._novelty, self._novelty_file)):
+                tmp = path.with_suffix(".tmp")
+                with tmp.open("wb") as fh:
+                    pickle.dump(obj, fh)
+                tmp.replace(path)
+
+    @property
+    def _novelty_file(self) -> Path:
+        assert self._hits_file is not None
+        return self._hits_file.with_name(self._hits_file.stem + "_novelty.pkl")
+
+    def novelty(self, setting: str) -> dict[str, Any]:
+        """The index-side novelty of every passage of the index *as planted* for
+        ``setting`` (:mod:`ragshield.store.calibration_novelty`): in a deployment the
+        attacker's passages are in the index the table is computed over."""
+        from ragshield.eval.plant import planted_copy
+        from ragshield.store.calibration_novelty import passage_novelty
+
+        if setting not in self._novelty:
+            planted = planted_for(self.cases, setting, self.seed, self.golden)
+            store = planted_copy(self.store, planted, self.encoder) if planted else self.store
+            self._novelty[setting] = passage_novelty(
+                [p.id for p in store.passages], [p.text for p in store.passages], store.vectors
+            )
+        return self._novelty[setting]
 
     def hits(self, setting: str) -> tuple[list[Any], dict[str, Any], float, str]:
         from ragshield.eval.plant import planted_copy
@@ -201,11 +238,15 @@ class Bench:
         return self._hits[setting]
 
     def run(self, defense: Any, setting: str) -> dict[str, float]:
+        from ragshield.defenses.ragdefender import RAGDefender
         from ragshield.eval.real_retrieval import _mean, _score_question
         from ragshield.pipeline import select_context
         from ragshield.types import Answer
 
         hits, planted, _, _ = self.hits(setting)
+        for part in getattr(defense, "filters", [defense]):
+            if isinstance(part, RAGDefender):
+                part.use_novelty(self.novelty(setting))
         rows = []
         for case, retrieved in zip(self.cases, hits, strict=True):
             t0 = time.perf_counter()
@@ -347,6 +388,7 @@ ABLATION = {
     "- signature of distinct pages only": {"signature_distinct": False},
     "- lone restatement": {"lone_echo": 2.0},
     "- neighbourhood bars": {"neighbourhood_bars": False},
+    "- derivative (index-side novelty)": {"derivative_novelty": -1.0},
     "+ density_lexical 0.8 (opt-in)": {"density_lexical": 0.8},
 }
 
@@ -361,6 +403,25 @@ def section_ablation(benches: Sequence[Bench], args: argparse.Namespace) -> None
                 d = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))  # type: ignore[arg-type]
                 rows[(s, label)] = b.run(d, s)
         print(table(f"{b.name} — ablation ({b.split} split)", rows, b), flush=True)
+        b.save_hits()
+
+
+def section_variants(benches: Sequence[Bench], args: argparse.Namespace) -> None:
+    """RAGDefender with each parameter set of ``--variants`` (a JSON object: label ->
+    overrides) on every setting (or ``--settings``): the dev studies' command."""
+    from ragshield.defenses.ragdefender import RAGDefender
+
+    variants = json.loads(args.variants)
+    every = [x for x in ("clean", *PUBLISHED[1:], *ADAPTIVE)
+             if not args.settings or x in args.settings.split(",")]  # fmt: skip
+    for b in benches:
+        rows = {}
+        for s in every:
+            for label, params in variants.items():
+                d = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))
+                rows[(s, label)] = b.run(d, s)
+            print(f"  {b.name} {s} done", file=sys.stderr, flush=True)
+        print(table(f"{b.name} — RAGDefender variants ({b.split} split)", rows, b), flush=True)
         b.save_hits()
 
 
@@ -467,6 +528,40 @@ def section_groups(dev: Sequence[Bench], test: Sequence[Bench], args: argparse.N
     print("\n".join(lines) + "\n", flush=True)
 
 
+def section_novelty(benches: Sequence[Bench], args: argparse.Namespace) -> None:
+    """The index-side novelty alone (:mod:`ragshield.store.calibration_novelty`, no filter
+    around it): per setting, the retrieved benign, gold and planted passages' median
+    novelty and the share at or below the derivative stage's bar with enough rare words
+    (the stage also needs echo >= ``derivative_echo``, not applied here)."""
+    from ragshield.defenses.ragdefender.settings import EvidenceParams
+
+    e = EvidenceParams()
+    lines = ["### Index-side novelty alone (median share / share <= bar with enough rare words)",
+             "", f"bar {e.derivative_novelty}, rare words >= {e.derivative_min_rare}", "",
+             "| dataset | split | setting | benign | gold | planted |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for b in benches:
+        for s in ("clean", *PUBLISHED[1:], *ADAPTIVE):
+            hits, planted, _, _ = b.hits(s)
+            table = b.novelty(s)
+            kinds: dict[str, list[Any]] = {"benign": [], "gold": [], "planted": []}
+            for case, r in zip(b.cases, hits, strict=True):
+                for h in r:
+                    kind = "planted" if h.id in planted else (
+                        "gold" if h.id in case.gold_ids else "benign")  # fmt: skip
+                    kinds[kind].append(table[h.id])
+            cells = []
+            for v in kinds.values():
+                if not v:
+                    cells.append("–")
+                    continue
+                flagged = np.mean([x.share <= e.derivative_novelty and
+                                   x.rare >= e.derivative_min_rare for x in v])  # fmt: skip
+                cells.append(f"{np.median([x.share for x in v]):.2f} / {flagged:.3f} (n={len(v)})")
+            lines.append(f"| {b.name} | {b.split} | {s} | " + " | ".join(cells) + " |")
+        b.save_hits()
+    print("\n".join(lines) + "\n", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="hotpotqa,squad")
@@ -474,25 +569,38 @@ def main() -> None:
     ap.add_argument("--defenses", default=DEFAULT_DEFENSES)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--split", choices=("dev", "test"), default="test",
+                    help="main / ablation / speed on this split (dev: tuning studies)")  # fmt: skip
     ap.add_argument("--limit", type=int, default=None, help="first N questions of each split")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
     ap.add_argument("--settings", default=None,
                     help="main: only these settings (comma list), e.g. to split a run")  # fmt: skip
+    ap.add_argument("--variants", default='{"ragdefender": {}}',
+                    help="variants: RAGDefender overrides per label, a JSON object")  # fmt: skip
     ap.add_argument("--hits-cache", default=None,
                     help="keep / reuse each setting's retrieved top-k here (a directory)")  # fmt: skip
     args = ap.parse_args()
     if not SHARED.is_dir():
         sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")
     sections = set(args.sections.split(","))
-    unknown = sections - {"main", "ablation", "lofo", "speed", "groups"}
+    unknown = sections - {"main", "ablation", "lofo", "speed", "groups", "variants", "novelty"}
     if unknown:
-        sys.exit(f"unknown section(s) {sorted(unknown)}; use main, ablation, lofo, speed, groups")
+        sys.exit(f"unknown section(s) {sorted(unknown)}; "
+                 "use main, ablation, lofo, speed, groups, variants, novelty")  # fmt: skip
+    try:
+        if not isinstance(json.loads(args.variants), dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        print(f"error: --variants must be a JSON object of objects ({exc})", file=sys.stderr)
+        sys.exit(2)
+    if "lofo" in sections and args.split != "test":
+        sys.exit("lofo tunes on dev and reports on test: run it with --split test")
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 
     random.seed(args.seed)
     enc = SentenceTransformerEncoder()
     names = args.datasets.split(",")
-    test = [Bench(n, "test", enc, args) for n in names]
+    test = [Bench(n, args.split, enc, args) for n in names]
     print(f"# bench_adaptive_poisoning (seed {args.seed}, k={args.k}, MiniLM, "
           f"limit {args.limit})\n", flush=True)  # fmt: skip
     if "main" in sections:
@@ -501,6 +609,10 @@ def main() -> None:
         section_ablation(test, args)
     if "lofo" in sections:
         section_lofo([Bench(n, "dev", enc, args) for n in names], test, args)
+    if "variants" in sections:
+        section_variants(test, args)
+    if "novelty" in sections:
+        section_novelty(test, args)
     if "speed" in sections:
         section_speed(test, args)
     if "groups" in sections:

@@ -21,6 +21,13 @@ is indexed with the packaged MiniLM (exact search), the index is profiled as ``r
 index`` profiles it, each chain is calibrated from that profile, k = 10 and the 5 survivors
 nearest the question are the context. Columns: benign passages removed, gold chunk in the
 context, sets in which anything was removed. No attack is planted: every removal is a cost.
+
+RAGDefender's ``derivative`` stage reads the index-side novelty of every chunk
+(:mod:`ragshield.store.calibration_novelty`), computed here over the indexed chunks as a
+deployment would (``--no-novelty``: without it). ``--params JSON`` overrides RAGDefender's
+parameters in every chain (a dev study: ``--split dev --params '{"coverage_min_group": 4}'``);
+``--reasons`` prints, per chain, why the benign chunks were removed (the stage's reason,
+counted).
 """
 
 from __future__ import annotations
@@ -59,17 +66,31 @@ def main() -> None:
     ap.add_argument("--defenses", default=DEFENSES)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--context", type=int, default=5)
+    ap.add_argument("--params", default="{}", help="RAGDefender overrides, a JSON object")
+    ap.add_argument("--no-novelty", action="store_true", help="no index-side novelty table")
+    ap.add_argument("--reasons", action="store_true", help="count the benign removals' reasons")
     args = ap.parse_args()
     path = SHARED / "extraction" / "chatdoctor5k.json"
     if not path.is_file():
         sys.exit(f"skipped: {path} is absent (the shared evaluation data)")
 
     import json
+    from collections import Counter
+
+    try:
+        overrides = json.loads(args.params)
+        if not isinstance(overrides, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        print(f"error: --params must be a JSON object ({exc})", file=sys.stderr)
+        sys.exit(2)
 
     from ragshield.defenses.calibration import profile_index
+    from ragshield.defenses.ragdefender import RAGDefender
     from ragshield.defenses.registry import build_chains
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.pipeline import select_context
+    from ragshield.store.calibration_novelty import passage_novelty
     from ragshield.types import Passage, RetrievedPassage
 
     t0 = time.perf_counter()
@@ -83,18 +104,30 @@ def main() -> None:
     vectors = enc.encode([p.text for p in passages])
     profile = profile_index([p.text for p in passages], vectors, enc)
     chains = build_chains(args.defenses, enc, profile=profile)
+    novelty = None if args.no_novelty else passage_novelty(
+        [p.id for p in passages], [p.text for p in passages], vectors
+    )  # fmt: skip
+    for chain in chains.values():
+        for part in getattr(chain, "filters", []):
+            if isinstance(part, RAGDefender):
+                for key, value in overrides.items():
+                    setattr(part, key, value)
+                part.use_novelty(novelty)
     picks = np.random.default_rng(0).choice(len(passages), size=args.questions, replace=False)
     share = profile.get("question_share") if profile else None
     print(f"# FAQ clean traffic: ChatDoctor, {args.split} split, {len(passages)} chunks, "
           f"{args.questions} questions (seed 0), k = {args.k}, context {args.context}\n\n"
           f"index profile: question_share {share}, "
-          f"{len(profile.get('common_words', ())) if profile else 0} common words\n")  # fmt: skip
+          f"{len(profile.get('common_words', ())) if profile else 0} common words, "
+          f"novelty table {'off' if novelty is None else 'on'}, RAGDefender overrides "
+          f"{overrides or 'none'}\n")  # fmt: skip
     for form in ("verbatim", "first sentence"):
         texts = [
             questions[i] if form == "verbatim" else first_sentence(questions[i]) for i in picks
         ]
         qv = enc.encode(texts)
         rows = {label: [0, 0, 0, 0] for label in chains}
+        why: dict[str, Counter[str]] = {label: Counter() for label in chains}
         for qi, i in enumerate(picks):
             score = vectors @ qv[qi]
             top = np.argsort(-score)[: args.k]
@@ -103,7 +136,11 @@ def main() -> None:
             gold = passages[i].id
             benign = [r.id for r in ret if r.id != gold]
             for label, chain in chains.items():
-                kept = ret if chain is None else list(chain.run(texts[qi], ret)[-1].kept)
+                results = [] if chain is None else chain.run(texts[qi], ret)
+                kept = ret if chain is None else list(results[-1].kept)
+                for res in results:
+                    why[label].update(d.reason.split("(")[0].strip()
+                                      for d in res.decisions if d.passage_id != gold)  # fmt: skip
                 ids = {r.id for r in kept}
                 row = rows[label]
                 row[0] += sum(b not in ids for b in benign)
@@ -116,6 +153,11 @@ def main() -> None:
             n = len(picks)
             print(f"| {label} | {removed / total:.3f} | {gold_in / n:.3f} | {touched / n:.3f} |")
         print()
+        if args.reasons:
+            for label, counts in why.items():
+                if counts:
+                    print(f"{label}: " + "; ".join(f"{n} x {r}" for r, n in counts.most_common(8)))
+            print()
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

@@ -78,7 +78,7 @@ class wires them.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from numbers import Real
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -129,6 +129,7 @@ from ragshield.embed.base import Encoder
 from ragshield.types import FilterResult, RetrievedPassage
 
 if TYPE_CHECKING:
+    from ragshield.store.calibration_novelty import Novelty
     from ragshield.store.profile import IndexProfile
 
 __all__ = [
@@ -224,6 +225,12 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         dev SQuAD PR x5 gold kept 0.758 -> 0.765, no other dev cell changed).
     dense_threshold, natural_similarity: group density that counts as evidence; the
         index's own calibration (``calibrate(profile)``) fills ``natural_similarity``.
+    derivative_novelty, derivative_min_rare, derivative_echo: a passage with at least
+        ``derivative_min_rare`` rare words, at most ``derivative_novelty`` of them absent
+        from its ten nearest index passages, and a sentence at ``derivative_echo`` or closer
+        to the question is removed: written about the question from what the index already
+        says (:mod:`ragshield.store.calibration_novelty`; needs :meth:`use_novelty`, else
+        the stage is off; ``derivative_novelty=-1`` switches it off).
     inserted_claims: remove a near-copy (``conflict_lexical``) of another retrieved passage
         that holds all its sentences and adds one or two, one of which echoes the question
         more than the original by ``conflict_echo_margin`` (an edited gold copy with a claim
@@ -282,6 +289,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "signature_min_size": [Interval(int, 1, None)],
         "signature_distinct": [Boolean()],
         "density_lexical": [Interval(Real, 0.0, 1.01)],
+        "derivative_novelty": [Interval(Real, -1.0, 1.0)],
+        "derivative_min_rare": [Interval(int, 1, None)],
+        "derivative_echo": [_COSINE],
         "trusted_ids": [StrList()],
         "echo_pairs": [Boolean()],
         "echo_threshold": [_COSINE],
@@ -357,6 +367,12 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         if self.evidence.restate_min_passages is None and profile.qa_corpus is not None:
             self.restate_min_passages = 2 if profile.qa_corpus else 1
 
+    def use_novelty(self, table: Mapping[str, Novelty] | None) -> None:
+        """The index-side novelty of the index's passages (planted ones included: computed
+        over the index as it stands, :func:`~ragshield.store.calibration_novelty.passage_novelty`),
+        read by the ``derivative`` stage; ``None`` switches the stage off (no table)."""
+        self._novelty = None if table is None else dict(table)
+
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0 = time.perf_counter()
         self._check()
@@ -369,6 +385,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
             "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],
+            "derivative": [],
         }  # fmt: skip
         work = Work(n)
         raw = [r.text for r in items]
@@ -381,6 +398,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         self._stage_coverage(query, texts, sim, scores, work, details)
         self._stage_signals(query, texts, work, details)
         self._stage_lone_restatement(query, texts, work, details)
+        self._stage_derivative([r.passage.id for r in items], work, details)
         if not self._stage_guard(sim, work, details):
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence
