@@ -24,7 +24,7 @@ context, sets in which anything was removed. No attack is planted: every removal
 
 RAGDefender's ``derivative`` stage reads the index-side novelty of every chunk
 (:mod:`ragshield.store.calibration_novelty`), computed here over the indexed chunks as a
-deployment would (``--no-novelty``: without it). ``--params JSON`` overrides RAGDefender's
+deployment would, only with ``--novelty`` (``ragshield index`` does not compute it yet). ``--params JSON`` overrides RAGDefender's
 parameters in every chain (a dev study: ``--split dev --params '{"coverage_min_group": 4}'``);
 ``--reasons`` prints, per chain, why the benign chunks were removed (the stage's reason,
 counted).
@@ -67,7 +67,9 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--context", type=int, default=5)
     ap.add_argument("--params", default="{}", help="RAGDefender overrides, a JSON object")
-    ap.add_argument("--no-novelty", action="store_true", help="no index-side novelty table")
+    ap.add_argument(
+        "--novelty", action="store_true", help="the index-side novelty table (not in the CLI yet)"
+    )
     ap.add_argument("--reasons", action="store_true", help="count the benign removals' reasons")
     args = ap.parse_args()
     path = SHARED / "extraction" / "chatdoctor5k.json"
@@ -104,7 +106,7 @@ def main() -> None:
     vectors = enc.encode([p.text for p in passages])
     profile = profile_index([p.text for p in passages], vectors, enc)
     chains = build_chains(args.defenses, enc, profile=profile)
-    novelty = None if args.no_novelty else passage_novelty(
+    novelty = None if not args.novelty else passage_novelty(
         [p.id for p in passages], [p.text for p in passages], vectors
     )  # fmt: skip
     for chain in chains.values():
