@@ -214,9 +214,11 @@ def _print_tokens(tokens: dict) -> None:
 
 
 def _print_engine(tokens: dict, cpu: dict) -> None:
-    """Per LLM stage, the CPU inside the engine's calls against the stage's whole CPU: what
-    a faster engine can buy and what only less work around the model can (filters,
-    encoders, the typo search)."""
+    """Per LLM stage, the CPU inside the engine's calls against the stage's whole CPU (what
+    a faster engine can buy and what only less work around the model can: filters,
+    encoders, the typo search), then the engine's CPU by token kind: prefill (prompt
+    tokens, compute-bound) and decode (generated tokens, one step per token of every row
+    still running), with tokens per CPU-second and rows per decode step."""
     print("\n| stage | stage CPU s | engine CPU s | CPU s around the engine | engine wall s | "
           "tokens generated | decode steps |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -227,6 +229,24 @@ def _print_engine(tokens: dict, cpu: dict) -> None:
         print(f"| {stage} | {whole:.1f} | {eng:.1f} | {whole - eng:.1f} | "
               f"{moved.get('engine_ms', 0) / 1000:.1f} | {moved.get('generated', 0):,} | "
               f"{moved.get('decode_steps', 0):,} |")  # fmt: skip
+    print("\n| stage | prefill CPU s | prompt tokens computed | computed per prefill CPU-s | "
+          "decode CPU s | tokens generated | generated per decode CPU-s | rows per decode "
+          "step | prefill wall s | decode wall s |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for stage, moved in tokens.items():
+        if "prefill_cpu_ms" not in moved:
+            continue
+        pre, dec = moved["prefill_cpu_ms"] / 1000, moved.get("decode_cpu_ms", 0) / 1000
+        comp, made = moved.get("computed", 0), moved.get("generated", 0)
+        steps = moved.get("decode_steps", 0)
+        print(f"| {stage} | {pre:.1f} | {comp:,} | {_per(comp, pre)} | {dec:.1f} | {made:,} | "
+              f"{_per(made, dec)} | {_per(moved.get('decode_rows', 0), steps, 2)} | "
+              f"{moved.get('prefill_ms', 0) / 1000:.1f} | {moved.get('decode_ms', 0) / 1000:.1f} |")  # fmt: skip
+
+
+def _per(n: float, d: float, digits: int = 0) -> str:
+    """``n / d``, or "not measured" when nothing was timed (never a made-up 0)."""
+    return f"{n / d:.{digits}f}" if d > 0 else "not measured"
 
 
 def _load() -> str:

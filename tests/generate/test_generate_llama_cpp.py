@@ -225,6 +225,17 @@ class TestLlamaCppGenerator:
             assert moved["decode_steps"] < moved["generated"]
         assert moved["engine_ms"] > 0 and moved["engine_cpu_ms"] > 0
         assert moved["rows"] == len(self.REQUESTS)
+        # by token kind: prefill and decode are timed apart, inside the engine's time
+        assert moved["prefill_cpu_ms"] > 0 and moved["decode_cpu_ms"] > 0
+        kinds = moved["prefill_cpu_ms"] + moved["decode_cpu_ms"]
+        assert kinds <= moved["engine_cpu_ms"] + 2  # each rounded to a millisecond
+        assert moved["prefill_ms"] + moved["decode_ms"] <= moved["engine_ms"] + 2
+        # every decode step feeds each running row one token: a row's first token comes
+        # from the prefill's logits, its last (or an end token) is never fed
+        fed = moved["decode_rows"]
+        assert moved["decode_steps"] <= fed <= moved["generated"]
+        assert fed >= moved["generated"] - len(self.REQUESTS)
+        assert (fed > moved["decode_steps"]) == (width > 1)
 
     def test_rows_sharing_a_prefix_compute_it_once(self, gen):
         """Prompts that share more than the batch's common part (the same question and

@@ -229,7 +229,7 @@ class _Engine:
         common = _common_prefix(prompts, limit=shortest - 1)
         keep = _common_prefix([self.prefix, prompts[0][:common]], limit=common)
         self._rm(0, keep)
-        t0 = time.perf_counter()
+        t0, pc0 = time.perf_counter(), time.process_time()
         restored0 = 0  # sequence 0's tokens read from a saved state
         found = self.states.best(prompts[0], limit=common)
         if found is not None and found[0] - keep >= MIN_RESTORE:  # a call in between
@@ -253,6 +253,7 @@ class _Engine:
         for row in rows:
             self._save(row.seq, row.prompt)
         prefill = time.perf_counter() - t0
+        prefill_cpu = time.process_time() - pc0
         requested = sum(len(p) for p in prompts)
         restored = restored0 + sum(s - common for s in starts)
         counters.add(
@@ -263,8 +264,8 @@ class _Engine:
             restored=restored,
             shared=requested - self.prefilled - keep - restored,
         )
-        t1 = time.perf_counter()
-        steps = 0
+        t1, dc0 = time.perf_counter(), time.process_time()
+        steps = fed = 0
         try:
             for step in range(max_new_tokens):
                 feed: list[_Row] = []
@@ -288,6 +289,7 @@ class _Engine:
                     [(r.seq, len(r.prompt) + len(r.out) - 1, r.out[-1], True) for r in feed]
                 )
                 steps += 1
+                fed += len(feed)
                 for row, lg in zip(feed, logits, strict=True):
                     row.logits = lg
         finally:
@@ -297,6 +299,11 @@ class _Engine:
         counters.add(
             generated=sum(len(r.out) for r in rows),
             decode_steps=steps,
+            decode_rows=fed,
+            prefill_ms=round(1000 * prefill),
+            prefill_cpu_ms=round(1000 * prefill_cpu),
+            decode_ms=round(1000 * decode),
+            decode_cpu_ms=round(1000 * (time.process_time() - dc0)),
             engine_ms=round(1000 * (time.perf_counter() - wall0)),
             engine_cpu_ms=round(1000 * (time.process_time() - cpu0)),
         )
