@@ -27,7 +27,8 @@ reverse order in calls of ``N - 1``, where every prompt restores all but its las
 from its own saved state (``state_cache_mb``, on by default). Each pass prints the
 prompt tokens restored / computed, its identical-answer share against the reference and
 the accuracy / ASR its answers give (the evaluation scored again from them): the scan's
-way of asking, checked against the float32 reference.
+way of asking, checked against the float32 reference. ``--refill`` replays with
+continuous batching (a finished row's sequence takes the call's next prompt).
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--engine-cache", type=Path, default=None)
     ap.add_argument("--replay", type=int, default=0, help="prompts per generate_many call")
+    ap.add_argument(
+        "--refill", action="store_true",
+        help="--replay with continuous batching (LlamaEngineOptions.refill): a finished row's "
+        "sequence takes the next prompt of the call",
+    )  # fmt: skip
     args = ap.parse_args()
     shared = args.data / "poisoning"
     if not shared.is_dir():
@@ -178,8 +184,9 @@ def _replay(
     from ragshield.generate.factory import make_generator
 
     gen = make_generator(  # no answer cache: every prompt runs
-        args.model, max_new_tokens=32, threads=args.threads, **BACKENDS[backend]
-    )
+        args.model, max_new_tokens=32, threads=args.threads, **BACKENDS[backend],
+        **({"refill": True} if args.refill else {}),
+    )  # fmt: skip
     n = args.replay
     for label, order, width in (
         ("pass 1, asked order", asked, n),
@@ -194,7 +201,8 @@ def _replay(
         moved = counters.since(before)
         same = sum(got[k] == ref[k] for k in got if k in ref)
         print(
-            f"**{backend} replayed ({label}, {width} prompts per call): the reference's "
+            f"**{backend} replayed ({label}, {width} prompts per call"
+            f"{', refilled rows' if args.refill else ''}): the reference's "
             f"answer on {same}/{sum(k in ref for k in got)} prompts**; prompt tokens "
             f"requested {moved.get('requested', 0):,}, computed {moved.get('computed', 0):,}, "
             f"shared {moved.get('shared', 0):,}, restored {moved.get('restored', 0):,}, "

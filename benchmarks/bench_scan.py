@@ -23,8 +23,12 @@ times a cold scan). The local model runs with :func:`~ragshield.generate.factory
 (one thread per core; on llama.cpp, the default engine, the bf16 weights where its build
 has AVX512-BF16; on transformers, bf16 where the CPU has it): give it the machine. The
 engine, the load average at the start and end and the process's CPU time are printed
-beside the stage times. ``--typo-overlap`` (auto: on with two cores) runs the GARAG typo
-search in a second thread beside the writer's LLM (same texts; its thread's CPU printed).
+beside the stage times, and per LLM stage the engine's CPU by token kind (prefill and
+decode, tokens per CPU-second, rows per decode step). ``--typo-overlap`` (auto: on with two
+cores) runs the GARAG typo search in a second thread beside the writer's LLM (same texts;
+its thread's CPU printed). ``--writer-refill on`` gives the writer continuous batching and
+``--answer-batch 1`` answers one RAG prompt per engine call (both llama.cpp layouts, off by
+default: ``docs/results-llm-engine.md``, round 8, says what each changes).
 
 ``--compare-shared``: on the 44 HotpotQA poisoning targets (test split, the shared
 incorrect answers as targets), PoisonedRAG (5 passages per target) planted into the
@@ -122,8 +126,9 @@ def full(args: argparse.Namespace) -> None:
     opts = batch_job_options(MODEL)
     if args.state_cache_mb is not None:  # llama.cpp only: saved prompt states' RAM
         opts["state_cache_mb"] = args.state_cache_mb
+    writer_opts = {**opts, **({"refill": True} if args.writer_refill == "on" else {})}
     writer = TextWriter(  # replies cached under --out: a new --out times a cold scan
-        MODEL, cache_dir=out / "cache" / "attack-text", local_options=opts,
+        MODEL, cache_dir=out / "cache" / "attack-text", local_options=writer_opts,
     )  # fmt: skip
     t0, c0 = time.perf_counter(), time.process_time()
     writer.warm_up()
@@ -131,7 +136,10 @@ def full(args: argparse.Namespace) -> None:
     cpu_writer = time.process_time() - c0
     gen = None
     if not args.no_generator:
-        gen = make_generator(MODEL, cache_dir=out / "cache" / "answers", **opts)
+        answer_opts = {**opts}
+        if args.answer_batch is not None:  # llama.cpp: RAG prompts per generate_many group
+            answer_opts["batch_size"] = args.answer_batch
+        gen = make_generator(MODEL, cache_dir=out / "cache" / "answers", **answer_opts)
     from ragshield.scan.run import open_scan_store
 
     t0, c0 = time.perf_counter(), time.process_time()
@@ -144,7 +152,8 @@ def full(args: argparse.Namespace) -> None:
     if attacks == ["all"]:
         attacks = [*REAL_SETTINGS, "extraction"]
     print(f"attacks: {', '.join(attacks)}; chains: {'; '.join(CHAINS)}; seed {args.seed}")
-    print(f"engine: {_engine(writer.generator_)}; load avg at the start {_load()}")
+    print(f"engine: {_engine(writer.generator_)}; writer refill {args.writer_refill}; "
+          f"answer batch {args.answer_batch or 'default'}; load avg at the start {_load()}")  # fmt: skip
     scan = run_scan(
         index, qs, attacks=attacks, defenses=list(CHAINS),
         generator=gen, out_dir=out / "scan", question_source="SQuAD test questions",
@@ -214,9 +223,11 @@ def _print_tokens(tokens: dict) -> None:
 
 
 def _print_engine(tokens: dict, cpu: dict) -> None:
-    """Per LLM stage, the CPU inside the engine's calls against the stage's whole CPU: what
-    a faster engine can buy and what only less work around the model can (filters,
-    encoders, the typo search)."""
+    """Per LLM stage, the CPU inside the engine's calls against the stage's whole CPU (what
+    a faster engine can buy and what only less work around the model can: filters,
+    encoders, the typo search), then the engine's CPU by token kind: prefill (prompt
+    tokens, compute-bound) and decode (generated tokens, one step per token of every row
+    still running), with tokens per CPU-second and rows per decode step."""
     print("\n| stage | stage CPU s | engine CPU s | CPU s around the engine | engine wall s | "
           "tokens generated | decode steps |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -227,6 +238,24 @@ def _print_engine(tokens: dict, cpu: dict) -> None:
         print(f"| {stage} | {whole:.1f} | {eng:.1f} | {whole - eng:.1f} | "
               f"{moved.get('engine_ms', 0) / 1000:.1f} | {moved.get('generated', 0):,} | "
               f"{moved.get('decode_steps', 0):,} |")  # fmt: skip
+    print("\n| stage | prefill CPU s | prompt tokens computed | computed per prefill CPU-s | "
+          "decode CPU s | tokens generated | generated per decode CPU-s | rows per decode "
+          "step | prefill wall s | decode wall s |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for stage, moved in tokens.items():
+        if "prefill_cpu_ms" not in moved:
+            continue
+        pre, dec = moved["prefill_cpu_ms"] / 1000, moved.get("decode_cpu_ms", 0) / 1000
+        comp, made = moved.get("computed", 0), moved.get("generated", 0)
+        steps = moved.get("decode_steps", 0)
+        print(f"| {stage} | {pre:.1f} | {comp:,} | {_per(comp, pre)} | {dec:.1f} | {made:,} | "
+              f"{_per(made, dec)} | {_per(moved.get('decode_rows', 0), steps, 2)} | "
+              f"{moved.get('prefill_ms', 0) / 1000:.1f} | {moved.get('decode_ms', 0) / 1000:.1f} |")  # fmt: skip
+
+
+def _per(n: float, d: float, digits: int = 0) -> str:
+    """``n / d``, or "not measured" when nothing was timed (never a made-up 0)."""
+    return f"{n / d:.{digits}f}" if d > 0 else "not measured"
 
 
 def _load() -> str:
@@ -340,6 +369,16 @@ def main() -> None:
         "--typo-overlap", choices=("auto", "on", "off"), default="auto",
         help="the GARAG typo search beside the writer's LLM in a second thread "
         "(auto: with two cores or more)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--writer-refill", choices=("on", "off"), default="off",
+        help="llama.cpp: continuous batching for the attack-text writer (LlamaEngineOptions."
+        "refill; changes which rows share a step, so, possibly, texts: results round 8)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--answer-batch", type=int, default=None,
+        help="llama.cpp: rows per generate_many group when answering (default: the "
+        "generator's, 8; 1 = the single-call path: results round 8)",
     )  # fmt: skip
     ap.add_argument("--out", default="runs/bench-scan")
     args = ap.parse_args()

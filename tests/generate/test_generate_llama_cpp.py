@@ -225,6 +225,17 @@ class TestLlamaCppGenerator:
             assert moved["decode_steps"] < moved["generated"]
         assert moved["engine_ms"] > 0 and moved["engine_cpu_ms"] > 0
         assert moved["rows"] == len(self.REQUESTS)
+        # by token kind: prefill and decode are timed apart, inside the engine's time
+        assert moved["prefill_cpu_ms"] > 0 and moved["decode_cpu_ms"] > 0
+        kinds = moved["prefill_cpu_ms"] + moved["decode_cpu_ms"]
+        assert kinds <= moved["engine_cpu_ms"] + 2  # each rounded to a millisecond
+        assert moved["prefill_ms"] + moved["decode_ms"] <= moved["engine_ms"] + 2
+        # every decode step feeds each running row one token: a row's first token comes
+        # from the prefill's logits, its last (or an end token) is never fed
+        fed = moved["decode_rows"]
+        assert moved["decode_steps"] <= fed <= moved["generated"]
+        assert fed >= moved["generated"] - len(self.REQUESTS)
+        assert (fed > moved["decode_steps"]) == (width > 1)
 
     def test_rows_sharing_a_prefix_compute_it_once(self, gen):
         """Prompts that share more than the batch's common part (the same question and
@@ -419,6 +430,90 @@ def test_ragfort_cascade_runs_on_llama_backed_generators(gen):
     out = cascade.generate(QUESTION, CONTEXTS)
     assert 0 < out.completion_tokens <= 6 and out.details["reference_forwards"] >= 1
     assert cascade.tokenizer_ is gen.reference_.tokenizer_
+
+
+class TestRefill:
+    """``refill=True``: continuous batching, a finished row's sequence takes the next
+    waiting prompt at the next decode step (``LlamaEngineOptions.refill``)."""
+
+    REQUESTS = (
+        *TestLlamaCppGenerator.REQUESTS,
+        ("Write two sentences about rivers.", []),
+        ("Name three colours.", []),
+    )
+
+    @pytest.fixture(scope="class")
+    def pair(self, tiny_gguf):
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        made = {
+            on: LlamaCppGenerator(
+                "smollm2-135m", max_new_tokens=24, batch_size=2, refill=on, stop_at_newline=False
+            )
+            for on in (False, True)
+        }
+        for g in made.values():
+            g.warm_up()
+        return made
+
+    def run(self, g, requests, width=None):
+        from ragshield.generate import counters
+
+        g.engine_.forget()
+        before = counters.snapshot()
+        out = g.generate_many(requests, batch_size=width)
+        return out, counters.since(before)
+
+    @pytest.mark.parametrize("width", [2, 1])
+    def test_a_freed_row_takes_the_next_prompt(self, pair, width):
+        """The same requests, in order, every one answered from its own prompt; with two
+        rows the steps keep both rows busy while prompts wait (fewer steps, more rows a
+        step than groups that wait for their longest reply); with one row it is the
+        grouped path (refill needs a second row)."""
+        import llama_cpp
+
+        grouped, g_moved = self.run(pair[False], self.REQUESTS, width)
+        refilled, r_moved = self.run(pair[True], self.REQUESTS, width)
+        assert len(refilled) == len(self.REQUESTS)
+        assert "Mirena Tolst" in refilled[0].text
+        for m in (g_moved, r_moved):  # every prompt token accounted for once
+            parts = m.get("computed", 0) + m.get("reused", 0) + m.get("shared", 0)
+            assert m["requested"] == parts + m.get("restored", 0)
+            assert m["rows"] == len(self.REQUESTS)
+        if width == 1:
+            ids = [g.details["completion_ids"] for g in grouped]
+            assert ids == [g.details["completion_ids"] for g in refilled]
+            assert r_moved["decode_steps"] == g_moved["decode_steps"]
+        else:
+            assert r_moved["decode_steps"] < g_moved["decode_steps"]
+            per_step = [m["decode_rows"] / m["decode_steps"] for m in (g_moved, r_moved)]
+            assert per_step[1] > per_step[0]
+            assert max(g.details["batch_size"] for g in refilled) == 2
+            pairs = [(a.text, b.text) for a, b in zip(grouped, refilled, strict=True)]
+            assert sum(a == b for a, b in pairs) >= len(self.REQUESTS) - 2, pairs
+        memory = pair[True].engine_.ctx.memory
+        kept = [llama_cpp.llama_memory_seq_pos_max(memory, s) for s in (1, 2)]
+        assert kept == [-1, -1]  # refilled sequences leave no cells behind
+
+    def test_rows_wait_for_room_in_the_cache(self, tiny_gguf):
+        """A prompt starts only when the running rows leave its cells free: with a cache
+        of two rows' room, a width of four still answers every request (a row alone
+        always starts)."""
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+
+        small = LlamaCppGenerator(
+            "smollm2-135m", max_new_tokens=24, batch_size=4, refill=True, n_ctx=512,
+            share_engine=False,
+        )  # fmt: skip
+        ids = [small.prompt_ids(q, c) for q, c in self.REQUESTS]
+        assert sum(len(i) + 24 for i in ids) > 512  # not all at once
+        out, moved = self.run(small, self.REQUESTS)
+        assert len(out) == len(self.REQUESTS) and all(g.completion_tokens for g in out)
+        assert moved["rows"] == len(self.REQUESTS)
+
+    def test_the_cache_key_names_refill_only_when_on(self, pair):
+        assert "refill" not in pair[False].cache_identity()
+        assert pair[True].cache_identity()["refill"] is True
 
 
 class TestWeightFormats:

@@ -16,6 +16,12 @@ batched decode calls; ``engine_ms`` / ``engine_cpu_ms``: wall and process CPU mi
 inside the engine's calls (the process's CPU, so work another thread does meanwhile counts
 too: an upper bound where threads overlap, exact where the engine runs alone). A stage's
 CPU minus ``engine_cpu_ms`` is what it spent around the model (filters, encoders, searches).
+The engine's time split by token kind, because prompt tokens (prefill, compute-bound) and
+generated tokens (decode, one step per token for every row still running) cost differently
+and are cut by different changes: ``prefill_ms`` / ``prefill_cpu_ms`` (the prompts' forward
+passes, saved states included), ``decode_ms`` / ``decode_cpu_ms`` (the decode steps), and
+``decode_rows``, the rows fed over all decode steps (``decode_rows / decode_steps`` = rows
+per step, what batching buys).
 """
 
 from __future__ import annotations

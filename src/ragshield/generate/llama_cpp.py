@@ -109,7 +109,7 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
     engine_options: how llama.cpp holds the model and its KV cache, a
         :class:`~ragshield.generate.llama_options.LlamaEngineOptions` or a table of its
         fields (``n_ctx``, ``batch_size``, ``reuse_prefix``, ``weights``, ``share_engine``,
-        ``state_cache_mb``); each field is also taken, read and assigned by its own name
+        ``state_cache_mb``, ``refill``); each field is also taken, read and assigned by its own name
         (``LlamaCppGenerator(m, batch_size=16)``, ``gen.reuse_prefix = False``).
     """
 
@@ -124,6 +124,7 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
     weights: str
     share_engine: bool
     state_cache_mb: int
+    refill: bool
 
     def __init__(
         self,
@@ -310,6 +311,8 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
             **self._decoding_identity(),
             # only when not packaged, so answers cached before the option existed stay valid
             **({} if self.weights_ == PACKAGED else {"weights": self.weights_}),
+            # likewise: continuous batching changes which rows share a step (a near-tie)
+            **({"refill": True} if self.refill else {}),
         }
 
     # -- generation ------------------------------------------------------------------------
@@ -334,8 +337,10 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
 
         Greedy rows are decoded ``batch_size`` at a time (default: the constructor's) in
         shared ``llama_decode`` calls, grouped by prompt so that neighbours share the
-        longest prefixes; a sampling generator answers one request at a time, so a seeded
-        sample never depends on its batch."""
+        longest prefixes; with ``refill`` one call runs them all, a finished row's
+        sequence taking the next prompt (continuous batching, see ``LlamaEngineOptions``).
+        A sampling generator answers one request at a time, so a seeded sample never
+        depends on its batch."""
         prompts = [self.prompt_ids(q, c) for q, c in requests]
         if not prompts:
             return []
@@ -345,6 +350,11 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
             width = 1
         order = sorted(range(len(prompts)), key=lambda i: prompts[i])
         out: list[Generation | None] = [None] * len(prompts)
+        if self.refill and width > 1:
+            ran = self._generate([prompts[i] for i in order], width=width)
+            for i, g in zip(order, ran, strict=True):
+                out[i] = g
+            return [g for g in out if g is not None]
         group: list[int] = []
         for i in [*order, -1]:
             if i >= 0 and len(group) < width and self._fits([prompts[j] for j in [*group, i]]):
@@ -368,7 +378,7 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
                 f"it exceeds the context of {limit} tokens. Pass fewer or shorter contexts."
             )
 
-    def _generate(self, prompts: list[list[int]]) -> list[Generation]:
+    def _generate(self, prompts: list[list[int]], width: int | None = None) -> list[Generation]:
         for p in prompts:
             self._check_length(p)
         engine = self.engine_
@@ -395,6 +405,7 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
                 is_end=eos.__contains__,
                 line_ended=line_ended if self.stop_at_newline else None,
                 reuse_prefix=self.reuse_prefix,
+                width=width,
             )
         results = []
         for p, o in zip(prompts, outcomes, strict=True):
@@ -411,7 +422,7 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
                         "stop": o.stop,
                         "raw": raw,
                         "completion_ids": o.ids,
-                        "batch_size": len(prompts),
+                        "batch_size": min(len(prompts), width or len(prompts)),
                         "reused_prefix_tokens": o.reused,
                         "prefill_tokens_per_s": (len(p) - o.reused) / o.prefill_s
                         if o.prefill_s > 0

@@ -218,10 +218,17 @@ class _Engine:
         is_end: Callable[[int], bool],
         line_ended: Callable[[list[int]], bool] | None,
         reuse_prefix: bool,
+        width: int | None = None,
     ) -> list[_Outcome]:
-        """Generate for ``prompts`` together (module docstring); ``pick(logits, step)``
-        chooses a token, ``is_end`` says whether it ends the reply (it is not kept), and
-        ``line_ended`` whether the reply so far ends its first line."""
+        """Generate for ``prompts`` together (module docstring); ``pick(logits, n)``
+        chooses a row's token ``n``, ``is_end`` says whether it ends the reply (it is not
+        kept), and ``line_ended`` whether the reply so far ends its first line.
+
+        ``width``: at most this many rows run at once, and a finished row's sequence is
+        refilled with the next waiting prompt in the next decode step (continuous
+        batching: its prompt is computed in the same ``llama_decode`` as the running
+        rows' next tokens), so steps keep ``width`` rows while prompts wait; ``None``:
+        every prompt starts together (the caller made them fit ``n_ctx``)."""
         if not reuse_prefix:
             self.forget()
         wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -229,7 +236,7 @@ class _Engine:
         common = _common_prefix(prompts, limit=shortest - 1)
         keep = _common_prefix([self.prefix, prompts[0][:common]], limit=common)
         self._rm(0, keep)
-        t0 = time.perf_counter()
+        t0, pc0 = time.perf_counter(), time.process_time()
         restored0 = 0  # sequence 0's tokens read from a saved state
         found = self.states.best(prompts[0], limit=common)
         if found is not None and found[0] - keep >= MIN_RESTORE:  # a call in between
@@ -242,61 +249,116 @@ class _Engine:
             span = range(keep + restored0, common)
             self.decode([(0, pos, prompts[0][pos], False) for pos in span])
         self.prefix = list(prompts[0][:common])
-        rows = [_Row(list(p), seq=r + 1) for r, p in enumerate(prompts)]
-        starts = [self._start(row, common) for row in rows]
-        items, last = _prefix_tree(rows, starts)
-        self.prefilled = max(0, common - keep - restored0) + len(items)
+        rows = [_Row(list(p), seq=0) for p in prompts]
+        waiting = list(range(len(rows)))[::-1]  # popped from the end: in the given order
+        free = list(range(self.n_seq - 1, 0, -1))
+        budget = self.n_ctx - common  # cells the rows may add to sequence 0's
+        limit = min(width or len(rows), self.n_seq - 1)
+        seq0 = max(0, common - keep - restored0)
+        tally = {"computed": seq0, "restored": restored0}
+        late = [0.0, 0.0]  # wall, CPU s of later rows' prompts inside decode steps
+
+        def admit(running: int, used: int) -> list[_Row]:
+            """The waiting rows that start now: up to ``limit`` running, within the cells
+            (a row alone always starts)."""
+            new: list[_Row] = []
+            while waiting and free and running + len(new) < limit:
+                row = rows[waiting[-1]]
+                need = len(row.prompt) - common + max_new_tokens
+                if running + len(new) and used + need > budget:
+                    break
+                waiting.pop()
+                row.seq = free.pop()
+                used += need
+                new.append(row)
+            return new
+
+        def prefill_items(new: list[_Row]) -> tuple[list[Any], list[int]]:
+            starts = [self._start(row, common) for row in new]
+            items, last = _prefix_tree(new, starts)
+            tally["computed"] += len(items)
+            tally["restored"] += sum(s - common for s in starts)
+            return items, last
+
+        active = admit(0, 0)
+        items, last = prefill_items(active)
         wanted = [i for i, item in enumerate(items) if item[3]]
         logits_of = dict(zip(wanted, self.decode(items), strict=True))
-        for row, i in zip(rows, last, strict=True):
+        for row, i in zip(active, last, strict=True):
             row.logits = logits_of[i].copy()  # rows with one last cell each get their own
-        for row in rows:
+        for row in active:
             self._save(row.seq, row.prompt)
         prefill = time.perf_counter() - t0
-        requested = sum(len(p) for p in prompts)
-        restored = restored0 + sum(s - common for s in starts)
-        counters.add(
-            rows=len(prompts),
-            requested=requested,
-            computed=self.prefilled,
-            reused=keep,
-            restored=restored,
-            shared=requested - self.prefilled - keep - restored,
-        )
-        t1 = time.perf_counter()
-        steps = 0
+        prefill_cpu = time.process_time() - pc0
+        t1, dc0 = time.perf_counter(), time.process_time()
+        steps = fed = 0
         try:
-            for step in range(max_new_tokens):
+            while active:
                 feed: list[_Row] = []
-                for row in rows:
-                    if row.done:
-                        continue
-                    token = pick(row.logits, step)
+                for row in active:
+                    token = pick(row.logits, len(row.out))
                     if is_end(token):
                         row.stop, row.done = "eos", True
                         continue
                     row.out.append(token)
                     if line_ended is not None and line_ended(row.out):
                         row.stop, row.done = "newline", True
-                    elif step == max_new_tokens - 1:
+                    elif len(row.out) == max_new_tokens:
                         row.done = True
                     else:
                         feed.append(row)
-                if not feed:
+                for row in active:
+                    if row.done and waiting:  # its sequence takes the next waiting prompt
+                        self._rm(row.seq, 0)
+                        free.append(row.seq)
+                used = sum(len(r.prompt) - common + max_new_tokens for r in feed)
+                new = admit(len(feed), used)
+                if not feed and not new:
                     break
-                logits = self.decode(
-                    [(r.seq, len(r.prompt) + len(r.out) - 1, r.out[-1], True) for r in feed]
-                )
-                steps += 1
-                for row, lg in zip(feed, logits, strict=True):
+                step_items: list[Any] = [
+                    ([r.seq], len(r.prompt) + len(r.out) - 1, r.out[-1], True) for r in feed
+                ]
+                items, last = prefill_items(new)
+                w0, c0 = time.perf_counter(), time.process_time()
+                out = self.decode([*step_items, *items])
+                if items:  # the step's time split by its tokens (each costs about the same)
+                    share = len(items) / (len(items) + len(step_items))
+                    late[0] += share * (time.perf_counter() - w0)
+                    late[1] += share * (time.process_time() - c0)
+                if feed:
+                    steps += 1
+                    fed += len(feed)
+                for row, lg in zip(feed, out, strict=False):
                     row.logits = lg
+                tails = iter(out[len(feed) :])
+                logits_of = {i: next(tails) for i, item in enumerate(items) if item[3]}
+                for row, i in zip(new, last, strict=True):
+                    row.logits = logits_of[i].copy()
+                    self._save(row.seq, row.prompt)
+                active = [*feed, *new]
         finally:
             for row in rows:
-                self._rm(row.seq, 0)
-        decode = time.perf_counter() - t1
+                if row.seq:
+                    self._rm(row.seq, 0)
+        decode = time.perf_counter() - t1 - late[0]
+        decode_cpu = time.process_time() - dc0 - late[1]
+        prefill, prefill_cpu = prefill + late[0], prefill_cpu + late[1]
+        requested = sum(len(p) for p in prompts)
+        self.prefilled = tally["computed"]
         counters.add(
+            rows=len(prompts),
+            requested=requested,
+            computed=tally["computed"],
+            reused=keep,
+            restored=tally["restored"],
+            shared=requested - tally["computed"] - keep - tally["restored"],
             generated=sum(len(r.out) for r in rows),
             decode_steps=steps,
+            decode_rows=fed,
+            prefill_ms=round(1000 * prefill),
+            prefill_cpu_ms=round(1000 * prefill_cpu),
+            decode_ms=round(1000 * decode),
+            decode_cpu_ms=round(1000 * decode_cpu),
             engine_ms=round(1000 * (time.perf_counter() - wall0)),
             engine_cpu_ms=round(1000 * (time.process_time() - cpu0)),
         )

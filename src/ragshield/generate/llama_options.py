@@ -11,9 +11,9 @@ Example::
 
 Why: :class:`~ragshield.generate.llama_cpp.LlamaCppGenerator` takes the twelve decoding
 options both local engines share (:data:`~ragshield.generate.engine_options.DECODING_OPTIONS`)
-plus six that only say how llama.cpp holds the model and its KV cache; eighteen flat
+plus seven that only say how llama.cpp holds the model and its KV cache; nineteen flat
 parameters hide which is which (issue #22 caps a public constructor at about twelve). The
-six live here with their defaults and reasons; the generator reads and assigns them by
+seven live here with their defaults and reasons; the generator reads and assigns them by
 their flat names (:class:`~ragshield.defenses.params.StagedParams`), which configs, the
 CLI's options and the benchmarks keep using.
 """
@@ -54,6 +54,13 @@ class LlamaEngineOptions:
         previous defense chain's prompts of a 50-question scan); 0 turns it off. Same
         answers up to the kernels' rounding (a restored row's cells were computed in
         another batch; ``docs/results-llm-engine.md`` counts the agreement).
+    refill: continuous batching in ``generate_many``: a row that ends hands its sequence
+        to the next waiting prompt at the next decode step, so steps keep ``batch_size``
+        rows while prompts wait, instead of groups of ``batch_size`` that run until their
+        longest reply ends (ours, off: it changes which rows share a step and so, measured,
+        the writer's texts; ``bench_scan.py --writer-refill on`` turns it on for the
+        writer, whose uneven replies it suits: 17 % less engine CPU at 10 questions,
+        ``docs/results-llm-engine.md``, round 8).
     """
 
     n_ctx: int = 16384  # ours: eight 1,300-token RAG prompts and their answers
@@ -62,6 +69,7 @@ class LlamaEngineOptions:
     weights: str = "auto"  # ours: bf16 for qwen2.5-0.5b where llama.cpp has bf16 kernels
     share_engine: bool = True  # ours: one model in memory per process and sizes
     state_cache_mb: int = 1024  # ours: ~100 of the scan's 800-token 0.5B prompts
+    refill: bool = False  # ours: off, a layout change needs its agreement run (results)
 
     def check(self, owner: str) -> None:
         """One-line errors for a bad option (before any loading)."""
@@ -72,4 +80,5 @@ class LlamaEngineOptions:
         check_format(self.weights, owner)
         check_bool(self.reuse_prefix, "reuse_prefix", owner)
         check_bool(self.share_engine, "share_engine", owner)
+        check_bool(self.refill, "refill", owner)
         check_int(self.state_cache_mb, "state_cache_mb", owner, low=0, high=1 << 20)
