@@ -299,6 +299,41 @@ class TestHarness:
         assert len(util) == 6 and all(u["leak"] and len(u["passages"]) > 0 for u in util)
         assert {"query", "response", "correct"} <= set(util[0])
 
+    @pytest.mark.parametrize(
+        ("placement", "same_prompt"), [(None, True), ("head", False), ("sentence", False)]
+    )
+    def test_output_checks_row_sends_the_undefended_prompt(  # type: ignore[no-untyped-def]
+        self, encoder, kb: KnowledgeBase, tmp_path: Path, placement: str | None, same_prompt: bool
+    ) -> None:
+        """Issue #26, the recommended chain: without markers (``placement=None``) the guard's
+        model sees byte for byte the undefended row's (question, contexts), so a shared answer
+        cache serves every answer of the second row (0 misses: its utility *is* the
+        undefended one, and a replay of the undefended answers is the live run); markers
+        change every prompt (every lookup misses)."""
+        from ragshield.generate.cache import CachedGenerator
+
+        class Short(CopyGenerator):
+            """Answers with one word of its first context: never a copy."""
+
+            def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+                return Generation(contexts[0].split()[-1] if contexts else "")
+
+        cached = CachedGenerator(Short(), tmp_path / "cache")
+        vecs = encoder.encode(kb.texts)
+        base = exd.standard_defenses(kb, encoder, cached, vectors=vecs)[0]
+        guarded = exd.canary_defense(kb, base, vecs, name="output-checks", placement=placement)
+        questions = [q.question for q in kb.questions]
+        plain = [base.pipeline().answer(q, k=base.top_k) for q in questions]
+        hits, misses = cached.hits, cached.misses
+        checked = [guarded.pipeline().answer(q, k=guarded.top_k) for q in questions]
+        assert misses == len(questions) and hits == 0
+        if same_prompt:
+            assert (cached.hits - hits, cached.misses - misses) == (len(questions), 0)
+            assert [a.text for a in checked] == [a.text for a in plain]
+            assert guarded.store is base.store
+        else:
+            assert (cached.hits - hits, cached.misses - misses) == (0, len(questions))
+
     def test_errors(self, encoder, kb: KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
         with pytest.raises(InputError, match="at least one defense"):
             ex.run_extraction_eval(kb, [], ["worm"], encoder)
