@@ -381,11 +381,25 @@ class TestCLI:
         res = CliRunner().invoke(app, ["--dry-run", "--defenses", "ragfort-inter"])
         assert isinstance(res.exception, InputError) and "--ragfort-index" in str(res.exception)
 
-    def test_calls_the_library(self, kb_file: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    @pytest.mark.parametrize(
+        ("rows", "marked"),
+        [
+            ("none;summarization", {}),
+            # the recommended chain (no marker) and the markers row (issue #26, Session 8)
+            ("none;output-checks;canary-head", {"output-checks": False, "canary-head": True}),
+        ],
+    )
+    def test_calls_the_library(  # type: ignore[no-untyped-def]
+        self, kb_file: Path, tmp_path: Path, monkeypatch, rows: str, marked: dict[str, bool]
+    ) -> None:
+        from ragshield.defenses.canary import CanaryGuard, codes_in
+
         seen: dict[str, object] = {}
+        configs: dict[str, exd.DefenseConfig] = {}
 
         def fake_run(kb, defenses, attacks, encoder, **kw):  # type: ignore[no-untyped-def]
             seen.update(kb=kb, defenses=[d.name for d in defenses], attacks=sorted(attacks), **kw)
+            configs.update((d.name, d) for d in defenses)
             return exr.ExtractionReport(kb.name, len(kb.passages), 1, {}, [])
 
         monkeypatch.setattr(ex, "run_extraction_eval", fake_run)
@@ -397,7 +411,7 @@ class TestCLI:
                 "--limit",
                 "0",
                 "--defenses",
-                "none;summarization",
+                rows,
                 "--max-queries",
                 "3",
                 "--out",
@@ -405,7 +419,13 @@ class TestCLI:
             ],
         )
         assert res.exit_code == 0, res.output
-        assert seen["defenses"] == ["none", "summarization"]
+        assert seen["defenses"] == rows.split(";")
+        for name, has_markers in marked.items():
+            assert isinstance(configs[name].generator, CanaryGuard)
+            texts = [p.text for p in configs[name].store.passages]
+            assert all(bool(codes_in(t)) == has_markers for t in texts)
+        if "output-checks" in marked:  # the undefended row's own store: identical prompts
+            assert configs["output-checks"].store is configs["none"].store
         assert seen["attacks"] == ["rag-thief", "worm"] and seen["max_queries"] == 3
         assert (tmp_path / "r" / "extraction.md").is_file()
 
