@@ -230,10 +230,11 @@ EXTRA_SEED_OFFSET = 500
 
 
 def build_extra(args: argparse.Namespace, w: _World, count: int) -> list[Session]:
-    """``count`` more extraction sessions of every kind (the three sweeps from fresh start
-    passages, and each attack of :func:`attack_makers` with fresh seeds), all of
-    ``--attack-queries`` queries: the miss rate rests on more sessions than the few the
-    first build ran (one miss in 18 is 5.6 points)."""
+    """More extraction sessions of every kind, all of ``--attack-queries`` queries:
+    ``count`` of each sweep (fresh start passages), ``count // 2`` plain RAG-Thiefs and
+    ``max(1, count // 6)`` of RAG-Thief, the worm and ``worm-one`` (fresh seeds) — the
+    miss rate rests on more sessions than the first build ran (one miss in 18 is 5.6
+    points)."""
     rng = random.Random(f"{args.seed}-extra")
     m = args.attack_queries
     out: list[Session] = []
@@ -245,7 +246,10 @@ def build_extra(args: argparse.Namespace, w: _World, count: int) -> list[Session
             qs = tuple(sweep_queries(kind, walk, rng))
             out.append(Session("extraction", kind, qs, w.served_of(qs), gap))
     for kind, make in attack_makers(w.enc, m).items():
-        for i in range(count):
+        # the sweeps cost retrieval only; an attack answers every query (the worm also
+        # searches collisions): fewer of them, as the first build ran
+        runs = count // 2 if kind == "rag-thief-plain" else max(1, count // 6)
+        for i in range(runs):
             attack = make(args.seed * 1000 + EXTRA_SEED_OFFSET + i)
             attack.run(w.rag.answer)
             qs = tuple(attack.queries_)[:m]
@@ -472,9 +476,8 @@ def load_sessions(args: argparse.Namespace) -> tuple[list[Session], int]:
     if args.normal_per_kind is not None and args.normal_per_kind > have:
         sessions += build_normal(args, _world(args), args.normal_per_kind - have)
         built = True
-    have = sum(s.kind == "worm-one" for s in sessions)  # only --extra-attacks adds it
-    if args.extra_attacks > have:
-        sessions += build_extra(args, _world(args), args.extra_attacks - have)
+    if args.extra_attacks and not any(s.kind == "worm-one" for s in sessions):
+        sessions += build_extra(args, _world(args), args.extra_attacks)  # once per cache
         built = True
     if args.cache is not None and built:
         rows = [dataclasses.asdict(s) for s in sessions]
@@ -513,8 +516,9 @@ def main() -> None:
         "--extra-attacks",
         type=int,
         default=0,
-        help="add this many more extraction sessions of every kind (sweeps from fresh "
-        "starts, attacks with fresh seeds, worm-one included) to the cached ones",
+        help="add N more sweeps of each kind (fresh starts), N/2 plain RAG-Thiefs and "
+        "max(1, N/6) of RAG-Thief, the worm and worm-one (fresh seeds) to the cached "
+        "sessions, once (a cache holding worm-one sessions has them)",
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", type=Path, default=None, help="sessions JSON (read/written)")
