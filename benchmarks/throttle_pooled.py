@@ -9,8 +9,8 @@ both kinds of deployment, so it is chosen on the two dev halves together and its
 positives and misses are reported on the two test halves with their counts (x of n):
 a rate alone hides that one session is 4-20 points.
 
-The grid is ``throttle_llm.LLM_GRID`` (novelty window × region limit; the coverage shares
-stay at their defaults) with the signatures **off** (the attacker who avoids every known
+The grid is ``throttle_llm.LLM_GRID`` or ``--grid`` (novelty window × region limit; the
+coverage shares stay at their defaults) with the signatures **off** (the attacker who avoids every known
 command); the leak signal is on for the LLM sessions. The choice: fewest pooled dev misses
 among the settings with pooled dev FP <= ``FP_TARGET``, as ``bench_throttle.pick``.
 """
@@ -95,10 +95,11 @@ def pooled_bench(args: argparse.Namespace) -> None:
             ]
             return count([s.label for s in group], [s.kind for s in group], got)
 
+        grid = {k: tuple(v) for k, v in (args.grid or LLM_GRID).items()}
         no_sig: dict[str, Any] = {"signatures": {}}
         scored = []
-        for values in itertools.product(*LLM_GRID.values()):
-            cfg = no_sig | dict(zip(LLM_GRID, values, strict=True))
+        for values in itertools.product(*grid.values()):
+            cfg = no_sig | dict(zip(grid, values, strict=True))
             c = squad_counts("dev", cfg) + llm_counts("dev", cfg)
             scored.append((c.fp / max(1, c.normal), c.miss / max(1, c.attacks), cfg))
         best = pick(scored)
@@ -107,7 +108,7 @@ def pooled_bench(args: argparse.Namespace) -> None:
             f"{len(sq['dev'])} dev / {len(sq['test'])} test sessions, cache {args.cache}) + "
             f"ChatDoctor LLM ({n_llm} chunks; {len(llm['dev'])} / {len(llm['test'])} sessions, "
             f"normal ones cut from {n_pool} answered questions); seed {args.seed}; grid "
-            f"{LLM_GRID} on pooled dev, signatures off, leak signal on (fewest misses with FP "
+            f"{grid} on pooled dev, signatures off, leak signal on (fewest misses with FP "
             f"<= {FP_TARGET:.0%}); {time.perf_counter() - t0:.0f} s for the grid"
         )
         print()
