@@ -44,7 +44,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -224,15 +224,25 @@ def calibration(datasets: Sequence[str], encoder: DiskCachedEncoder) -> str:
     return "\n".join(lines)
 
 
+def _each(
+    datasets: Sequence[str], section: str, run: Callable[[str], PoisoningResults]
+) -> list[PoisoningResults]:
+    """``run`` on every dataset in turn, saying how long each took (a section's loop)."""
+    runs = []
+    for ds in datasets:
+        t0 = time.perf_counter()
+        runs.append(run(ds))
+        _say(f"[{ds}] {section} in {time.perf_counter() - t0:.0f}s")
+    return runs
+
+
 def main_tables(
     datasets: Sequence[str],
     encoder: DiskCachedEncoder,
     args: argparse.Namespace,
     with_authors: bool,
 ) -> list[PoisoningResults]:
-    runs = []
-    for ds in datasets:
-        t0 = time.perf_counter()
+    def one(ds: str) -> PoisoningResults:
         res = run_poisoning_eval(
             DATA / ds,
             defenses_for(ds, encoder, with_authors),
@@ -255,9 +265,9 @@ def main_tables(
             )
         else:
             res.notes.append("authors' package not installed: its row is missing")
-        _say(f"[{ds}] main table in {time.perf_counter() - t0:.0f}s")
-        runs.append(res)
-    return runs
+        return res
+
+    return _each(datasets, "main table", one)
 
 
 def headline(runs: Sequence[PoisoningResults]) -> str:
@@ -300,21 +310,18 @@ ABLATION: list[tuple[str, dict[str, Any]]] = [
 def ablation(
     datasets: Sequence[str], encoder: DiskCachedEncoder, args: argparse.Namespace
 ) -> list[PoisoningResults]:
-    runs = []
-    for ds in datasets:
+    def one(ds: str) -> PoisoningResults:
         mode = MODES.get(ds, "single_hop")
         defenses: dict[str, PassageFilter | None] = {
             name: RAGDefender(**{"mode": mode, **kw}) for name, kw in ABLATION
         }
-        t0 = time.perf_counter()
-        res = run_poisoning_eval(
+        return run_poisoning_eval(
             DATA / ds, defenses, attacks=["poisonedrag", "blind", "garag", "mixed"],
             ratios=[1, 2, 4], seeds=range(args.seeds), encoder=encoder, limit=args.limit,
             split=args.split,
         )  # fmt: skip
-        _say(f"[{ds}] ablation in {time.perf_counter() - t0:.0f}s")
-        runs.append(res)
-    return runs
+
+    return _each(datasets, "ablation", one)
 
 
 def robustness(
@@ -323,18 +330,16 @@ def robustness(
     args: argparse.Namespace,
     with_authors: bool,
 ) -> list[PoisoningResults]:
-    runs = []
-    for ds in datasets:
-        t0 = time.perf_counter()
+    def one(ds: str) -> PoisoningResults:
         res = run_poisoning_eval(
             DATA / ds, defenses_for(ds, encoder, with_authors), attacks=["mixed"],
             ratios=[2, 4], seeds=range(args.seeds), encoder=encoder, limit=args.limit,
             split=args.split, n_benign=39,
         )  # fmt: skip
         res.notes.append("k ≈ 50: 1 golden + 39 benign + M adversarial")
-        _say(f"[{ds}] robustness in {time.perf_counter() - t0:.0f}s")
-        runs.append(res)
-    return runs
+        return res
+
+    return _each(datasets, "robustness", one)
 
 
 def e2e(
@@ -346,9 +351,8 @@ def e2e(
     from ragshield.generate.factory import make_generator
 
     gen = make_generator(args.generator, cache_dir=args.gen_cache, max_new_tokens=24)
-    runs = []
-    for ds in datasets:
-        t0 = time.perf_counter()
+
+    def one(ds: str) -> PoisoningResults:
         res = run_poisoning_eval(
             DATA / ds, defenses_for(ds, encoder, with_authors), attacks=["poisonedrag", "mixed"],
             ratios=args.e2e_ratios, seeds=range(args.e2e_seeds), encoder=encoder, generator=gen,
@@ -358,9 +362,9 @@ def e2e(
         res.notes.append(
             f"generator {args.generator}: greedy, max 24 new tokens, the papers' prompt"
         )
-        _say(f"[{ds}] e2e in {time.perf_counter() - t0:.0f}s")
-        runs.append(res)
-    return runs
+        return res
+
+    return _each(datasets, "e2e", one)
 
 
 def ablation_table(runs: Sequence[PoisoningResults]) -> str:

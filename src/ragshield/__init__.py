@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 __version__ = "0.1.0"
 
@@ -18,17 +20,6 @@ __all__ = [
     "__version__",
 ]
 
-_LAZY = {
-    "Answer": "ragshield.types",
-    "Passage": "ragshield.types",
-    "RetrievedPassage": "ragshield.types",
-    "FilterResult": "ragshield.types",
-    "FaissStore": "ragshield.store.faiss_store",
-    "FilterChain": "ragshield.defenses.compose",
-    "RAGPipeline": "ragshield.pipeline",
-    "SentenceTransformerEncoder": "ragshield.embed.sentence_transformer",
-}
-
 if TYPE_CHECKING:
     from ragshield.defenses.compose import FilterChain
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
@@ -36,11 +27,15 @@ if TYPE_CHECKING:
     from ragshield.store.faiss_store import FaissStore
     from ragshield.types import Answer, FilterResult, Passage, RetrievedPassage
 
-
-def __getattr__(name: str) -> Any:
-    """Import heavy modules (faiss, torch) only when their class is first used."""
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'ragshield' has no attribute {name!r}")
+# lazy_loader (scientific-python SPEC 1): each name is imported from its module on first use
+# (its __dir__ would hide __version__, so only __getattr__ is taken)
+__getattr__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "types": ["Answer", "Passage", "RetrievedPassage", "FilterResult"],
+        "store.faiss_store": ["FaissStore"],
+        "defenses.compose": ["FilterChain"],
+        "pipeline": ["RAGPipeline"],
+        "embed.sentence_transformer": ["SentenceTransformerEncoder"],
+    },
+)[0]

@@ -44,22 +44,37 @@ BAD_RECORDS: dict[str, tuple[str, str]] = {
     "metadata value surrogate": ('{"id": "b", "text": "t", "src": "\\ud800"}', "'src' holds"),
     "metadata key surrogate": ('{"id": "b", "text": "t", "\\ud800": "x"}', "lone surrogate"),
 }
+# the same checks on fields named by --text-field (a question/answer knowledge base)
+BAD_FIELDS = {
+    "output int": ('{"input": "q?", "output": 5}', "'output' is a int"),
+    "output surrogate": ('{"input": "q?", "output": "\\ud800"}', "'output' holds a lone"),
+    "input list": ('{"input": ["q?"], "output": "a."}', "'input' is a list"),
+}
 GOOD = '{"id": "a", "text": "Paris is the capital of France."}'
+GOOD_FIELDS = '{"input": "ok?", "output": "ok."}'
+# case -> (bad record, words in the error, the good record before it, extra index options)
+CASES: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
+    **{case: (bad, words, GOOD, ()) for case, (bad, words) in BAD_RECORDS.items()},
+    **{
+        case: (bad, words, GOOD_FIELDS, ("--text-field", "input,output"))
+        for case, (bad, words) in BAD_FIELDS.items()
+    },
+}
 
 
-def _corpus(tmp_path: Path, fmt: str, bad: str) -> tuple[Path, str]:
+def _corpus(tmp_path: Path, fmt: str, bad: str, good: str = GOOD) -> tuple[Path, str]:
     """A two-record corpus whose second record is ``bad``; returns (file, location)."""
     if fmt == "jsonl":
         f = tmp_path / "c.jsonl"
-        f.write_text(f"{GOOD}\n{bad}\n", encoding="utf-8")
+        f.write_text(f"{good}\n{bad}\n", encoding="utf-8")
         return f, f"{f}:2"
     f = tmp_path / "c.json"
-    f.write_text(f"[{GOOD},\n {bad}]", encoding="utf-8")
+    f.write_text(f"[{good},\n {bad}]", encoding="utf-8")
     return f, f"{f}: item 1"
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "json"])
-@pytest.mark.parametrize("case", list(BAD_RECORDS))
+@pytest.mark.parametrize("case", list(CASES))
 def test_bad_corpus_record_exits_2(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -68,35 +83,10 @@ def test_bad_corpus_record_exits_2(
     fmt: str,
 ) -> None:
     forbid_encoding(monkeypatch)
-    f, where = _corpus(tmp_path, fmt, BAD_RECORDS[case][0])
-    fail_line(capsys, ["index", f, "--out", tmp_path / "out"], where, BAD_RECORDS[case][1])
+    bad, words, good, options = CASES[case]
+    f, where = _corpus(tmp_path, fmt, bad, good)
+    fail_line(capsys, ["index", f, "--out", tmp_path / "out", *options], where, words)
     assert not (tmp_path / "out").exists()
-
-
-BAD_FIELDS = {
-    "output int": ('{"input": "q?", "output": 5}', "'output' is a int"),
-    "output surrogate": ('{"input": "q?", "output": "\\ud800"}', "'output' holds a lone"),
-    "input list": ('{"input": ["q?"], "output": "a."}', "'input' is a list"),
-}
-
-
-@pytest.mark.parametrize("fmt", ["jsonl", "json"])
-@pytest.mark.parametrize("case", list(BAD_FIELDS))
-def test_bad_text_field_exits_2(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    case: str,
-    fmt: str,
-) -> None:
-    forbid_encoding(monkeypatch)
-    bad, words = BAD_FIELDS[case]
-    f = tmp_path / f"kb.{fmt}"
-    good = '{"input": "ok?", "output": "ok."}'
-    f.write_text(f"{good}\n{bad}\n" if fmt == "jsonl" else f"[{good}, {bad}]", encoding="utf-8")
-    where = f"{f}:2" if fmt == "jsonl" else f"{f}: item 1"
-    argv = ["index", f, "--out", tmp_path / "out", "--text-field", "input,output"]
-    fail_line(capsys, argv, where, words)
 
 
 @pytest.mark.parametrize(

@@ -43,15 +43,18 @@ def test_self_trusted_records_are_still_filtered(
     assert "Sydney" not in payload["answer"]
 
 
-@pytest.mark.slow
-def test_operator_trust_is_recorded_at_index_time(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _index_trusting(tmp_path: Path, trusted: str) -> tuple[int, Path]:
+    """``ragshield index`` of the demo corpus with ``--trusted-ids`` holding ``trusted``."""
     ids = tmp_path / "trusted.txt"
-    ids.write_text("# vouched for\ncanberra\n", encoding="utf-8")
-    corpus, _ = demo_files()
+    ids.write_text(trusted, encoding="utf-8")
     idx = tmp_path / "idx"
-    assert run(["index", str(corpus), "--out", str(idx), "--trusted-ids", str(ids)]) == 0
+    return run(["index", str(demo_files()[0]), "--out", str(idx), "--trusted-ids", str(ids)]), idx
+
+
+@pytest.mark.slow
+def test_operator_trust_is_recorded_at_index_time(tmp_path: Path) -> None:
+    rc, idx = _index_trusting(tmp_path, "# vouched for\ncanberra\n")
+    assert rc == 0
     meta = json.loads((idx / "meta.json").read_text(encoding="utf-8"))
     assert meta["profile"]["trusted_ids"] == ["canberra"]
 
@@ -59,11 +62,9 @@ def test_operator_trust_is_recorded_at_index_time(
 def test_unknown_trusted_id_is_refused_before_encoding(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ids = tmp_path / "trusted.txt"
-    ids.write_text("no-such-passage\n", encoding="utf-8")
-    corpus, _ = demo_files()
     capsys.readouterr()
-    assert run(["index", str(corpus), "--out", str(tmp_path / "o"), "--trusted-ids", str(ids)]) == 2
+    rc, idx = _index_trusting(tmp_path, "no-such-passage\n")
+    assert rc == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "not in the corpus ('no-such-passage')" in err
-    assert not (tmp_path / "o").exists()
+    assert not idx.exists()

@@ -145,6 +145,8 @@ def test_a_second_process_migrating_at_once_applies_each_step_once(url: str) -> 
 
 # ---- keys -------------------------------------------------------------------------------
 def test_keys_create_verify_revoke(db: Database) -> None:
+    """Create, check, list and revoke on both backends; a revoke by another process takes
+    effect even after the serving process cached a successful check."""
     keys = KeyManager(db, FAST)
     key_id, token = keys.create("alice", scopes="ask,admin", rpm=5)
     row = db.get_key(key_id)

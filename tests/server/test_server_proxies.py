@@ -5,6 +5,7 @@ The HTTP wiring (failure limit and access log per resolved client) is in test_se
 
 from __future__ import annotations
 
+import logging
 import socket
 from pathlib import Path
 from types import SimpleNamespace
@@ -131,7 +132,8 @@ def test_serve_with_a_bad_trusted_proxy_exits_2(
 def test_serve_leaves_forwarded_headers_to_the_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """uvicorn's own proxy-header handling (it believes loopback peers) is turned off."""
+    """uvicorn's own proxy-header handling (it believes loopback peers) and logging config
+    are turned off."""
     import uvicorn
 
     from ragshield.server import service as service_mod
@@ -150,12 +152,19 @@ def test_serve_leaves_forwarded_headers_to_the_config(
     monkeypatch.setattr(
         uvicorn.Server,
         "run",
-        lambda self, sockets=None: calls.append({"proxy_headers": self.config.proxy_headers}),
+        lambda self, sockets=None: calls.append(
+            {"proxy_headers": self.config.proxy_headers, "log_config": self.config.log_config}
+        ),
     )
     p = tmp_path / "s.toml"
     p.write_text('index = "x"\n', "utf-8")
     cli = Typer()
     cli.command()(serve)
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in a fresh process
     res = CliRunner().invoke(cli, ["--config", str(p)])
     assert res.exit_code == 0, res.output
     assert calls and calls[0]["proxy_headers"] is False
+    # uvicorn's own logging config would close every handler the process has (dictConfig)
+    assert calls[0]["log_config"] is None
+    # serve's log handler wrote to the runner's stream, now closed: it must not outlive serve
+    assert logging.getLogger().handlers == []

@@ -13,8 +13,9 @@ This package imports no framework (and not even the shared core) until a name is
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 __all__ = [
     "MissingExtraError",
@@ -31,22 +32,6 @@ __all__ = [
     "Verdict",
 ]
 
-_CORE = "ragshield.integrations._core"
-_LAZY = {
-    "MissingExtraError": _CORE,
-    "Shield": _CORE,
-    "ShieldResult": _CORE,
-    "Verdict": _CORE,
-    "RagshieldCompressor": "ragshield.integrations.langchain",
-    "RagshieldRunnable": "ragshield.integrations.langchain",
-    "RagshieldEmbeddings": "ragshield.integrations.langchain",
-    "RagshieldNodePostprocessor": "ragshield.integrations.llamaindex",
-    "RagshieldEmbedding": "ragshield.integrations.llamaindex",
-    "RagshieldDocumentFilter": "ragshield.integrations.haystack",
-    "RagshieldTextEmbedder": "ragshield.integrations.haystack",
-    "RagshieldDocumentEmbedder": "ragshield.integrations.haystack",
-}
-
 if TYPE_CHECKING:
     from ragshield.integrations._core import MissingExtraError, Shield, ShieldResult, Verdict
     from ragshield.integrations.haystack import (
@@ -61,10 +46,17 @@ if TYPE_CHECKING:
     )
     from ragshield.integrations.llamaindex import RagshieldEmbedding, RagshieldNodePostprocessor
 
-
-def __getattr__(name: str) -> Any:
-    """Import an adapter only when its class is first named (a missing framework then raises
-    :class:`MissingExtraError` naming the extra to install)."""
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'ragshield.integrations' has no attribute {name!r}")
+# lazy_loader (scientific-python SPEC 1): each name is imported from its module on first use
+__getattr__, __dir__, _ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "_core": ["MissingExtraError", "Shield", "ShieldResult", "Verdict"],
+        "langchain": ["RagshieldCompressor", "RagshieldRunnable", "RagshieldEmbeddings"],
+        "llamaindex": ["RagshieldNodePostprocessor", "RagshieldEmbedding"],
+        "haystack": [
+            "RagshieldDocumentFilter",
+            "RagshieldTextEmbedder",
+            "RagshieldDocumentEmbedder",
+        ],
+    },
+)

@@ -11,7 +11,9 @@ Names are imported lazily so ``import ragshield.reindex`` does not pull in torch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import lazy_loader
 
 __all__ = [
     "ReindexResult",
@@ -26,28 +28,17 @@ __all__ = [
     "training_labels",
 ]
 
-_LAZY = {
-    "pseudo_labels": "ragshield.reindex.labels",
-    "training_labels": "ragshield.reindex.labels",
-    "supcon_loss": "ragshield.reindex.supcon",
-    "make_batches": "ragshield.reindex.supcon",
-    "train_supcon": "ragshield.reindex.supcon",
-    "TrainResult": "ragshield.reindex.supcon",
-    "reindex": "ragshield.reindex.build",
-    "load_reindexed": "ragshield.reindex.build",
-    "read_spec": "ragshield.reindex.build",
-    "ReindexResult": "ragshield.reindex.build",
-}
-
 if TYPE_CHECKING:
     from ragshield.reindex.build import ReindexResult, load_reindexed, read_spec, reindex
     from ragshield.reindex.labels import pseudo_labels, training_labels
     from ragshield.reindex.supcon import TrainResult, make_batches, supcon_loss, train_supcon
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'ragshield.reindex' has no attribute {name!r}")
+# lazy_loader (scientific-python SPEC 1): each name is imported from its module on first use
+__getattr__, __dir__, _ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "labels": ["pseudo_labels", "training_labels"],
+        "supcon": ["supcon_loss", "make_batches", "train_supcon", "TrainResult"],
+        "build": ["reindex", "load_reindexed", "read_spec", "ReindexResult"],
+    },
+)

@@ -12,6 +12,7 @@ and exits 2).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -44,8 +45,6 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
 ) -> None:
     """Serve the defended pipeline over HTTP (see examples/server.toml)."""
-    import logging
-
     import uvicorn
 
     from ragshield.server.app import create_app
@@ -56,18 +55,20 @@ def serve(
         raise InputError(f"--port must be in 1..65535. Got {port}.")
     cfg = load_config(config)
     sock = bind(host, port)  # a bad host or a port in use is refused before the models load
+    # the log handler lives as long as serve does: one left on the root logger would hold a
+    # stream its caller may close (a test runner's capture), and the next log line would fail
+    handler = _log_to_stderr()
     try:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-        )
         service = Service.from_config(cfg)
         try:
             # proxy_headers off: auth.trusted_proxies alone decides whose X-Forwarded-For
-            # counts (uvicorn's default believes any loopback peer's, or $FORWARDED_ALLOW_IPS)
+            # counts (uvicorn's default believes any loopback peer's, or $FORWARDED_ALLOW_IPS);
+            # log_config None: uvicorn's lines go through the root handler above, and its
+            # dictConfig does not close every handler the process already has
             server = uvicorn.Server(
                 uvicorn.Config(
-                    create_app(service), log_level="warning", proxy_headers=False,
-                    http=HeaderDeadlineH11,
+                    create_app(service), log_level="warning", log_config=None,
+                    proxy_headers=False, http=HeaderDeadlineH11,
                 )
             )  # fmt: skip
             typer.echo(
@@ -81,6 +82,20 @@ def serve(
             service.close()
     finally:
         sock.close()
+        if handler is not None:
+            logging.getLogger().removeHandler(handler)
+
+
+def _log_to_stderr() -> logging.Handler | None:
+    """INFO lines to stderr, as ``logging.basicConfig`` would, unless logging is configured."""
+    root = logging.getLogger()
+    if root.handlers:
+        return None
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return handler
 
 
 def _keys(config: Path | None, db: str | None) -> KeyManager:

@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
+    Table,
     delete,
     func,
     insert,
@@ -61,6 +63,11 @@ from ragshield.server.tables import sqlalchemy_url as sqlalchemy_url  # callers 
 
 class StorageError(RagshieldError):
     """The database is unreachable or refused a statement; the message says which."""
+
+
+def _count(conn: Connection, table: Table, *where: ColumnElement[bool]) -> int:
+    """Rows of ``table`` matching every condition in ``where``."""
+    return int(conn.execute(select(func.count()).select_from(table).where(*where)).scalar() or 0)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -331,12 +338,12 @@ class Database:
     def coverage(self, key_id: str, since: float) -> int:
         """Distinct chunks served to the key at or after ``since``."""
         with self.read() as conn:
-            n = conn.execute(
-                select(func.count())
-                .select_from(served_chunks)
-                .where(served_chunks.c.key_id == key_id, served_chunks.c.last_at >= since)
-            ).scalar()
-        return int(n or 0)
+            return _count(
+                conn,
+                served_chunks,
+                served_chunks.c.key_id == key_id,
+                served_chunks.c.last_at >= since,
+            )
 
     def recent_novelty(self, key_id: str, n: int, since: float) -> list[float]:
         """Novelty of the key's last ``n`` answered questions (newest first)."""
@@ -390,31 +397,19 @@ class Database:
 
     def blocked_keys(self, now: float) -> int:
         with self.read() as conn:
-            n = conn.execute(
-                select(func.count()).select_from(key_state).where(key_state.c.blocked_until > now)
-            ).scalar()
-        return int(n or 0)
+            return _count(conn, key_state, key_state.c.blocked_until > now)
 
     def key_usage(self, key_id: str, since: float) -> dict[str, Any]:
+        window = audit_log.c.key_id == key_id, audit_log.c.ts >= since
         with self.read() as conn:
-            n_req = conn.execute(
-                select(func.count())
-                .select_from(audit_log)
-                .where(audit_log.c.key_id == key_id, audit_log.c.ts >= since)
-            ).scalar()
-            n_refused = conn.execute(
-                select(func.count())
-                .select_from(audit_log)
-                .where(
-                    audit_log.c.key_id == key_id,
-                    audit_log.c.ts >= since,
-                    audit_log.c.outcome.in_(("refused", "slowed")),
-                )
-            ).scalar()
+            n_req = _count(conn, audit_log, *window)
+            n_refused = _count(
+                conn, audit_log, *window, audit_log.c.outcome.in_(("refused", "slowed"))
+            )
             state = conn.execute(select(key_state).where(key_state.c.key_id == key_id)).first()
         return {
-            "requests": int(n_req or 0),
-            "throttled": int(n_refused or 0),
+            "requests": n_req,
+            "throttled": n_refused,
             "blocked_until": state.blocked_until if state is not None else None,
             "block_reason": state.block_reason if state is not None else None,
             "strikes": state.strikes if state is not None else 0,
@@ -529,20 +524,8 @@ class Database:
             if ids and cap is not None:
                 state = self._lock_key(conn, rec.key_id)
                 window = served_chunks.c.key_id == rec.key_id, served_chunks.c.last_at >= cap.since
-                held = int(
-                    conn.execute(
-                        select(func.count()).select_from(served_chunks).where(*window)
-                    ).scalar()
-                    or 0
-                )
-                held_here = int(
-                    conn.execute(
-                        select(func.count())
-                        .select_from(served_chunks)
-                        .where(*window, served_chunks.c.chunk_id.in_(ids))
-                    ).scalar()
-                    or 0
-                )
+                held = _count(conn, served_chunks, *window)
+                held_here = _count(conn, served_chunks, *window, served_chunks.c.chunk_id.in_(ids))
                 after = held + len(ids) - held_here
                 if after > cap.limit:
                     conn.execute(
@@ -594,11 +577,9 @@ class Database:
         return int(res.rowcount or 0)
 
     def count_audit(self, key_id: str | None = None) -> int:
-        q = select(func.count()).select_from(audit_log)
-        if key_id is not None:
-            q = q.where(audit_log.c.key_id == key_id)
+        where = () if key_id is None else (audit_log.c.key_id == key_id,)
         with self.read() as conn:
-            return int(conn.execute(q).scalar() or 0)
+            return _count(conn, audit_log, *where)
 
     def audit_rows(
         self, key_id: str | None = None, limit: int | None = None

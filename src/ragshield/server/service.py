@@ -67,6 +67,17 @@ class Refused(RagshieldError):
 
 
 @dataclass(frozen=True)
+class _Call:
+    """Who asked what, through which chain: what every audit row of one request shares."""
+
+    key: ApiKey
+    endpoint: str
+    question: str
+    k: int | None
+    defenses: Sequence[str]
+
+
+@dataclass(frozen=True)
 class _Resolved:
     names: tuple[str, ...]
     pipeline: RAGPipeline
@@ -277,11 +288,7 @@ class Service:
 
     def _audit(
         self,
-        key: ApiKey,
-        endpoint: str,
-        question: str,
-        k: int | None,
-        defenses: Sequence[str],
+        call: _Call,
         *,
         status: int,
         outcome: str,
@@ -299,14 +306,14 @@ class Service:
         """
         return AuditRecord(
             request_id=uuid.uuid4().hex if request_id is None else request_id,
-            key_id=key.id,
+            key_id=call.key.id,
             ts=self._now(),
-            endpoint=endpoint,
+            endpoint=call.endpoint,
             status=status,
             outcome=outcome,
-            question_hash=self.question_hash(question),
-            k=k,
-            defenses=list(defenses),
+            question_hash=self.question_hash(call.question),
+            k=call.k,
+            defenses=list(call.defenses),
             chunk_ids=list(chunk_ids),
             decisions=list(decisions),
             novelty=None,
@@ -317,11 +324,7 @@ class Service:
 
     def _refuse(
         self,
-        key: ApiKey,
-        endpoint: str,
-        question: str,
-        k: int | None,
-        defenses: Sequence[str],
+        call: _Call,
         outcome: str,
         reason: str,
         retry_after: float,
@@ -335,30 +338,18 @@ class Service:
             )
             return Refused(reason, retry_after, kind)
         self.db.record(
-            self._audit(
-                key,
-                endpoint,
-                question,
-                k,
-                defenses,
-                status=429,
-                outcome=outcome,
-                coverage=coverage,
-                reason=reason,
-            )
+            self._audit(call, status=429, outcome=outcome, coverage=coverage, reason=reason)
         )
         return Refused(reason, retry_after, kind)
 
-    def _budget(
-        self, key: ApiKey, endpoint: str, question: str, k: int | None, defenses: Sequence[str]
-    ) -> Admission:
-        lim = self.config.limits
+    def _budget(self, call: _Call) -> Admission:
+        key, lim = call.key, self.config.limits
         per = {
             "minute": key.rpm or lim.requests_per_minute or None,  # 0 = unlimited
             "day": key.rpd or lim.requests_per_day or None,
         }
         # the charge and this row commit together (issue #15 item 12)
-        opened = self._audit(key, endpoint, question, k, defenses, status=0, outcome="admitted")
+        opened = self._audit(call, status=0, outcome="admitted")
         windows = [(w, secs, per[w]) for w, secs in WINDOWS]
         check = self.db.consume(key.id, windows, opened.ts, opened)
         if not check.allowed:
@@ -368,35 +359,21 @@ class Service:
                 f"rate limit: key {key.id} may make {check.limit} requests per "
                 f"{check.window}; retry in {wait} s."
             )
-            raise self._refuse(
-                key,
-                endpoint,
-                question,
-                k,
-                defenses,
-                "rate_limited",
-                reason,
-                check.retry_after,
-                "budget",
-            )
+            raise self._refuse(call, "rate_limited", reason, check.retry_after, "budget")
         assert check.admission is not None
         return check.admission
 
     def admit_ask(self, key: ApiKey, req: AskRequest) -> Verdict:
         """Budget, then the extraction throttle. Raises :class:`Refused`; else the verdict."""
         k = self.check_ask(req)
-        names = self.resolve(req.defenses).names
-        admission = self._budget(key, "ask", req.question, k, names)
+        call = _Call(key, "ask", req.question, k, self.resolve(req.defenses).names)
+        admission = self._budget(call)
         verdict = replace(self.throttle.check(key.id, req.question), admission=admission)
         if verdict.action != "allow":
             self.metrics.throttled.labels(verdict.kind, verdict.action).inc()
         if verdict.action == "refuse":
             raise self._refuse(
-                key,
-                "ask",
-                req.question,
-                k,
-                names,
+                call,
                 "refused",
                 verdict.reason,
                 verdict.retry_after,
@@ -408,8 +385,7 @@ class Service:
 
     def admit_filter(self, key: ApiKey, req: FilterRequest) -> Admission:
         self.check_filter(req)
-        names = self.resolve(req.defenses).names
-        return self._budget(key, "filter", req.query, None, names)
+        return self._budget(_Call(key, "filter", req.query, None, self.resolve(req.defenses).names))
 
     # ---- work ---------------------------------------------------------------------------
     def ask(
@@ -441,11 +417,7 @@ class Service:
         self._close(
             verdict.admission,
             self._audit(
-                key,
-                "ask",
-                req.question,
-                k,
-                resolved.names,
+                _Call(key, "ask", req.question, k, resolved.names),
                 status=200,
                 outcome="slowed" if verdict.action == "slow" else "ok",
                 request_id=request_id,
@@ -530,11 +502,7 @@ class Service:
         self._close(
             admission,
             self._audit(
-                key,
-                "filter",
-                req.query,
-                None,
-                resolved.names,
+                _Call(key, "filter", req.query, None, resolved.names),
                 status=200,
                 outcome="ok",
                 request_id=request_id,
