@@ -368,6 +368,17 @@ def main() -> None:
         configs.append(
             exd.canary_defense(kb, rows[0], vectors, min_span_words=args.canary_span_words)
         )
+    if "output-checks" in wanted:  # the canary guard on the unmarked store: no marker
+        configs.append(
+            exd.canary_defense(
+                kb,
+                rows[0],
+                vectors,
+                name="output-checks",
+                placement=None,
+                min_span_words=args.canary_span_words,
+            )
+        )
     from ragshield.defenses.canary import PLACEMENTS
 
     for placement in PLACEMENTS:  # `canary-head`, `canary-tail`: the marker placed so
@@ -477,6 +488,10 @@ def main() -> None:
     paths = report.save(args.out)
     print()
     print(report.to_markdown())
+    if args.answer_cache is not None:  # misses = answers decoded now (0: a pure replay)
+        print(
+            f"answer cache: {getattr(gen, 'hits', '?')} hits, {getattr(gen, 'misses', '?')} misses"
+        )
     print(
         f"total {time.perf_counter() - t_start:.0f} s; wrote " + ", ".join(map(str, paths.values()))
     )

@@ -195,9 +195,12 @@ def build_normal(args: argparse.Namespace, w: _World, count: int) -> list[Sessio
     return out
 
 
-def build(args: argparse.Namespace) -> tuple[list[Session], int]:
+def attack_makers(enc: Any, m: int) -> dict[str, Any]:
+    """The extraction attacks of the bench by kind, each a function of its seed, ``m``
+    queries each: RAG-Thief plain (commands stripped: signature-free), RAG-Thief, the worm
+    and ``worm-one`` (the worm asking for one document per answer, no label)."""
     from ragshield.attacks.extraction.rag_thief import SEED_ANCHORS, RAGThief
-    from ragshield.attacks.extraction.worm import WormAttack
+    from ragshield.attacks.extraction.worm import OneDocumentWorm, WormAttack
 
     class PlainThief(RAGThief):
         """RAG-Thief with its "repeat the context" commands stripped: signature-free."""
@@ -208,6 +211,53 @@ def build(args: argparse.Namespace) -> tuple[list[Session], int]:
         def _next_round(self) -> list[str]:
             return [q.replace("everything about", "about").strip() for q in super()._next_round()]
 
+    return {
+        "rag-thief-plain": lambda s: PlainThief(
+            encoder=enc,
+            max_queries=m,
+            seed=s,
+            seed_queries=random.Random(s).sample(SEED_ANCHORS, len(SEED_ANCHORS)),
+        ),
+        "rag-thief": lambda s: RAGThief(encoder=enc, max_queries=m, seed=s),
+        "worm": lambda s: WormAttack(encoder=enc, max_queries=m, seed=s),
+        "worm-one": lambda s: OneDocumentWorm(encoder=enc, max_queries=m, seed=s),
+    }
+
+
+#: attack seeds of the sessions ``--extra-attacks`` adds start here (``build``'s are
+#: ``seed * 1000 + 0, 1, ...``), so no added session repeats a cached one
+EXTRA_SEED_OFFSET = 500
+
+
+def build_extra(args: argparse.Namespace, w: _World, count: int) -> list[Session]:
+    """More extraction sessions of every kind, all of ``--attack-queries`` queries:
+    ``count`` of each sweep (fresh start passages), ``count // 2`` plain RAG-Thiefs and
+    ``max(1, count // 6)`` of RAG-Thief, the worm and ``worm-one`` (fresh seeds) — the
+    miss rate rests on more sessions than the first build ran (one miss in 18 is 5.6
+    points)."""
+    rng = random.Random(f"{args.seed}-extra")
+    m = args.attack_queries
+    out: list[Session] = []
+    for _ in range(count):
+        for kind, gap in (("sweep-opening", 10.0), ("sweep-entities", 10.0),
+                          ("sweep-paraphrase", 300.0)):  # fmt: skip
+            start = rng.randrange(len(w.passages))
+            walk = (w.passages + w.passages)[start : start + m]
+            qs = tuple(sweep_queries(kind, walk, rng))
+            out.append(Session("extraction", kind, qs, w.served_of(qs), gap))
+    for kind, make in attack_makers(w.enc, m).items():
+        # the sweeps cost retrieval only; an attack answers every query (the worm also
+        # searches collisions): fewer of them, as the first build ran
+        runs = count // 2 if kind == "rag-thief-plain" else max(1, count // 6)
+        for i in range(runs):
+            attack = make(args.seed * 1000 + EXTRA_SEED_OFFSET + i)
+            attack.run(w.rag.answer)
+            qs = tuple(attack.queries_)[:m]
+            out.append(Session("extraction", kind, qs, w.served_of(qs), 10.0))
+    return out
+
+
+def build(args: argparse.Namespace) -> tuple[list[Session], int]:
     w = _world(args)
     raw, titles, passages, enc, rag = w.raw, w.titles, w.passages, w.enc, w.rag
     keep = set(titles)
@@ -238,16 +288,8 @@ def build(args: argparse.Namespace) -> tuple[list[Session], int]:
             walk = (passages + passages)[start : start + m]
             qs = tuple(sweep_queries(kind, walk, rng))
             sessions.append(Session("extraction", kind, qs, served_of(qs), gap))
-    attacks = {
-        "rag-thief-plain": lambda s: PlainThief(
-            encoder=enc,
-            max_queries=m,
-            seed=s,
-            seed_queries=random.Random(s).sample(SEED_ANCHORS, len(SEED_ANCHORS)),
-        ),
-        "rag-thief": lambda s: RAGThief(encoder=enc, max_queries=m, seed=s),
-        "worm": lambda s: WormAttack(encoder=enc, max_queries=m, seed=s),
-    }
+    attacks = attack_makers(enc, m)
+    attacks.pop("worm-one")  # the first build's kinds (its cache); --extra-attacks adds it
     for kind, make in attacks.items():
         count = args.per_kind if kind == "rag-thief-plain" else max(2, args.per_kind // 4)
         for s in range(count):
@@ -434,6 +476,9 @@ def load_sessions(args: argparse.Namespace) -> tuple[list[Session], int]:
     if args.normal_per_kind is not None and args.normal_per_kind > have:
         sessions += build_normal(args, _world(args), args.normal_per_kind - have)
         built = True
+    if args.extra_attacks and not any(s.kind == "worm-one" for s in sessions):
+        sessions += build_extra(args, _world(args), args.extra_attacks)  # once per cache
+        built = True
     if args.cache is not None and built:
         rows = [dataclasses.asdict(s) for s in sessions]
         args.cache.write_text(json.dumps({"n_chunks": n_chunks, "sessions": rows}))
@@ -467,6 +512,14 @@ def main() -> None:
     )
     ap.add_argument("--queries", type=int, default=30, help="queries per normal session")
     ap.add_argument("--attack-queries", type=int, default=60, help="per extraction session")
+    ap.add_argument(
+        "--extra-attacks",
+        type=int,
+        default=0,
+        help="add N more sweeps of each kind (fresh starts), N/2 plain RAG-Thiefs and "
+        "max(1, N/6) of RAG-Thief, the worm and worm-one (fresh seeds) to the cached "
+        "sessions, once (a cache holding worm-one sessions has them)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", type=Path, default=None, help="sessions JSON (read/written)")
     ap.add_argument(
@@ -489,8 +542,26 @@ def main() -> None:
     ap.add_argument("--llm-dev", type=Path, nargs="*", default=[], help="attack logs, dev half")
     ap.add_argument("--llm-test", type=Path, nargs="*", default=[], help="attack logs, test half")
     ap.add_argument("--encode-cache", type=Path, default=Path.home() / ".cache/ragshield/bench")
+    ap.add_argument(
+        "--grid",
+        type=json.loads,
+        default=None,
+        help="the dev grid as JSON, e.g. '{\"region_limit\": [80, 100]}' (default: GRID)",
+    )
+    ap.add_argument(
+        "--pooled",
+        action="store_true",
+        help="with --cache and --llm-normal/--llm-dev/--llm-test: tune on both benches' dev "
+        "halves pooled, report both test halves with counts (throttle_pooled.py)",
+    )
     args = ap.parse_args()
     args.data = _data_dir(args.data)
+    if args.pooled:
+        from throttle_pooled import pooled_bench
+
+        logging.getLogger("ragshield.server").setLevel(logging.ERROR)
+        pooled_bench(args)
+        return
     if args.llm_normal:
         from throttle_llm import llm_bench
 
@@ -507,9 +578,10 @@ def main() -> None:
     dev, test = split(sessions, args.seed)
     with tempfile.TemporaryDirectory(prefix="bench-throttle-") as tmp:
         work = Path(tmp)
+        grid = {k: tuple(v) for k, v in (args.grid or GRID).items()}
         scored = []
-        for values in itertools.product(*GRID.values()):
-            cfg = dict(zip(GRID, values, strict=True))
+        for values in itertools.product(*grid.values()):
+            cfg = dict(zip(grid, values, strict=True))
             r = rates(dev, cfg, n_chunks, work)
             scored.append((r["fp"], r["miss"], cfg))
         best = pick(scored)
@@ -518,7 +590,7 @@ def main() -> None:
             f"top-5 served; normal sessions {args.queries} queries, extraction "
             f"{args.attack_queries}; seed {args.seed}; {len(dev)} dev / {len(test)} test "
             f"sessions ({sum(s.label == 'normal' for s in dev)} / "
-            f"{sum(s.label == 'normal' for s in test)} of them normal); grid {GRID} searched on dev only (fewest misses with FP ≤ "
+            f"{sum(s.label == 'normal' for s in test)} of them normal); grid {grid} searched on dev only (fewest misses with FP ≤ "
             f"{FP_TARGET:.0%}, else lowest FP + miss); "
             f"{time.perf_counter() - t0:.0f} s"
         )

@@ -116,15 +116,14 @@ def normal_sessions(
     return out
 
 
-def llm_bench(args: argparse.Namespace) -> None:
-    """Build the sessions from the logs, search the grid on dev, print both halves."""
-    from bench_throttle import FP_TARGET, pick, replay_llm
+def llm_halves(args: argparse.Namespace) -> tuple[dict[str, list[LoggedSession]], int, int]:
+    """The dev and test sessions built from the logs, the index's chunk count and how many
+    answered normal questions the halves were cut from."""
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.extraction_data import encode_cached, load_knowledge_base
     from ragshield.pipeline import RAGPipeline
     from ragshield.store.faiss_store import FaissStore
 
-    t0 = time.perf_counter()
     kb = load_knowledge_base("chatdoctor", data_dir=args.data, limit=args.kb_limit, seed=args.seed)
     enc = SentenceTransformerEncoder()
     store = FaissStore(enc.dim, encoder_name=enc.name)
@@ -167,8 +166,16 @@ def llm_bench(args: argparse.Namespace) -> None:
                 )
             )
         halves[half] = sessions
+    return halves, len(kb.passages), len(pool)
 
-    n = len(kb.passages)
+
+def llm_bench(args: argparse.Namespace) -> None:
+    """Build the sessions from the logs, search the grid on dev, print both halves."""
+    from bench_throttle import FP_TARGET, pick, replay_llm
+
+    t0 = time.perf_counter()
+    halves, n, n_pool = llm_halves(args)
+    mid = n_pool // 2
     with tempfile.TemporaryDirectory(prefix="bench-throttle-llm-") as tmp:
         work = Path(tmp)
 
@@ -195,9 +202,9 @@ def llm_bench(args: argparse.Namespace) -> None:
         best = pick(scored)
         dev, test = halves["dev"], halves["test"]
         print(
-            f"# throttle on LLM-answered sessions — {kb.name}, {n} chunks (seed {args.seed}), "
-            f"top-5 served, 10 s between queries; normal: {len(pool)} answered questions "
-            f"({', '.join(map(str, args.llm_normal))}) in halves of {mid} / {len(pool) - mid}, "
+            f"# throttle on LLM-answered sessions — chatdoctor, {n} chunks (seed {args.seed}), "
+            f"top-5 served, 10 s between queries; normal: {n_pool} answered questions "
+            f"({', '.join(map(str, args.llm_normal))}) in halves of {mid} / {n_pool - mid}, "
             f"{args.normal_per_kind or 20} diverse + {args.normal_per_kind or 20} topical "
             f"sessions of {args.queries} per half; extraction: whole logs; grid {LLM_GRID} searched "
             f"on dev with signatures off and the leak signal on (fewest misses with FP <= "

@@ -21,12 +21,17 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_index_and_ask(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (index_dir / "meta.json").is_file()
+    from ragshield.defenses.canary import codes_in
+    from ragshield.store.persist import load_store
+
+    # the stored texts carry no canary marker unless --canaries asks (issue #26, Session 8)
+    assert not any(codes_in(p.text) for p in load_store(index_dir).passages)
     capsys.readouterr()
     assert run(["ask", str(index_dir), "Who painted the Mona Lisa?", "--k", "3", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert "Leonardo" in payload["answer"]
     assert payload["passages"][0]["id"] == "mona-lisa"
-    # the index embeds canaries by default; a person reading the passages does not see them
+    # no canary markers by default (--canaries opts in); a reader never sees them
     assert payload["passages"] and not any("[ref " in p["text"] for p in payload["passages"])
 
 

@@ -248,9 +248,12 @@ class _Copier:
         return len(text.split())
 
 
-def test_service_blocks_the_copy_and_the_key(encoder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("secret", ["k", None])
+def test_service_blocks_the_copy_and_the_key(encoder, tmp_path: Path, secret: str | None) -> None:  # type: ignore[no-untyped-def]
     """End to end through the service (issue #26): the copied answer is blocked, the hit is
-    reported to the throttle, and the key's next — ordinary — question is refused (429)."""
+    reported to the throttle, and the key's next — ordinary — question is refused (429);
+    with markers (``secret``) and without them (``ragshield index``'s default: the output
+    checks alone — the recovery rule reads the two copied chunks)."""
     from fastapi.testclient import TestClient
 
     from ragshield.indexing import build_index
@@ -260,7 +263,7 @@ def test_service_blocks_the_copy_and_the_key(encoder, tmp_path: Path) -> None:  
         [Passage("knee", KNEE), Passage("chest", CHEST)],
         tmp_path / "idx",
         encoder=encoder,
-        canary_secret="k",
+        canary_secret=secret,
     )
     config = load_config(
         None,

@@ -299,6 +299,41 @@ class TestHarness:
         assert len(util) == 6 and all(u["leak"] and len(u["passages"]) > 0 for u in util)
         assert {"query", "response", "correct"} <= set(util[0])
 
+    @pytest.mark.parametrize(
+        ("placement", "same_prompt"), [(None, True), ("head", False), ("sentence", False)]
+    )
+    def test_output_checks_row_sends_the_undefended_prompt(  # type: ignore[no-untyped-def]
+        self, encoder, kb: KnowledgeBase, tmp_path: Path, placement: str | None, same_prompt: bool
+    ) -> None:
+        """Issue #26, the recommended chain: without markers (``placement=None``) the guard's
+        model sees byte for byte the undefended row's (question, contexts), so a shared answer
+        cache serves every answer of the second row (0 misses: its utility *is* the
+        undefended one, and a replay of the undefended answers is the live run); markers
+        change every prompt (every lookup misses)."""
+        from ragshield.generate.cache import CachedGenerator
+
+        class Short(CopyGenerator):
+            """Answers with one word of its first context: never a copy."""
+
+            def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+                return Generation(contexts[0].split()[-1] if contexts else "")
+
+        cached = CachedGenerator(Short(), tmp_path / "cache")
+        vecs = encoder.encode(kb.texts)
+        base = exd.standard_defenses(kb, encoder, cached, vectors=vecs)[0]
+        guarded = exd.canary_defense(kb, base, vecs, name="output-checks", placement=placement)
+        questions = [q.question for q in kb.questions]
+        plain = [base.pipeline().answer(q, k=base.top_k) for q in questions]
+        hits, misses = cached.hits, cached.misses
+        checked = [guarded.pipeline().answer(q, k=guarded.top_k) for q in questions]
+        assert misses == len(questions) and hits == 0
+        if same_prompt:
+            assert (cached.hits - hits, cached.misses - misses) == (len(questions), 0)
+            assert [a.text for a in checked] == [a.text for a in plain]
+            assert guarded.store is base.store
+        else:
+            assert (cached.hits - hits, cached.misses - misses) == (0, len(questions))
+
     def test_errors(self, encoder, kb: KnowledgeBase) -> None:  # type: ignore[no-untyped-def]
         with pytest.raises(InputError, match="at least one defense"):
             ex.run_extraction_eval(kb, [], ["worm"], encoder)
@@ -346,11 +381,25 @@ class TestCLI:
         res = CliRunner().invoke(app, ["--dry-run", "--defenses", "ragfort-inter"])
         assert isinstance(res.exception, InputError) and "--ragfort-index" in str(res.exception)
 
-    def test_calls_the_library(self, kb_file: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    @pytest.mark.parametrize(
+        ("rows", "marked"),
+        [
+            ("none;summarization", {}),
+            # the recommended chain (no marker) and the markers row (issue #26, Session 8)
+            ("none;output-checks;canary-head", {"output-checks": False, "canary-head": True}),
+        ],
+    )
+    def test_calls_the_library(  # type: ignore[no-untyped-def]
+        self, kb_file: Path, tmp_path: Path, monkeypatch, rows: str, marked: dict[str, bool]
+    ) -> None:
+        from ragshield.defenses.canary import CanaryGuard, codes_in
+
         seen: dict[str, object] = {}
+        configs: dict[str, exd.DefenseConfig] = {}
 
         def fake_run(kb, defenses, attacks, encoder, **kw):  # type: ignore[no-untyped-def]
             seen.update(kb=kb, defenses=[d.name for d in defenses], attacks=sorted(attacks), **kw)
+            configs.update((d.name, d) for d in defenses)
             return exr.ExtractionReport(kb.name, len(kb.passages), 1, {}, [])
 
         monkeypatch.setattr(ex, "run_extraction_eval", fake_run)
@@ -362,7 +411,7 @@ class TestCLI:
                 "--limit",
                 "0",
                 "--defenses",
-                "none;summarization",
+                rows,
                 "--max-queries",
                 "3",
                 "--out",
@@ -370,7 +419,13 @@ class TestCLI:
             ],
         )
         assert res.exit_code == 0, res.output
-        assert seen["defenses"] == ["none", "summarization"]
+        assert seen["defenses"] == rows.split(";")
+        for name, has_markers in marked.items():
+            assert isinstance(configs[name].generator, CanaryGuard)
+            texts = [p.text for p in configs[name].store.passages]
+            assert all(bool(codes_in(t)) == has_markers for t in texts)
+        if "output-checks" in marked:  # the undefended row's own store: identical prompts
+            assert configs["output-checks"].store is configs["none"].store
         assert seen["attacks"] == ["rag-thief", "worm"] and seen["max_queries"] == 3
         assert (tmp_path / "r" / "extraction.md").is_file()
 

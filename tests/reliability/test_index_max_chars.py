@@ -99,7 +99,7 @@ def test_bad_max_chars(bad: object) -> None:
 def test_cli_index_max_chars(tmp_path: Path) -> None:
     """The real command: a long passage becomes chunks in the saved index, short ones stay."""
     from ragshield.cli import run
-    from ragshield.defenses.canary import strip_canaries
+    from ragshield.defenses.canary import codes_in, strip_canaries
     from ragshield.store.faiss_store import FaissStore
 
     corpus = tmp_path / "c.jsonl"
@@ -111,11 +111,13 @@ def test_cli_index_max_chars(tmp_path: Path) -> None:
         + "\n",
         encoding="utf-8",
     )
-    assert run(["index", str(corpus), "--out", str(tmp_path / "idx"), "--max-chars", "200"]) == 0
+    out = str(tmp_path / "idx")
+    assert run(["index", str(corpus), "--out", out, "--max-chars", "200", "--canaries"]) == 0
     store = FaissStore.load(tmp_path / "idx")
     ids = [p.id for p in store.passages]
     assert ids[-1] == "short" and ids[0] == "long#c0" and len(ids) > 5
-    assert all(len(p.text) <= 200 for p in store.passages)  # canary included (on by default)
+    assert all(len(p.text) <= 200 for p in store.passages)  # the canary's characters count
+    assert all(codes_in(p.text) for p in store.passages)  # --canaries: every chunk marked
     plain = [strip_canaries(p.text) for p in store.passages[:-1]]
     assert " ".join(plain) == long_text
 

@@ -336,3 +336,53 @@ def test_normal_sessions_keep_the_logged_verdicts() -> None:
         assert s.label == "normal" and len(s.queries) == 6 == len(set(s.queries))
         for q, ids, leak in zip(s.queries, s.served, s.leaks, strict=True):
             assert ids == (f"c{q[1:]}",) and leak is (q == "q3")
+
+
+def _throttle_pooled():  # type: ignore[no-untyped-def]
+    import importlib.util
+    import sys
+
+    bench_dir = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    if bench_dir not in sys.path:  # throttle_pooled imports its siblings by name
+        sys.path.insert(0, bench_dir)
+    path = Path(bench_dir) / "throttle_pooled.py"
+    spec = importlib.util.spec_from_file_location("throttle_pooled", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(
+    ("flags", "fp", "miss", "missed"),
+    [
+        ([True, False, True, False], 1, 1, ("worm-one",)),  # one user slowed, one sweep missed
+        ([False, False, True, True], 0, 0, ()),
+        ([True, True, False, False], 2, 2, ("sweep-opening", "worm-one")),
+    ],
+)
+def test_pooled_counts_say_x_of_n(
+    flags: list[bool], fp: int, miss: int, missed: tuple[str, ...]
+) -> None:
+    """Issue #26, Session 8: the pooled throttle bench reports counts, not only rates — a
+    normal session flagged is a false positive, an attack session never flagged a miss,
+    and both benches' counts add up."""
+    bench = _throttle_pooled()
+    labels = ["normal", "normal", "extraction", "extraction"]
+    kinds = ["normal-diverse", "normal-topical", "sweep-opening", "worm-one"]
+    c = bench.count(labels, kinds, flags)
+    assert (c.fp, c.normal, c.miss, c.attacks, c.missed) == (fp, 2, miss, 2, missed)
+    both = c + c
+    assert (both.fp, both.normal, both.miss, both.attacks) == (2 * fp, 4, 2 * miss, 4)
+    assert f"FP {2 * fp}/4" in both.cell() and f"miss {2 * miss}/4" in both.cell()
+
+
+def test_extra_attack_sessions_use_fresh_seeds() -> None:
+    """``--extra-attacks`` adds every kind, worm-one included, on seeds the first build
+    never used (``seed * 1000 + i`` with i < per_kind), so no added session repeats one."""
+    bench = _bench_throttle()
+    makers = bench.attack_makers(None, 5)
+    assert list(makers) == ["rag-thief-plain", "rag-thief", "worm", "worm-one"]
+    assert bench.EXTRA_SEED_OFFSET > 100  # above any --per-kind the bench is run with
+    assert makers["worm-one"](bench.EXTRA_SEED_OFFSET).name == "worm-one"

@@ -4,7 +4,7 @@ Example::
 
     from ragshield.defenses.canary import CanaryGuard, embed_canaries, new_secret
 
-    passages = embed_canaries(passages, secret=new_secret())   # at index time, after encoding
+    passages = embed_canaries(passages, secret=new_secret())   # opt-in (`index --canaries`)
     gen = CanaryGuard(LocalLLMGenerator("qwen2.5-0.5b"))        # at answer time
     g = gen.generate(question, [p.text for p in retrieved])
     g.details.get("leak")     # {"kind": "canary", ...} when the answer copied a chunk
@@ -22,6 +22,12 @@ evolving attacker where model-based detectors broke (arXiv 2604.23887). Two sign
 * **verbatim span**: the answer shares a run of at least ``min_span_words`` consecutive
   words with one retrieved chunk — a copy whose canary the attacker had the model drop
   ("omit reference codes"). An answer that quotes a sentence stays under the limit.
+
+The markers are opt-in (``ragshield index --canaries``): in the prompt they shift which
+retrieved record a small model answers from (ChatDoctor, Qwen2.5-0.5B: −2.8 accuracy points
+on 250 test questions), while the output checks without them — verbatim, breadth, recovery —
+leave the prompt byte for byte the undefended one and still stop RAG-Thief and the worm
+(docs/results-extraction.md, Session 8).
 
 A hit blocks the answer (``action="block"``: a fixed refusal replaces it) or cuts the copied
 words out (``action="redact"``), and is recorded in ``Generation.details["leak"]`` so the

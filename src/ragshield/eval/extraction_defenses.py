@@ -122,20 +122,25 @@ def canary_defense(
     *,
     secret: str = "bench-extraction",
     name: str = "canary",
-    placement: str = "sentence",  # the `canary` row of Sessions 1-3 (its answer cache)
+    placement: str | None = "sentence",  # the `canary` row of Sessions 1-3 (its answer cache)
     **guard: Any,
 ) -> DefenseConfig:
     """The ``canary`` row: the same chunks with their canaries embedded (same vectors: the
     index is built from the plain texts) and the output check around the base generator.
     ``secret``: a fixed one, so reruns reuse the answer cache; ``guard`` goes to
     :class:`~ragshield.defenses.canary.CanaryGuard`; ``placement``: where each marker goes
-    (:data:`~ragshield.defenses.canary.PLACEMENTS`)."""
+    (:data:`~ragshield.defenses.canary.PLACEMENTS`), or ``None``: no marker at all — the
+    output checks alone on the undefended store (the ``output-checks`` row), whose prompts
+    are then byte for byte the undefended row's."""
     from ragshield.defenses.canary import CanaryGuard, embed_canaries
 
-    marked = KnowledgeBase(
-        kb.name, tuple(embed_canaries(kb.passages, secret, placement)), kb.questions
-    )
-    store = build_store(marked, vectors, base.encoder.name)
+    if placement is None:
+        store = base.store
+    else:
+        marked = KnowledgeBase(
+            kb.name, tuple(embed_canaries(kb.passages, secret, placement)), kb.questions
+        )
+        store = build_store(marked, vectors, base.encoder.name)
     gen = base.generator or ExtractiveGenerator(base.encoder)
     return DefenseConfig(
         name,

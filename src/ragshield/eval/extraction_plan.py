@@ -23,9 +23,22 @@ if TYPE_CHECKING:
     from ragshield.eval.extraction_data import KnowledgeBase
 
 #: Rows that are not a chain of post-retrieval filters: no defense, the summarisation
-#: baseline (it wraps the generator) and RAGFort's ablation rows (re-index / cascade). Any
-#: other row is a filter chain in the registry's grammar (``distance-threshold,ragdefender``).
-SPECIAL_ROWS = ("none", "summarization", "ragfort-inter", "ragfort-intra", "ragfort")
+#: baseline (it wraps the generator), RAGFort's ablation rows (re-index / cascade) and the
+#: canary guard — ``output-checks`` on the unmarked index (the recommended extraction chain:
+#: ``ragshield index``'s default, no marker in any prompt) and ``canary-head`` on an index
+#: built with ``--canaries``. Any other row is a filter chain in the registry's grammar
+#: (``distance-threshold,ragdefender``).
+SPECIAL_ROWS = (
+    "none",
+    "summarization",
+    "ragfort-inter",
+    "ragfort-intra",
+    "ragfort",
+    "output-checks",
+    "canary-head",
+)
+#: which canary rows carry markers, and where (``None``: no marker at all)
+CANARY_ROWS: dict[str, str | None] = {"output-checks": None, "canary-head": "head"}
 ATTACKS = ("rag-thief", "worm")
 
 
@@ -54,7 +67,7 @@ class ExtractionPlan:
     kb: str = "chatdoctor"
     data_dir: str = "../shared/data"
     limit: int | None = 1000
-    defenses: tuple[str, ...] = ("none", "distance-threshold", "summarization")
+    defenses: tuple[str, ...] = ("none", "distance-threshold", "summarization", "output-checks")
     attacks: tuple[str, ...] = ATTACKS
     max_queries: int = 100
     max_seconds: float | None = None
@@ -147,6 +160,11 @@ def run_plan(
             else None,
         )
         built.update((c.name, c) for c in configs)
+    for name, placement in CANARY_ROWS.items():
+        if name in wanted:
+            built[name] = exd.canary_defense(
+                knowledge, rows[0], vectors, name=name, placement=placement
+            )
     configs = [built[w] for w in wanted if w in built]  # the table in the order asked
     factories = ex.attack_factories(
         plan.attacks,

@@ -70,7 +70,7 @@ def extraction(
             help="Rows to compare: ';' between rows, ',' within a filter chain; "
             f"rows beyond filter chains: {', '.join(SPECIAL_ROWS)}."
         ),
-    ] = "none;distance-threshold;summarization",
+    ] = "none;distance-threshold;summarization;output-checks",
     attacks: Annotated[str, typer.Option(help="Comma-separated: rag-thief, worm.")] = (
         "rag-thief,worm"
     ),
