@@ -12,7 +12,8 @@ Why a module of its own: each stage reads one per-stage parameter dataclass
 (:mod:`.settings`) and one computation module (:mod:`.typos`, :mod:`.coverage`,
 :mod:`.echo`, :mod:`.groups`, :mod:`.claims`); the filter class only wires them. A stage
 marks passages in :class:`Work` (removed, evidence, victim) with a reason; the dense-group
-stage (:mod:`.grouping`) then reads that evidence.
+stage (:mod:`.grouping`) then reads that evidence. Over 500 lines because the stages are
+one ordered sequence over one shared :class:`Work`; a module per stage would hide the order.
 """
 
 from __future__ import annotations
