@@ -48,6 +48,7 @@ import numpy as np
 
 from ragshield.embed.base import l2_normalize
 from ragshield.errors import InputError
+from ragshield.store.profile import neighbour_blocks
 
 NEIGHBOURS = 10  # a top-10 neighbourhood, the retrieval default k
 RARE_SHARE = 0.01  # as profile.COMMON_SHARE: a word in < 1 % of passages is rare
@@ -202,10 +203,7 @@ def _supporters(
     out: list[list[int]] = []
     if k <= 0:
         return [[] for _ in range(n)]
-    for start in range(0, n, block):
-        rows = np.arange(start, min(start + block, n))
-        sim = x[rows] @ x.T
-        sim[np.arange(rows.size), rows] = -np.inf  # not its own neighbour
+    for rows, sim in neighbour_blocks(x, np.arange(n), block):
         top = np.argpartition(-sim, k - 1, axis=1)[:, :k]
         for r, i in enumerate(rows.tolist()):
             out.append([j for j in top[r].tolist()

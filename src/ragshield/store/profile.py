@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -137,6 +137,20 @@ def _str_tuple(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
+def neighbour_blocks(
+    x: np.ndarray, rows: np.ndarray, block: int = 1024
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(rows of the block, their cosines to every passage)`` for ``rows`` of the unit
+    vectors ``x``, ``block`` rows at a time (memory ``block × n`` floats), a passage's cosine
+    to itself set to ``-inf`` (it is not its own neighbour). Shared by the profile and the
+    index-side novelty (:mod:`.calibration_novelty`)."""
+    for start in range(0, rows.size, block):
+        idx = rows[start : start + block]
+        sim = x[idx] @ x.T
+        sim[np.arange(idx.size), idx] = -np.inf
+        yield idx, sim
+
+
 def profile_vectors(
     vectors: np.ndarray, *, sample: int = 5000, seed: int = 0, block: int = 1024
 ) -> IndexProfile | None:
@@ -154,12 +168,11 @@ def profile_vectors(
     deepest = max(*GROUP_RANKS, NEIGHBOURHOOD_RANK)
     ranks = deepest if n > deepest else max(GROUP_RANKS) if n > max(GROUP_RANKS) else 1
     nn = np.empty((rows.size, ranks), dtype=np.float64)
-    for start in range(0, rows.size, block):
-        idx = rows[start : start + block]
-        sim = x[idx] @ x.T
-        sim[np.arange(idx.size), idx] = -np.inf  # not its own neighbour
+    start = 0
+    for idx, sim in neighbour_blocks(x, rows, block):
         part = -np.partition(-sim, ranks - 1, axis=1)[:, :ranks]
         nn[start : start + idx.size] = -np.sort(-part, axis=1)
+        start += idx.size
     qs = {f"p{q * 100:g}": float(np.quantile(nn[:, 0], q)) for q in QUANTILES}
     natural = float(np.clip(np.quantile(nn[:, 0], NATURAL_QUANTILE), -1.0, 1.0))
     group: tuple[float, ...] = ()
