@@ -394,5 +394,6 @@ def untrimmed(
     off = np.zeros(len(below), dtype=np.float64)
     for p in range(seg.n_passages):
         rows = seg.of(p)
-        off[rows] = offtopic(emb[rows])
+        if below[rows].any():  # only a sentence below θ needs its passage's coherence
+            off[rows] = offtopic(emb[rows])
     return below & (off < offtopic_min)
