@@ -34,6 +34,13 @@ DTYPES = ("float32", "bfloat16", "auto")
 END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>")
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 @functools.cache
 def cpu_has_bf16() -> bool:
     """True when the CPU has bf16 matrix instructions (Linux /proc/cpuinfo flags).

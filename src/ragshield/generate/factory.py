@@ -33,6 +33,7 @@ from typing import Any
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.generate.base import Generator
+from ragshield.generate.engine_options import usable_cores
 
 SPEC_HELP = (
     "'extractive', a packaged model name ({names}), 'local:<name or folder>', a local "
@@ -55,8 +56,7 @@ def batch_job_options(spec: str | os.PathLike[str] | None) -> dict[str, Any]:
     text = "" if spec is None else os.fspath(spec).strip()
     if text in ("", "extractive", "template") or text.startswith("openai:"):
         return {}
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"dtype": "auto", "threads": max(1, cores or 1)}
+    return {"dtype": "auto", "threads": usable_cores()}
 
 
 def make_generator(

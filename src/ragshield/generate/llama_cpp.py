@@ -59,6 +59,7 @@ from ragshield.generate.engine_options import (
     END_TOKENS,
     LocalDecoding,
     check_messages,
+    usable_cores,
 )
 from ragshield.generate.lines import answer_line_ended
 from ragshield.generate.llama_engine import (  # noqa: F401  (_common_prefix: tests)
@@ -192,12 +193,7 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
 
     @property
     def threads_(self) -> int:
-        if self.threads is not None:
-            return self.threads
-        import os
-
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        return max(1, cores or os.cpu_count() or 1)
+        return usable_cores() if self.threads is None else self.threads
 
     def _loaded(self) -> bool:
         """The engine is open (:meth:`warm_up` opens it once)."""

@@ -30,7 +30,6 @@ template texts, labelled ``template``.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import threading
 import time
@@ -45,6 +44,7 @@ from ragshield.attacks.writer import TextWriter, write_in_batches
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import QACase
+from ragshield.generate.engine_options import usable_cores
 from ragshield.scan.questions import ScanQuestion
 from ragshield.types import Passage
 
@@ -262,13 +262,6 @@ class AttackTextWriter:
         written = passages()
         stats["seconds_passages"] = time.perf_counter() - t_start - stats["seconds_targets"]
         return chosen, written
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def whitebox_texts(
