@@ -1,6 +1,8 @@
 """How RAGFort's cascade asks a model for next-token logits: a ``transformers`` causal LM
-with a KV cache rolled back to the longest common prefix, or a user callable over explicit
-prefixes, both counting forwards, tokens and seconds (:mod:`ragshield.generate.cascade`).
+with a KV cache rolled back to the longest common prefix, a backend's own scorer (a model
+object with ``cascade_scorer()``: llama.cpp's, :mod:`ragshield.generate.llama_cascade`), or
+a user callable over explicit prefixes, all counting forwards, tokens and seconds
+(:mod:`ragshield.generate.cascade`).
 
 Why apart: the cascade's loop needs only ``logits(ids, n_last)`` and the counts; how a
 model's cache is kept and cropped is a separate concern of each kind of model.
@@ -140,6 +142,10 @@ def _unwrap(obj: Any) -> Any:
 
 def _make_scorer(obj: Any, params: int | None, role: str) -> _Scorer:
     model = _unwrap(obj)
+    own = getattr(model, "cascade_scorer", None)  # a backend's own (llama.cpp: llama_cascade)
+    if callable(own):
+        scorer: _Scorer = own()
+        return scorer
     if hasattr(model, "forward") and hasattr(model, "config"):
         return _HFScorer(model)
     if callable(model):
