@@ -420,8 +420,8 @@ def test_prompt_tokens_equal_the_reference_tokenizers(gen):
 @pytest.mark.slow
 def test_ragfort_cascade_runs_on_llama_backed_generators(gen):
     """ragfort-intra builds its draft and reference with make_generator, which now returns
-    llama.cpp generators: the cascade still gets token-level logits, from the reference
-    path (the same model in float32 through transformers)."""
+    llama.cpp generators: the cascade gets token-level logits from their engines
+    (generate.llama_cascade), the transformers twin never loaded."""
     from ragshield.generate.cascade import CascadeGenerator
     from ragshield.generate.llama_cpp import LlamaCppGenerator
 
@@ -429,7 +429,10 @@ def test_ragfort_cascade_runs_on_llama_backed_generators(gen):
     cascade = CascadeGenerator(draft, gen, gamma=2, max_new_tokens=6)
     out = cascade.generate(QUESTION, CONTEXTS)
     assert 0 < out.completion_tokens <= 6 and out.details["reference_forwards"] >= 1
-    assert cascade.tokenizer_ is gen.reference_.tokenizer_
+    from ragshield.generate.llama_cascade import LlamaTokenizer
+
+    assert isinstance(cascade.tokenizer_, LlamaTokenizer)
+    assert gen._reference is None or gen._reference._model is None
 
 
 class TestRefill:

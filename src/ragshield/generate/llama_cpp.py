@@ -34,10 +34,11 @@ Why it is written this way:
   options, e.g. ``ragshield scan``'s attack-text writer (96 tokens, whole reply) and its
   answering generator (64 tokens, first line). Each call holds the engine's lock, so the
   two take turns, and the instruction prefix one computed stays in the cache for the other.
-* RAGFort's cascade reads raw logits through a ``transformers`` model and rolls its KV
-  cache back after rejected drafts; that stays on the reference path: :attr:`model_`,
-  :attr:`tokenizer_` and :attr:`reference_` are a :class:`LocalLLMGenerator` of the same
-  model with the same settings, loaded only when the cascade asks for them.
+* RAGFort's cascade reads raw per-token logits and rolls the KV cache back after rejected
+  drafts: :attr:`model_` and :attr:`tokenizer_` serve both from this engine
+  (:mod:`ragshield.generate.llama_cascade`); :attr:`reference_`, a
+  :class:`LocalLLMGenerator` of the same model and settings, is the transformers twin
+  they are checked against, loaded only when asked for.
 
 The KV-cache bookkeeping (batched rows, shared prefixes, saved prompt states) is
 :mod:`ragshield.generate.llama_engine`; options and prompts are in engine_options.
@@ -237,12 +238,12 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
         self.warm_up()
         return self._eos
 
-    # -- the reference path (RAGFort's cascade) --------------------------------------------
+    # -- RAGFort's cascade, and its transformers twin ---------------------------------------
 
     @property
     def reference_(self) -> Any:
         """A :class:`LocalLLMGenerator` of the same model and settings (float32 by default),
-        built on first use: the cascade's logits come from it."""
+        built on first use: the numerical reference the llama.cpp path is checked against."""
         if self._reference is None:
             from ragshield.generate.local_hf import LocalLLMGenerator
 
@@ -252,13 +253,17 @@ class LlamaCppGenerator(LocalDecoding, StagedParams):
 
     @property
     def model_(self) -> Any:
-        """The reference path's ``transformers`` model (for RAGFort's cascade)."""
-        return self.reference_.model_
+        """RAGFort's cascade scores with this engine (per-token logits, KV rollback)."""
+        from ragshield.generate.llama_cascade import LlamaLogits
+
+        return LlamaLogits(self)
 
     @property
     def tokenizer_(self) -> Any:
-        """The reference path's ``transformers`` tokenizer (for RAGFort's cascade)."""
-        return self.reference_.tokenizer_
+        """The GGUF's tokenizer in the calls the cascade makes (no transformers load)."""
+        from ragshield.generate.llama_cascade import LlamaTokenizer
+
+        return LlamaTokenizer(self)
 
     # -- prompts ---------------------------------------------------------------------------
 
