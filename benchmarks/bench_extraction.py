@@ -48,7 +48,14 @@ from ragshield.eval.extraction_data import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extraction_logs import RULES, check_logs, paired_utility, quote_check, score_logs
+from extraction_logs import (
+    RULES,
+    check_logs,
+    paired_utility,
+    quote_check,
+    score_logs,
+    served_logs,
+)
 from extraction_replay import replay_guard, stress_recovery
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -180,6 +187,13 @@ def main() -> None:
         default=None,
         help="only score the per-query logs of a run (OUT/logs) as far as they got",
     )
+    ap.add_argument(
+        "--served-logs",
+        type=Path,
+        default=None,
+        help="only compare the chunks each undefended query of a run's logs (OUT/logs/"
+        "none__*.jsonl) was served with the chunks its answers recovered",
+    )
     ap.add_argument("--plot", type=Path, default=None, help="with --score-logs: the curve PNG")
     ap.add_argument(
         "--rule",
@@ -291,6 +305,12 @@ def main() -> None:
             len(kb.passages),
             args.seed,
         )
+        return
+    if args.served_logs is not None:
+        kb = load_knowledge_base(
+            args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
+        )
+        served_logs(kb, SentenceTransformerEncoder(), args.served_logs, args.cache_dir, args.rule)
         return
     if args.score_logs is not None:
         kb = load_knowledge_base(

@@ -2,7 +2,8 @@
 
 Why a module of its own: these read a run's per-query logs (or the knowledge base alone)
 and never generate, so they are one idea apart from the run in ``bench_extraction.py``:
-the CRR curve from logs (``--score-logs``), every output check replayed on logs
+the CRR curve from logs (``--score-logs``), the chunks each undefended query was served
+against those it recovered (``--served-logs``), every output check replayed on logs
 (``--check-logs``), the output check on answers built without an LLM (``--quote-check``),
 and the curve plot. ``bench_extraction.py`` imports them for its flags.
 """
@@ -121,6 +122,87 @@ def attack_decoder(name: str) -> Callable[[str], str]:
         return lambda text: text
     decode = getattr(registry.attack_class(name, kind="query"), "decode", None)
     return decode if callable(decode) else (lambda text: text)
+
+
+def served_table(
+    served: list[list[int]], recovered_by: np.ndarray, marks: tuple[int, ...]
+) -> list[dict[str, int]]:
+    """What an attack was served against what it recovered, after each of ``marks`` queries.
+
+    ``served[i]``: the chunk ids query ``i`` retrieved; ``recovered_by[c]``: the first query
+    whose answer recovered chunk ``c`` (-1: never). Per mark ``n`` (within the log): distinct
+    chunks served by the first ``n`` queries, new ones among the last 25 of them, chunks
+    recovered, the recovered ones that were served (the rest came from elsewhere: a
+    judge's match on a near-duplicate), and queries whose chunks had all been served
+    before (nothing new to copy). Why: an attack can stall on retrieval (it keeps being
+    served the same chunks) or on copying (it is served new chunks the model does not
+    reproduce); the two call for different budgets or settings."""
+    first: dict[int, int] = {}
+    stale_at: list[int] = []
+    for i, ids in enumerate(served):
+        if all(c in first for c in ids):
+            stale_at.append(i)
+        for c in ids:
+            first.setdefault(int(c), i)
+    rows = []
+    for n in marks:
+        if n > len(served):
+            break
+        got = {int(c) for c in np.flatnonzero((recovered_by >= 0) & (recovered_by < n))}
+        seen = {c for c, i in first.items() if i < n}
+        rows.append(
+            {
+                "queries": n,
+                "served": len(seen),
+                "served_last_25": len(seen) - sum(1 for i in first.values() if i < n - 25),
+                "recovered": len(got),
+                "recovered_served": len(got & seen),
+                "stale_queries": sum(1 for i in stale_at if i < n),
+            }
+        )
+    return rows
+
+
+def served_logs(
+    kb: KnowledgeBase,
+    encoder: SentenceTransformerEncoder,
+    logs: Path,
+    cache_dir: Path,
+    rule: str = "ragfort",
+    top_k: int = 5,
+) -> None:
+    """:func:`served_table` for the undefended logs of a run: each logged query retrieved
+    again from the bench's store (retrieval is deterministic: the same encoder, vectors
+    and exact inner-product search as the run), each answer scored by the CRR rule."""
+    from ragshield.defenses.canary import strip_canaries
+    from ragshield.eval.extraction_data import build_store
+
+    vectors = encode_cached(kb.texts, encoder, cache_dir)
+    store = build_store(kb, vectors, encoder.name)
+    index = {p.id: i for i, p in enumerate(kb.passages)}
+    scorer = RuleScorer(encoder, rule, list(kb.texts), vectors)
+    marks = (25, 50, 100, 150, 200, 400, 1000)
+    print(f"knowledge base {kb.name}: {len(kb.passages)} chunks; logs {logs}; top {top_k}")
+    print("| log | queries | distinct queries | chunks served (new in the last 25) | "
+          "recovered (of them served) | queries served nothing new |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for path in sorted(logs.glob("none__*.jsonl")):
+        if path.stem.endswith("__utility"):
+            continue
+        recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        if not recs:
+            continue
+        hits = store.search(encoder.encode([r["query"] for r in recs]), top_k)
+        served = [[index[h.passage.id] for h in row] for row in hits]
+        decode = attack_decoder(path.stem.split("__")[-1])
+        res = scorer.score([decode(strip_canaries(r["response"])) for r in recs])
+        for row in served_table(served, res.recovered_by, marks):
+            print(
+                f"| {path.stem.replace('__', ' × ')} | {row['queries']} | "
+                f"{len({r['query'] for r in recs[: row['queries']]})} | {row['served']} "
+                f"({row['served_last_25']}) | {row['recovered']} ({row['recovered_served']}) | "
+                f"{row['stale_queries']} |"
+            )
 
 
 def _recent_rate(curve: np.ndarray, n_chunks: int, last: int = 25) -> str:
