@@ -30,8 +30,11 @@ What z, q_t(z) and p_t(z) are here
 Models
     ``draft`` and ``reference`` may be ``transformers`` causal LMs (KV-cached here, the
     cache rolled back after rejected drafts), objects exposing one as ``.model_`` (and the
-    tokenizer as ``.tokenizer_``), or plain callables ``f(prefixes) -> logits`` mapping a
-    batch of token-id prefixes to next-token logits of shape ``(len(prefixes), vocab)``.
+    tokenizer as ``.tokenizer_``), ragshield's llama.cpp generators (the packaged GGUF on
+    its own engine, the cache rolled back the same way: :mod:`ragshield.generate.
+    llama_cascade`; what ``make_generator`` returns when llama.cpp is installed), or plain
+    callables ``f(prefixes) -> logits`` mapping a batch of token-id prefixes to next-token
+    logits of shape ``(len(prefixes), vocab)``.
 
 Cost accounting
     Forward passes and tokens processed are counted per model and per answer; FLOPs are
