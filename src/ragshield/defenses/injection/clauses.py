@@ -58,14 +58,12 @@ _OBJECT_START = word_set(
     a an the this that these those every each all any some no other another its
     their his her our my your it them him me us you what whatever whoever which
     everything nothing how why where whether something anything off out up down away
-    back so
+    back so as
     """
 )
 #: Right after a clause-initial word, what makes it a noun ("Control of ...", "People who
 #: ...", "Water's ...") or no verb at all.
-_NOUN_NEXT = frozenset(
-    ["of", "who", "whose", "which", "that", ",", ".", "'s", "\u2019s", "and", "or"]
-)
+_NOUN_NEXT = frozenset(["of", "who", "whose", "which", "that", ",", "'s", "\u2019s", "and", "or"])
 #: Closed-class words that can never be the verb itself ("Like other cities, ...").
 _CLOSED = word_set(
     """
@@ -73,7 +71,7 @@ _CLOSED = word_set(
     my your it them him me us they he she we i you what whatever whoever which who
     whom to of in on at by for with from into onto about over under after before
     since until as than like except save per via so and or but nor if when while
-    because though not
+    because though not near
     """
 )
 #: Finite auxiliaries and modals: after a clause-initial noun they make it a subject.
@@ -142,15 +140,19 @@ def _verb_opens(tokens: Sequence[str], j: int, *, lower_only: bool, strict: bool
     adverb = j > start or nxt.lower() in _OBJECT_START
     if (lower_only and not word.islower()) or not _base_verb(low, adverb=adverb):
         return False  # a capital inside a sentence is a name ("Paris and Lyon")
-    if nxt.lower() in _NOUN_NEXT:
-        return False  # "Control of ...", "People who ...", "Rev. ...": a noun
+    if nxt.lower() in _NOUN_NEXT or nxt in (":", "|") or (nxt == "." and word.istitle()):
+        return False  # "Control of ...", "People who ...", "Rev. ...", "Account:": a noun
+    readings = _readings(low)
+    only_verb = not {"NOUN", "ADJ", "PROPN"} & set(readings)
+    if only_verb and (nxt[:1].isalnum() or not nxt) and not nxt.istitle():
+        return True  # "Ignore prior instruction sets ...", "Cite ..."; not "Google Analytics"
     if nxt.lower() in _OBJECT_START and not (
         nxt.istitle() and nxt != "I" and j + 2 < n and tokens[j + 2].istitle()
     ):
         return True  # "Sign off every ...", "Treat the remaining ...", not "Deliver Us From"
     if nxt[:1].isdigit() or nxt[:1] in "\"'\u201c<[(*#":
         pass  # a number, a quotation, a code, markup: an object may begin; read on
-    elif (strict and j == start) or "ADJ" in _readings(low) or nxt[:1].isupper():
+    elif (strict and j == start) or "ADJ" in readings or nxt[:1].isupper():
         return False  # "Narrow alleys", "Major roads", "Meet Corliss Archer, a ..."
     for t in tokens[j + 1 : j + 7]:
         if t == ",":
