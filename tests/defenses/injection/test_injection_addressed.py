@@ -130,6 +130,9 @@ def test_an_index_calibrated_with_another_head_is_refused_with_the_fix() -> None
     g._head = cue_head()
     g.calibrate_injection(old)  # a threshold the user set does not read the index's
     assert g.threshold_() == 0.7
+    signals_only = InjectionGuard(classifier=False, rules=False, cache_size=0)
+    signals_only.calibrate_injection(old)  # no head: only the signals' thresholds are read
+    assert signals_only.calibration_ is not None
 
 
 @pytest.mark.slow

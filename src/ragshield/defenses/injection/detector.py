@@ -240,8 +240,13 @@ class InjectionGuard(StagedParams):
                 "unreadable injection calibration in the index (thresholds missing); "
                 "rebuild the index"
             )
-        recorded = data.get("head")
-        if self.threshold is None and recorded is not None and recorded != self.head_().ident:
+        recorded = data.get("head")  # a guard without the head reads only the signals'
+        if (
+            self.classifier
+            and self.threshold is None
+            and recorded is not None
+            and recorded != self.head_().ident
+        ):
             raise InputError(
                 f"this index's injection calibration was measured with the injection head "
                 f"{recorded}, and this guard runs {self.head_().ident} (a ragshield upgrade "
