@@ -146,7 +146,29 @@ class ShieldResult:
         return [v for v in self.verdicts if not v.kept]
 
 
-class Shield:
+class ShieldParams:
+    """The four constructor parameters of :class:`Shield`, stored under their own names.
+
+    Why a class of its own: Haystack's document filter takes exactly these four (its
+    ``to_dict`` and :meth:`Shield.of` read them back), so both inherit one constructor
+    instead of writing it twice; the pydantic adapters declare the same four as fields in
+    :class:`~ragshield.integrations._pydantic.ShieldModel`. Documented on :class:`Shield`.
+    """
+
+    def __init__(
+        self,
+        defense: DefenseSpec = DEFAULT_DEFENSE,
+        encoder: EncoderSpec = None,
+        embeddings_model_name: str | None = None,
+        metadata_key: str = DEFAULT_METADATA_KEY,
+    ) -> None:
+        self.defense = defense
+        self.encoder = encoder
+        self.embeddings_model_name = embeddings_model_name
+        self.metadata_key = metadata_key
+
+
+class Shield(ShieldParams):
     """Run a ragshield defense over a framework's retrieved texts.
 
     Parameters
@@ -161,21 +183,10 @@ class Shield:
     metadata_key: key under which each adapter writes :meth:`Verdict.to_metadata`.
     """
 
-    def __init__(
-        self,
-        defense: DefenseSpec = DEFAULT_DEFENSE,
-        *,
-        encoder: EncoderSpec = None,
-        embeddings_model_name: str | None = None,
-        metadata_key: str = DEFAULT_METADATA_KEY,
-    ) -> None:
-        self.defense = defense
-        self.encoder = encoder
-        self.embeddings_model_name = embeddings_model_name
-        self.metadata_key = metadata_key
-        self.encoder_: Encoder | None = None
-        self.filter_: FilterChain | None = None
-        self._dim: int | None = None
+    # built once by warm_up (learned state ends in "_"); None until then
+    encoder_: Encoder | None = None
+    filter_: FilterChain | None = None
+    _dim: int | None = None
 
     def warm_up(self) -> None:
         """Build the encoder and the defense once (idempotent); the model loads lazily."""
