@@ -35,6 +35,7 @@ DbOpt = Annotated[
     str | None,
     typer.Option("--db", help="SQLite file or SQLAlchemy URL (instead of --config)."),
 ]
+KeyIdArg = Annotated[str, typer.Argument(help="The key's id (see 'keys list').")]
 
 
 def serve(
@@ -176,22 +177,14 @@ def list_(
 
 
 @keys_app.command("revoke")
-def revoke(
-    key_id: Annotated[str, typer.Argument(help="The key's id (see 'keys list').")],
-    config: ConfigOpt = None,
-    db: DbOpt = None,
-) -> None:
+def revoke(key_id: KeyIdArg, config: ConfigOpt = None, db: DbOpt = None) -> None:
     """Revoke a key: every later request with it gets 401."""
     _keys(config, db).revoke(key_id)
     typer.echo(f"revoked key {key_id}")
 
 
 @keys_app.command("unblock")
-def unblock(
-    key_id: Annotated[str, typer.Argument(help="The key's id.")],
-    config: ConfigOpt = None,
-    db: DbOpt = None,
-) -> None:
+def unblock(key_id: KeyIdArg, config: ConfigOpt = None, db: DbOpt = None) -> None:
     """Lift an extraction-throttle block from a key."""
     mgr = _keys(config, db)
     if mgr.db.get_key(key_id) is None:
