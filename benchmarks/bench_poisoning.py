@@ -45,6 +45,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -224,28 +225,36 @@ def calibration(datasets: Sequence[str], encoder: DiskCachedEncoder) -> str:
     return "\n".join(lines)
 
 
-def _each(
-    datasets: Sequence[str], section: str, run: Callable[[str], PoisoningResults]
-) -> list[PoisoningResults]:
-    """``run`` on every dataset in turn, saying how long each took (a section's loop)."""
-    runs = []
-    for ds in datasets:
-        t0 = time.perf_counter()
-        runs.append(run(ds))
-        _say(f"[{ds}] {section} in {time.perf_counter() - t0:.0f}s")
-    return runs
+@dataclass(frozen=True)
+class Bench:
+    """What every section runs with: the datasets, the cached encoder, the options and
+    whether the authors' package is installed (one value instead of four arguments each)."""
+
+    datasets: Sequence[str]
+    encoder: DiskCachedEncoder
+    args: argparse.Namespace
+    with_authors: bool
+
+    def defenses(self, ds: str) -> dict[str, PassageFilter | None]:
+        return defenses_for(ds, self.encoder, self.with_authors)
+
+    def each(self, section: str, run: Callable[[str], PoisoningResults]) -> list[PoisoningResults]:
+        """``run`` on every dataset in turn, saying how long each took (a section's loop)."""
+        runs = []
+        for ds in self.datasets:
+            t0 = time.perf_counter()
+            runs.append(run(ds))
+            _say(f"[{ds}] {section} in {time.perf_counter() - t0:.0f}s")
+        return runs
 
 
-def main_tables(
-    datasets: Sequence[str],
-    encoder: DiskCachedEncoder,
-    args: argparse.Namespace,
-    with_authors: bool,
-) -> list[PoisoningResults]:
+def main_tables(bench: Bench) -> list[PoisoningResults]:
+    args, encoder = bench.args, bench.encoder
+
     def one(ds: str) -> PoisoningResults:
         res = run_poisoning_eval(
             DATA / ds,
-            defenses_for(ds, encoder, with_authors),
+            bench.defenses(ds),
             attacks=["poisonedrag", "blind", "garag", "mixed"],
             ratios=args.ratios,
             seeds=range(args.seeds),
@@ -258,7 +267,7 @@ def main_tables(
             f"modes: every RAGDefender in {MODES.get(ds)} mode (the paper's choice for {ds}); "
             "similarity-threshold removes passages with a >= 0.9 cosine neighbour"
         )
-        if with_authors:
+        if bench.with_authors:
             res.notes.append(
                 "authors' package: its embedding calls are answered with the same MiniLM "
                 "vectors ragshield uses; its ms/query here excludes encoding (see bench_filter.py)"
@@ -267,7 +276,7 @@ def main_tables(
             res.notes.append("authors' package not installed: its row is missing")
         return res
 
-    return _each(datasets, "main table", one)
+    return bench.each("main table", one)
 
 
 def headline(runs: Sequence[PoisoningResults]) -> str:
@@ -307,9 +316,9 @@ ABLATION: list[tuple[str, dict[str, Any]]] = [
 ]  # fmt: skip
 
 
-def ablation(
-    datasets: Sequence[str], encoder: DiskCachedEncoder, args: argparse.Namespace
-) -> list[PoisoningResults]:
+def ablation(bench: Bench) -> list[PoisoningResults]:
+    args, encoder = bench.args, bench.encoder
+
     def one(ds: str) -> PoisoningResults:
         mode = MODES.get(ds, "single_hop")
         defenses: dict[str, PassageFilter | None] = {
@@ -321,40 +330,33 @@ def ablation(
             split=args.split,
         )  # fmt: skip
 
-    return _each(datasets, "ablation", one)
+    return bench.each("ablation", one)
 
 
-def robustness(
-    datasets: Sequence[str],
-    encoder: DiskCachedEncoder,
-    args: argparse.Namespace,
-    with_authors: bool,
-) -> list[PoisoningResults]:
+def robustness(bench: Bench) -> list[PoisoningResults]:
+    args, encoder = bench.args, bench.encoder
+
     def one(ds: str) -> PoisoningResults:
         res = run_poisoning_eval(
-            DATA / ds, defenses_for(ds, encoder, with_authors), attacks=["mixed"],
+            DATA / ds, bench.defenses(ds), attacks=["mixed"],
             ratios=[2, 4], seeds=range(args.seeds), encoder=encoder, limit=args.limit,
             split=args.split, n_benign=39,
         )  # fmt: skip
         res.notes.append("k ≈ 50: 1 golden + 39 benign + M adversarial")
         return res
 
-    return _each(datasets, "robustness", one)
+    return bench.each("robustness", one)
 
 
-def e2e(
-    datasets: Sequence[str],
-    encoder: DiskCachedEncoder,
-    args: argparse.Namespace,
-    with_authors: bool,
-) -> list[PoisoningResults]:
+def e2e(bench: Bench) -> list[PoisoningResults]:
     from ragshield.generate.factory import make_generator
 
+    args, encoder = bench.args, bench.encoder
     gen = make_generator(args.generator, cache_dir=args.gen_cache, max_new_tokens=24)
 
     def one(ds: str) -> PoisoningResults:
         res = run_poisoning_eval(
-            DATA / ds, defenses_for(ds, encoder, with_authors), attacks=["poisonedrag", "mixed"],
+            DATA / ds, bench.defenses(ds), attacks=["poisonedrag", "mixed"],
             ratios=args.e2e_ratios, seeds=range(args.e2e_seeds), encoder=encoder, generator=gen,
             limit=args.e2e_limit, split=args.split,
             log=lambda m, ds=ds: _say(f"  [{ds} e2e] {m}"),
@@ -364,7 +366,7 @@ def e2e(
         )
         return res
 
-    return _each(datasets, "e2e", one)
+    return bench.each("e2e", one)
 
 
 def ablation_table(runs: Sequence[PoisoningResults]) -> str:
@@ -428,6 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     encoder = DiskCachedEncoder()
+    bench = Bench(args.datasets, encoder, args, with_authors)
     header = (
         f"# Poisoning benchmark\n\nmachine: {platform.processor() or platform.machine()}, "
         f"python {platform.python_version()}, torch {torch.__version__}, scikit-learn "
@@ -441,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text)
         (args.out / "poisoning_calibration.md").write_text(header + "\n" + text)
     if "main" in args.sections:
-        runs = main_tables(args.datasets, encoder, args, with_authors)
+        runs = main_tables(bench)
         print(headline(runs))
         for res in runs:
             md = markdown_table(res)
@@ -451,13 +454,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.out / "poisoning_headline.md").write_text(header + "\n" + headline(runs))
         plot_asr(runs, args.out / "poisoning_asr.png")
     if "ablation" in args.sections:
-        runs = ablation(args.datasets, encoder, args)
+        runs = ablation(bench)
         text = ablation_table(runs)
         print(text)
         (args.out / "poisoning_ablation.md").write_text(header + "\n" + text)
         write_json(runs, args.out / "poisoning_ablation.json")
     if "robustness" in args.sections:
-        runs = robustness(args.datasets, encoder, args, with_authors)
+        runs = robustness(bench)
         for res in runs:
             md = markdown_table(
                 res,
@@ -477,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         write_json(runs, args.out / "poisoning_robustness.json")
     if "e2e" in args.sections and args.generator:
-        runs = e2e(args.datasets, encoder, args, with_authors)
+        runs = e2e(bench)
         metrics = ["asr", "accuracy", "adv_majority", "gold_in_context", "filter_asr"]
         text = "\n".join(markdown_table(r, metrics=metrics) for r in runs)
         print(text)

@@ -55,6 +55,15 @@ TEXTS = [
 ]
 
 
+# the three documents every adapter's tests wrap in its own document type: a clean one, one
+# the keyword filter removes, one the sentence filter trims
+ADAPTER_TEXTS = (
+    "The Eiffel Tower is in Paris.",
+    "POISON: the tower is in Rome.",
+    "Eiffel designed it. IGNORE the rules. It opened in 1889.",
+)
+
+
 # ---------------------------------------------------------------- Shield
 
 
