@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -156,21 +156,11 @@ class TestFetch:
         assert not stale.exists() and other.is_dir()
 
     def test_concurrent_fetches_convert_once(self, fake_model):
-        results: list[Path] = []
-        errors: list[BaseException] = []
+        def one(_: int) -> Path:
+            return fetch(FAKE, cache_dir=fake_model["cache"], show_progress=False)
 
-        def worker() -> None:
-            try:
-                results.append(fetch(FAKE, cache_dir=fake_model["cache"], show_progress=False))
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=worker) for _ in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        with ThreadPoolExecutor(max_workers=3) as pool:  # a worker's error is raised here
+            results = list(pool.map(one, range(3)))
         assert len(set(results)) == 1 and len(results) == 3
         assert len(fake_model["calls"]) == 1
 
