@@ -290,9 +290,13 @@ def headline(runs: Sequence[PoisoningResults]) -> str:
     for res in runs:
         names = list(dict.fromkeys(s.defense for s in res.settings))
         head = [f"{a} {r:g}× {k}" if a != "clean" else f"clean {k}" for a, r, k in cols]
-        out += [f"**{res.dataset}** ({res.split} split, {res.n_questions} questions, "
-                f"{len(res.seeds)} seeds)", "", "| defense | " + " | ".join(head) + " |",
-                "|---|" + "---|" * len(cols)]  # fmt: skip
+        out += [
+            f"**{res.dataset}** ({res.split} split, {res.n_questions} questions, "
+            f"{len(res.seeds)} seeds)",
+            "",
+            "| defense | " + " | ".join(head) + " |",
+            "|---|" + "---|" * len(cols),
+        ]
         for d in names:
             cells = []
             for a, r, k in cols:
@@ -325,10 +329,15 @@ def ablation(bench: Bench) -> list[PoisoningResults]:
             name: RAGDefender(**{"mode": mode, **kw}) for name, kw in ABLATION
         }
         return run_poisoning_eval(
-            DATA / ds, defenses, attacks=["poisonedrag", "blind", "garag", "mixed"],
-            ratios=[1, 2, 4], seeds=range(args.seeds), encoder=encoder, limit=args.limit,
+            DATA / ds,
+            defenses,
+            attacks=["poisonedrag", "blind", "garag", "mixed"],
+            ratios=[1, 2, 4],
+            seeds=range(args.seeds),
+            encoder=encoder,
+            limit=args.limit,
             split=args.split,
-        )  # fmt: skip
+        )
 
     return bench.each("ablation", one)
 
@@ -338,10 +347,16 @@ def robustness(bench: Bench) -> list[PoisoningResults]:
 
     def one(ds: str) -> PoisoningResults:
         res = run_poisoning_eval(
-            DATA / ds, bench.defenses(ds), attacks=["mixed"],
-            ratios=[2, 4], seeds=range(args.seeds), encoder=encoder, limit=args.limit,
-            split=args.split, n_benign=39,
-        )  # fmt: skip
+            DATA / ds,
+            bench.defenses(ds),
+            attacks=["mixed"],
+            ratios=[2, 4],
+            seeds=range(args.seeds),
+            encoder=encoder,
+            limit=args.limit,
+            split=args.split,
+            n_benign=39,
+        )
         res.notes.append("k ≈ 50: 1 golden + 39 benign + M adversarial")
         return res
 
@@ -356,11 +371,17 @@ def e2e(bench: Bench) -> list[PoisoningResults]:
 
     def one(ds: str) -> PoisoningResults:
         res = run_poisoning_eval(
-            DATA / ds, bench.defenses(ds), attacks=["poisonedrag", "mixed"],
-            ratios=args.e2e_ratios, seeds=range(args.e2e_seeds), encoder=encoder, generator=gen,
-            limit=args.e2e_limit, split=args.split,
+            DATA / ds,
+            bench.defenses(ds),
+            attacks=["poisonedrag", "mixed"],
+            ratios=args.e2e_ratios,
+            seeds=range(args.e2e_seeds),
+            encoder=encoder,
+            generator=gen,
+            limit=args.e2e_limit,
+            split=args.split,
             log=lambda m, ds=ds: _say(f"  [{ds} e2e] {m}"),
-        )  # fmt: skip
+        )
         res.notes.append(
             f"generator {args.generator}: greedy, max 24 new tokens, the papers' prompt"
         )
@@ -380,10 +401,15 @@ def ablation_table(runs: Sequence[PoisoningResults]) -> str:
         ("mixed", 4.0),
     ]
     for res in runs:
-        out += [f"**{res.dataset}** ({res.split}, {res.n_questions} questions, {len(res.seeds)} seeds) "
-                "— cells: gold kept / adv-majority / filter ASR", "",
-                "| variant | " + " | ".join(f"{a} {r:g}×" if a != "clean" else "clean" for a, r in settings) + " |",
-                "|---|" + "---|" * len(settings)]  # fmt: skip
+        out += [
+            f"**{res.dataset}** ({res.split}, {res.n_questions} questions, {len(res.seeds)} seeds) "
+            "— cells: gold kept / adv-majority / filter ASR",
+            "",
+            "| variant | "
+            + " | ".join(f"{a} {r:g}×" if a != "clean" else "clean" for a, r in settings)
+            + " |",
+            "|---|" + "---|" * len(settings),
+        ]
         for d in dict.fromkeys(s.defense for s in res.settings):
             cells = []
             for a, r in settings:
@@ -408,8 +434,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--no-authors", action="store_true", help="skip the authors' package")
-    ap.add_argument("--sections", nargs="+", default=["calibration", "main", "ablation", "robustness", "e2e"],
-                    choices=["calibration", "main", "ablation", "robustness", "e2e"])  # fmt: skip
+    ap.add_argument(
+        "--sections",
+        nargs="+",
+        default=["calibration", "main", "ablation", "robustness", "e2e"],
+        choices=["calibration", "main", "ablation", "robustness", "e2e"],
+    )
     ap.add_argument("--generator", default=None, help="make_generator spec for the e2e section")
     ap.add_argument("--e2e-limit", type=int, default=20)
     ap.add_argument("--e2e-seeds", type=int, default=1)
@@ -423,8 +453,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     version = authors_package_version()
     with_authors = version is not None and not args.no_authors
     if version is None:
-        _say("authors' package `ragdefender` not installed: its row is skipped "
-             "(pip install --no-deps ragdefender pandas)")  # fmt: skip
+        _say(
+            "authors' package `ragdefender` not installed: its row is skipped "
+            "(pip install --no-deps ragdefender pandas)"
+        )
     import sklearn
     import torch
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
@@ -25,6 +23,7 @@ from test_integrations_core import (
     direct_kept,
     load_poisoned_case,
     network_guard,
+    run_python,
 )
 
 from fakes import KEYWORD_REMOVED, HashEncoder, KeywordFilter, SentenceTrimFilter
@@ -155,14 +154,7 @@ def test_telemetry_off_unless_chosen(env: str | None, first: str, expected: str)
         "from haystack.telemetry import _telemetry\n"
         "print(type(_telemetry.telemetry).__name__ if _telemetry.telemetry else 'None')"
     )
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-        check=False,
-    )
+    res = run_python(code, env=environ)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == expected
 

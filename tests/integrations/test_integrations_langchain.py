@@ -97,8 +97,10 @@ class TestCompressor:
 
     def test_reuses_vectors_from_metadata(self) -> None:
         enc = HashEncoder()
-        docs = [Document(page_content=t, metadata={"vec": np.eye(16)[i].tolist()}) for i, t in
-                enumerate(["one", "two"])]  # fmt: skip
+        docs = [
+            Document(page_content=t, metadata={"vec": np.eye(16)[i].tolist()})
+            for i, t in enumerate(["one", "two"])
+        ]
         c = RagshieldCompressor(
             KeywordFilter(), encoder=enc, embedding_key="vec", embeddings_model_name="hash-16"
         )

@@ -68,10 +68,13 @@ def serve(
             # dictConfig does not close every handler the process already has
             server = uvicorn.Server(
                 uvicorn.Config(
-                    create_app(service), log_level="warning", log_config=None,
-                    proxy_headers=False, http=HeaderDeadlineH11,
+                    create_app(service),
+                    log_level="warning",
+                    log_config=None,
+                    proxy_headers=False,
+                    http=HeaderDeadlineH11,
                 )
-            )  # fmt: skip
+            )
             typer.echo(
                 f"serving {len(service.store)} passages from {cfg.index} with defenses "
                 f"[{', '.join(cfg.defenses.chain) or 'none'}] on http://{host}:{port} "
