@@ -238,6 +238,19 @@ class Bench:
     def defenses(self, ds: str) -> dict[str, PassageFilter | None]:
         return defenses_for(ds, self.encoder, self.with_authors)
 
+    def run(
+        self, ds: str, defenses: dict[str, PassageFilter | None] | None = None, **options: Any
+    ) -> PoisoningResults:
+        """``run_poisoning_eval`` on ``ds`` with the bench's encoder and ``--seeds``,
+        ``--limit``, ``--split`` (``options`` add to or override them) and its defenses
+        unless ``defenses`` is given."""
+        args = self.args
+        defaults = {"seeds": range(args.seeds), "limit": args.limit, "split": args.split}
+        chosen = self.defenses(ds) if defenses is None else defenses
+        return run_poisoning_eval(
+            DATA / ds, chosen, encoder=self.encoder, **{**defaults, **options}
+        )
+
     def each(self, section: str, run: Callable[[str], PoisoningResults]) -> list[PoisoningResults]:
         """``run`` on every dataset in turn, saying how long each took (a section's loop)."""
         runs = []
@@ -249,18 +262,11 @@ class Bench:
 
 
 def main_tables(bench: Bench) -> list[PoisoningResults]:
-    args, encoder = bench.args, bench.encoder
-
     def one(ds: str) -> PoisoningResults:
-        res = run_poisoning_eval(
-            DATA / ds,
-            bench.defenses(ds),
+        res = bench.run(
+            ds,
             attacks=["poisonedrag", "blind", "garag", "mixed"],
-            ratios=args.ratios,
-            seeds=range(args.seeds),
-            encoder=encoder,
-            limit=args.limit,
-            split=args.split,
+            ratios=bench.args.ratios,
             log=lambda m, ds=ds: _say(f"  [{ds}] {m}"),
         )
         res.notes.append(
@@ -321,42 +327,21 @@ ABLATION: list[tuple[str, dict[str, Any]]] = [
 
 
 def ablation(bench: Bench) -> list[PoisoningResults]:
-    args, encoder = bench.args, bench.encoder
-
     def one(ds: str) -> PoisoningResults:
         mode = MODES.get(ds, "single_hop")
         defenses: dict[str, PassageFilter | None] = {
             name: RAGDefender(**{"mode": mode, **kw}) for name, kw in ABLATION
         }
-        return run_poisoning_eval(
-            DATA / ds,
-            defenses,
-            attacks=["poisonedrag", "blind", "garag", "mixed"],
-            ratios=[1, 2, 4],
-            seeds=range(args.seeds),
-            encoder=encoder,
-            limit=args.limit,
-            split=args.split,
+        return bench.run(
+            ds, defenses, attacks=["poisonedrag", "blind", "garag", "mixed"], ratios=[1, 2, 4]
         )
 
     return bench.each("ablation", one)
 
 
 def robustness(bench: Bench) -> list[PoisoningResults]:
-    args, encoder = bench.args, bench.encoder
-
     def one(ds: str) -> PoisoningResults:
-        res = run_poisoning_eval(
-            DATA / ds,
-            bench.defenses(ds),
-            attacks=["mixed"],
-            ratios=[2, 4],
-            seeds=range(args.seeds),
-            encoder=encoder,
-            limit=args.limit,
-            split=args.split,
-            n_benign=39,
-        )
+        res = bench.run(ds, attacks=["mixed"], ratios=[2, 4], n_benign=39)
         res.notes.append("k ≈ 50: 1 golden + 39 benign + M adversarial")
         return res
 
@@ -366,20 +351,17 @@ def robustness(bench: Bench) -> list[PoisoningResults]:
 def e2e(bench: Bench) -> list[PoisoningResults]:
     from ragshield.generate.factory import make_generator
 
-    args, encoder = bench.args, bench.encoder
+    args = bench.args
     gen = make_generator(args.generator, cache_dir=args.gen_cache, max_new_tokens=24)
 
     def one(ds: str) -> PoisoningResults:
-        res = run_poisoning_eval(
-            DATA / ds,
-            bench.defenses(ds),
+        res = bench.run(
+            ds,
             attacks=["poisonedrag", "mixed"],
             ratios=args.e2e_ratios,
             seeds=range(args.e2e_seeds),
-            encoder=encoder,
-            generator=gen,
             limit=args.e2e_limit,
-            split=args.split,
+            generator=gen,
             log=lambda m, ds=ds: _say(f"  [{ds} e2e] {m}"),
         )
         res.notes.append(
