@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ragshield.cli_options import JsonOpt
 from ragshield.errors import InputError
 from ragshield.server.config import AuthConfig, load_config
 
@@ -149,7 +150,7 @@ def create(
 def list_(
     config: ConfigOpt = None,
     db: DbOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """List keys (ids, names, scopes, limits, state) — never secrets."""
     mgr = _keys(config, db)
