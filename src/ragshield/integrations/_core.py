@@ -147,13 +147,9 @@ class ShieldResult:
 
 
 class ShieldParams:
-    """The four constructor parameters of :class:`Shield`, stored under their own names.
-
-    Why a class of its own: Haystack's document filter takes exactly these four (its
-    ``to_dict`` and :meth:`Shield.of` read them back), so both inherit one constructor
-    instead of writing it twice; the pydantic adapters declare the same four as fields in
-    :class:`~ragshield.integrations._pydantic.ShieldModel`. Documented on :class:`Shield`.
-    """
+    """The four parameters of :class:`Shield` (documented there) under their own names: a
+    class of its own so Haystack's document filter inherits this constructor too (the
+    pydantic adapters declare them as fields of ``_pydantic.ShieldModel``)."""
 
     def __init__(
         self,
@@ -210,18 +206,10 @@ class Shield(ShieldParams):
 
     @classmethod
     def of(cls, component: Any) -> Shield:
-        """A Shield from a framework component that stores the four constructor fields.
-
-        The adapters keep ``defense``, ``encoder``, ``embeddings_model_name`` and
-        ``metadata_key`` as their own (serialisable) fields; this is the one place that
-        turns them into the core.
-        """
-        return cls(
-            component.defense,
-            encoder=component.encoder,
-            embeddings_model_name=component.embeddings_model_name,
-            metadata_key=component.metadata_key,
-        )
+        """A Shield from an adapter that keeps the four parameters as its own (serialisable)
+        fields: the one place that turns them into the core."""
+        c = component
+        return cls(c.defense, c.encoder, c.embeddings_model_name, c.metadata_key)
 
     def load(self) -> None:
         """Build the defense and load the encoder's model now, not on the first query."""
