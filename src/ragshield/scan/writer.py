@@ -272,12 +272,15 @@ def _yield_a_core(writer: TextWriter, job: Future[Any]) -> None:
     """Until ``job`` (the typo search, one thread) ends, the writer's llama.cpp generator
     runs one thread fewer, then gets them back.
 
-    Why: llama.cpp's threads meet at a barrier after every operation of a step, so on two
-    cores its two threads beside the search's third wait for whichever was descheduled
-    (measured, round 9: the engine's CPU per token +12 % beside a busy thread at two
-    threads, not at one). A generator reads its ``threads`` at each call and the results do
-    not depend on it (the same token ids at one and two threads), so the texts stay the
-    same. Only llama.cpp's: a transformers generator's thread count is torch's, process-wide.
+    Why: the process may use ``usable_cores()`` cores and the search takes one of them;
+    llama.cpp's threads meet at a barrier after every operation of a step, so beside the
+    search two of them on two cores take turns with it (the idle scan's writer stage kept
+    1.57 of 2 cores busy). At one thread there is no barrier. A generator reads its ``threads`` at each call and llama.cpp's tokens do not
+    depend on it (16 of 16 writer replies identical at one and two threads, round 9), so
+    the texts stay the same; engine CPU per token was the same too (17.1 vs 17.5 CPU-s
+    for 667 tokens beside a busy thread, at load 10-14: the wall-time effect needs the
+    idle machine). Only llama.cpp's: a transformers generator's thread count is torch's,
+    process-wide.
     """
     gen: Any = writer.generator_
     for _ in range(16):  # through wrappers (the answer cache) to the engine's generator
