@@ -207,7 +207,7 @@ class Bench:
     @property
     def _novelty_file(self) -> Path:
         assert self._hits_file is not None
-        return self._hits_file.with_name(self._hits_file.stem + "_novelty_added.pkl")
+        return self._hits_file.with_name(self._hits_file.stem + "_novelty_siblings.pkl")
 
     def novelty(self, setting: str) -> dict[str, Any]:
         """The index-side novelty table as a deployment holds it for ``setting``

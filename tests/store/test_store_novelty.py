@@ -59,15 +59,12 @@ def _blockwise_table(ids: list[str], texts: list[str], vectors: np.ndarray) -> d
             support.append([j for j in top[r].tolist()
                             if cn._lends(words[i], words[j], rare[j], float(sim[r, j]), bars)])  # fmt: skip
     first = [cn._share(rare[i], words, support[i]) for i in range(n)]
-    return {
-        ids[i]: Novelty(
-            round(
-                cn._share(rare[i], words, [j for j in support[i] if first[j] >= cn.SOURCE_SHARE]), 4
-            ),
-            len(rare[i]),
-        )
+    share = [
+        cn._share(rare[i], words, [j for j in support[i] if first[j] >= cn.SOURCE_SHARE])
         for i in range(n)
-    }
+    ]
+    siblings = [cn._siblings(words, i, support[i], cn.SIBLING_WORDS) for i in range(n)]
+    return {ids[i]: Novelty(round(share[i], 4), len(rare[i]), siblings[i]) for i in range(n)}
 
 
 @pytest.mark.parametrize("n", [12, 60])
@@ -79,6 +76,7 @@ def test_faiss_neighbours_give_the_blockwise_table(n: int) -> None:
     assert NoveltyIndex(ids, texts, vectors, index=store.neighbour_index()).table == reference
     assert NoveltyIndex(ids, texts, vectors).table == reference  # its own flat index
     assert len({v.share for v in reference.values()}) > 2  # the case is not degenerate
+    assert len({v.siblings for v in reference.values()}) > 1
 
 
 @pytest.mark.parametrize("index", ["flat", None])

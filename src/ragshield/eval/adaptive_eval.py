@@ -33,8 +33,8 @@ from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import SEARCHED_KEY, adaptive_target, pick_target
 from ragshield.eval.real_retrieval import (
     RealResults,
-    index_novelty,
     build_base_store,
+    index_novelty,
     run_real_eval,
 )
 from ragshield.store.faiss_store import FaissStore

@@ -69,7 +69,11 @@ COPY_COSINE = 0.85  # as EchoParams.paraphrase_semantic: closer neighbours are c
 COPY_WORDS = 0.5  # word-set Jaccard: GARAG's typo'd copies of a page keep most of its words
 DERIVED_SHARE = 0.5  # half a neighbour's rare words are this passage's: written from it
 SOURCE_SHARE = 0.3  # a neighbour lends support when it brings this much itself (dev median 0.65+)
-NOVELTY_FILE = "novelty.npy"  # float32 (n, 3): share, rare words, first-pass share
+# a supporting neighbour sharing this much of a passage's vocabulary (word-set Jaccard) is a
+# sibling of its template (dev, HotpotQA: the series pages at the bar, e.g. a surf league's
+# events, a game's adventures, have 3-5 such neighbours; planted notes 0-2)
+SIBLING_WORDS = 0.15
+NOVELTY_FILE = "novelty.npy"  # float32 (n, 4): share, rare words, first-pass share, siblings
 FORMAT_VERSION = 1
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -77,10 +81,13 @@ _WORD = re.compile(r"[a-z0-9]+")
 @dataclass(frozen=True)
 class Novelty:
     """One passage's novelty: ``share`` of its ``rare`` words that none of its
-    :data:`NEIGHBOURS` nearest index passages (copies aside) uses."""
+    :data:`NEIGHBOURS` nearest index passages (copies aside) uses; ``siblings``: how many of
+    those neighbours that were in the index when it was built share its template (word-set
+    Jaccard >= :data:`SIBLING_WORDS`, copies aside)."""
 
     share: float
     rare: int
+    siblings: int = 0
 
 
 def _words(text: str) -> frozenset[str]:
@@ -157,6 +164,7 @@ class NoveltyIndex:
         copy_words: float = COPY_WORDS,
         source_share: float = SOURCE_SHARE,
         derived_share: float = DERIVED_SHARE,
+        sibling_words: float = SIBLING_WORDS,
         index: Any = None,
         _values: np.ndarray | None = None,
     ) -> None:
@@ -170,11 +178,12 @@ class NoveltyIndex:
         self.ids, self._texts = list(ids), list(texts)
         self.neighbours, self.rare_share, self.source_share = neighbours, rare_share, source_share
         self.bars = (copy_cosine, copy_words, derived_share)
+        self.sibling_words = sibling_words
         self._words: list[frozenset[str]] | None = None
         self._df: Counter[str] | None = None
         self._table: dict[str, Novelty] | None = None
         if _values is not None:  # restored: the words are read only when passages are added
-            self.values_ = np.asarray(_values, dtype=np.float32).reshape(n, 3)
+            self.values_ = np.asarray(_values, dtype=np.float32).reshape(n, 4)
             return
         words = self.words
         df = self.df
@@ -191,10 +200,10 @@ class NoveltyIndex:
             _share(rare[i], words, [j for j in support[i] if first[j] >= source_share])
             for i in range(n)
         ]
+        siblings = [_siblings(words, i, support[i], sibling_words) for i in range(n)]
+        values: list[Any] = [np.round(share, 4), [len(r) for r in rare], first, siblings]
         self.values_ = (
-            np.column_stack([np.round(share, 4), [len(r) for r in rare], first]).astype(np.float32)
-            if n
-            else np.zeros((0, 3), np.float32)
+            np.column_stack(values).astype(np.float32) if n else np.zeros((0, 4), np.float32)
         )
 
     @property
@@ -203,7 +212,8 @@ class NoveltyIndex:
         copy_cosine, copy_words, derived_share = self.bars
         return {"neighbours": self.neighbours, "rare_share": self.rare_share,
                 "copy_cosine": copy_cosine, "copy_words": copy_words,
-                "source_share": self.source_share, "derived_share": derived_share}  # fmt: skip
+                "source_share": self.source_share, "derived_share": derived_share,
+                "sibling_words": self.sibling_words}  # fmt: skip
 
     @classmethod
     def restore(
@@ -241,7 +251,7 @@ class NoveltyIndex:
         """``{passage id: Novelty}``, what RAGDefender's ``derivative`` stage reads."""
         if self._table is None:
             self._table = {
-                pid: Novelty(round(float(v[0]), 4), int(v[1]))
+                pid: Novelty(round(float(v[0]), 4), int(v[1]), int(v[3]))
                 for pid, v in zip(self.ids, self.values_.tolist(), strict=True)
             }
         return self._table
@@ -261,7 +271,7 @@ class NoveltyIndex:
         ext = self.extended(ids, texts, vectors)
         out = dict(self.table)
         for pid, v in zip(ids, ext.values_[len(self.ids) :].tolist(), strict=True):
-            out[pid] = Novelty(round(float(v[0]), 4), int(v[1]))
+            out[pid] = Novelty(round(float(v[0]), 4), int(v[1]), int(v[3]))
         return out
 
     def extended(
@@ -305,8 +315,10 @@ class NoveltyIndex:
         for i in rows:
             sources = [j for j in support[i]
                        if (first[j] if j >= m else self.first[j]) >= self.source_share]  # fmt: skip
-            added.append((round(_share(rare[i], words, sources), 4), len(rare[i]), first[i]))
-        values = np.vstack([self.values_, np.asarray(added, np.float32).reshape(-1, 3)])
+            base = [j for j in support[i] if j < m]  # siblings: the index's own passages
+            added.append((round(_share(rare[i], words, sources), 4), len(rare[i]), first[i],
+                          _siblings(words, i, base, self.sibling_words)))  # fmt: skip
+        values = np.vstack([self.values_, np.asarray(added, np.float32).reshape(-1, 4)])
         out = NoveltyIndex.restore([*self.ids, *ids], [*self._texts, *texts], x, values,
                                    **self.params)  # fmt: skip
         out._words = words
@@ -324,6 +336,12 @@ def _lends(
     jac = len(a & b) / len(a | b) if a or b else 1.0
     derived = len(rare_b & a) / len(rare_b) if rare_b else 0.0
     return sim < copy_cosine and jac < copy_words and derived < derived_share
+
+
+def _siblings(words: Sequence[frozenset[str]], i: int, support: Sequence[int], bar: float) -> int:
+    """How many of ``support`` share at least ``bar`` of passage ``i``'s words (Jaccard)."""
+    a = words[i]
+    return sum(1 for j in support if a and len(a & words[j]) / len(a | words[j]) >= bar)
 
 
 def _share(rare: frozenset[str], words: Sequence[frozenset[str]], sources: Sequence[int]) -> float:
@@ -364,12 +382,13 @@ def read_novelty(
         values = np.load(file, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise DataFormatError(file, None, f"unreadable novelty table ({exc}); {rebuild}") from None
-    if values.ndim != 2 or values.shape != (len(ids), 3):
+    if values.ndim != 2 or values.shape != (len(ids), 4):
         raise DataFormatError(
             file, None, f"holds {values.shape} values for {len(ids)} passages; {rebuild}"
         )
     params = {k: entry[k] for k in ("neighbours", "rare_share", "copy_cosine", "copy_words",
-                                    "source_share", "derived_share") if k in entry}  # fmt: skip
+                                    "source_share", "derived_share", "sibling_words")
+              if k in entry}  # fmt: skip
     from ragshield.defenses.canary_marks import strip_canaries  # stored chunks may carry one
 
     return NoveltyIndex.restore(ids, [strip_canaries(t) for t in texts], vectors, values, **params)

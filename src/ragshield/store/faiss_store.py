@@ -6,7 +6,7 @@ Layout of a saved index (no pickle)::
     vectors.npy      float32 (n, dim) — defenses reuse these, and HNSW cannot give them back
     passages.jsonl   one Passage per line, row order == vector order
     meta.json        format version, encoder name, dim, index type, count
-    novelty.npy      float32 (n, 3): each passage's index-side novelty (when built; meta.json
+    novelty.npy      float32 (n, 4): each passage's index-side novelty (when built; meta.json
                      ``novelty`` records it; :mod:`ragshield.store.calibration_novelty`)
 
 Writes go to a sibling temp directory renamed into place, so an interrupted ``save`` never
