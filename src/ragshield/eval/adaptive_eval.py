@@ -107,7 +107,7 @@ def run_settings(
 
         calibrate_from(defenses.values(), [p.text for p in store.passages], store.vectors, encoder)
     # the index's novelty table, computed once for every run_real_eval call and the oracle
-    novelty = index_novelty(store, kwargs.pop("novelty", True) if calibrate_index else False)
+    novelty = index_novelty(store, kwargs.pop("novelty", True))
     common: dict[str, Any] = dict(encoder=encoder, k=k, context_k=context_k, seed=seed,
                                   cache_dir=cache_dir, base_store=store, novelty=novelty or False,
                                   calibrate_index=calibrate_index, **kwargs)  # fmt: skip

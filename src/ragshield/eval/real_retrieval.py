@@ -272,7 +272,7 @@ def run_real_eval(
         calibrate_from(defenses.values(), [p.text for p in store.passages], store.vectors, encoder)
     if not 1 <= k <= len(store):
         raise InputError(f"k ({k}) must be in 1..{len(store)} (the index size)")
-    table0 = index_novelty(store, novelty if calibrate_index else False)
+    table0 = index_novelty(store, novelty)  # the index's table (module docstring)
     text_of = {p.id: p.text for p in data.passages}
     golden = {
         c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids and c.gold_ids[0] in text_of
