@@ -28,13 +28,21 @@ from its neighbourhood, a genuine one has it); on both encyclopedias the genuine
 are the *less* supported ones, so the statistic is read as novelty, and a passage close to
 the question with almost none is the suspect.
 
-Honest by construction: the table is computed over the index as it is when the filter
-runs, planted passages included (an attacker's passage is in the index it poisons; the
-benchmarks and the scan compute it over their planted copy). Neighbours at embedding cosine
->= :data:`COPY_COSINE` are copies (mirrors, an edited copy and its original) and lend no
-support either way. Evaded by an attacker who pads a passage with rare words of his own
-(invented names, numbers); that costs him the closeness to the question the other stages
-measure, not retrieval.
+Honest by construction: an attacker's passage is in the index it poisons, so the table
+holds it — the way a deployment gets it there: ``ragshield add`` (and the scan, ``eval
+retrieval`` and the filter-aware oracle, which plant into a copy) judges each added passage
+against the index (:meth:`NoveltyIndex.with_added`), while the index's own passages keep the
+values they were built with. (The benchmarks of poisoning-8 recomputed the whole table over
+each planted copy instead, so planted passages could lower a genuine page's novelty: the
+gold pages that run lost on HotpotQA test. A corpus poisoned *before* ``ragshield index`` is
+in that case still; the sibling count below is what keeps a series page then.)
+Neighbours at embedding cosine >= :data:`COPY_COSINE` are copies (mirrors, an edited copy
+and its original) and lend no support either way. A passage with several template
+*siblings* (neighbours present when the index was built sharing >= :data:`SIBLING_WORDS` of
+its words: a year's honours list, a league's events) owes its low novelty to its series,
+and RAGDefender keeps it (``derivative_siblings``). Evaded by an attacker who pads a passage
+with rare words of his own (invented names, numbers); that costs him the closeness to the
+question the other stages measure, not retrieval.
 
 A product part: ``ragshield index`` computes the table beside the vectors
 (:data:`NOVELTY_FILE`, one row per passage in the store's order, recorded in ``meta.json``
