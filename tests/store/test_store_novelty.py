@@ -190,3 +190,72 @@ def test_a_copy_of_the_index_keeps_the_table(index_dir: Path, tmp_path: Path) ->
     a, b = load_store(index_dir), load_store(copy)
     assert a.novelty is not None and b.novelty is not None  # type: ignore[attr-defined]
     assert a.novelty.table == b.novelty.table  # type: ignore[attr-defined]
+
+
+class _Recorder:
+    """A filter that keeps everything and records the novelty table it was handed."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, Novelty] | None = None
+
+    def use_novelty(self, table: dict[str, Novelty] | None) -> None:
+        self.table = table
+
+    def filter(self, question: str, retrieved: list[object]) -> object:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(kept=list(retrieved))
+
+
+def _store(n: int = 30) -> tuple[FaissStore, list[str], np.ndarray]:
+    ids, texts, vectors = _corpus(n)
+    store = FaissStore(vectors.shape[1])
+    store.add([Passage(i, t) for i, t in zip(ids, texts, strict=True)], vectors)
+    return store, texts, vectors
+
+
+def test_a_planted_copy_hands_the_table_with_the_plants_added() -> None:
+    """The scan and ``eval retrieval`` plant into a copy: the chain reads the index's table
+    with the planted passages judged against it, as ``ragshield add`` would add them."""
+    from ragshield.eval.real_retrieval import hand_novelty, index_novelty
+
+    store, texts, vectors = _store()
+    table = index_novelty(store, True)
+    attacked = FaissStore(vectors.shape[1])
+    attacked.add(store.passages, vectors)
+    attacked.add([Passage("adv0", texts[0]), Passage("adv1", texts[1])], vectors[:2])
+    rec = _Recorder()
+    hand_novelty([rec, None], table, attacked, len(store))
+    expected = table.with_added(["adv0", "adv1"], texts[:2], vectors[:2])
+    assert rec.table == expected and len(expected) == 32
+    hand_novelty([rec], None, attacked, len(store))  # no table: the stage off
+    assert rec.table is None
+
+
+def test_the_filter_aware_oracle_adds_its_candidates_to_the_table() -> None:
+    from ragshield.attacks.filter_aware import ChainOracle
+
+    store, texts, vectors = _store()
+    table = index_novelty_of(store)
+
+    class Enc:
+        name, dim = "fixed", vectors.shape[1]
+
+        def encode(self, batch: list[str], **_: object) -> np.ndarray:
+            return np.stack([vectors[texts.index(t)] if t in texts else vectors[0]
+                             for t in batch])  # fmt: skip
+
+    rec = _Recorder()
+    oracle = ChainOracle(store, Enc(), rec, k=5, novelty=table)  # type: ignore[arg-type]
+    oracle.survivors(texts[3], ["a planted candidate"], ["candidate"])
+    assert rec.table is not None and len(rec.table) == 31
+    (new,) = set(rec.table) - {p.id for p in store.passages}
+    assert new.startswith("fa::")
+
+
+def index_novelty_of(store: FaissStore) -> NoveltyIndex:
+    from ragshield.eval.real_retrieval import index_novelty
+
+    out = index_novelty(store, True)
+    assert isinstance(out, NoveltyIndex)
+    return out
