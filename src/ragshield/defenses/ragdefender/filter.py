@@ -373,9 +373,10 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             self.restate_min_passages = 2 if profile.qa_corpus else 1
 
     def use_novelty(self, table: Mapping[str, Novelty] | None) -> None:
-        """The index-side novelty of the index's passages (planted ones included: computed
-        over the index as it stands, :func:`~ragshield.store.calibration_novelty.passage_novelty`),
-        read by the ``derivative`` stage; ``None`` switches the stage off (no table)."""
+        """The index-side novelty of the index's passages (the table ``ragshield index``
+        stores and ``add`` extends, :mod:`ragshield.store.calibration_novelty`; every pipeline
+        opening the index hands it over), read by the ``derivative`` stage; ``None``
+        switches the stage off (no table)."""
         self._novelty = None if table is None else dict(table)
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
