@@ -326,6 +326,16 @@ def _writable(store: VectorStore) -> VectorStore:
     return store
 
 
+def _extend_novelty(store: VectorStore, passages: Sequence[Passage], vectors: np.ndarray) -> None:
+    """The index's novelty table grows with the passages it accepted, each judged against
+    the index (:meth:`~ragshield.store.calibration_novelty.NoveltyIndex.extended`)."""
+    novelty = getattr(store, "novelty", None)
+    if novelty is not None:
+        store.novelty = novelty.extended(  # type: ignore[attr-defined]
+            [p.id for p in passages], [p.text for p in passages], vectors
+        )
+
+
 def _existing_ids(store: VectorStore, ids: Sequence[str]) -> set[str]:
     from ragshield.store.faiss_store import FaissStore
 
@@ -420,6 +430,7 @@ def add_documents(
     t0 = time.perf_counter()
     if ok:
         store.add([passages[i] for i in ok], vectors[ok])
+        _extend_novelty(store, [passages[i] for i in ok], vectors[ok])
     _commit(path, store, [*quarantine_list(path), *flagged])
     timings["write"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_all
@@ -466,6 +477,7 @@ def release(
     ]
     vectors = np.asarray(enc.encode([index_text(p) for p in released]), dtype=np.float32)
     store.add(released, vectors)
+    _extend_novelty(store, released, vectors)
     _commit(path, store, rest)
     return [p.id for p in released]
 
