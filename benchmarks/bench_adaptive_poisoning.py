@@ -32,10 +32,10 @@ context.
   split (SQuAD even articles, HotpotQA non-targets) from a small grid using every *other*
   family (most attacks caught with clean benign removed <= 0.005 on dev), then the held-out
   family is reported on the test split.
-* ``--novelty``: RAGDefender's ``derivative`` stage gets the index-side novelty of the
-  index *as planted* for each setting (:meth:`Bench.novelty`, cached beside the hits).
-  Off by default: ``ragshield index`` / ``ask`` / ``scan`` do not compute the table yet, and
-  the default columns must be what a user runs.
+* The index-side novelty table (RAGDefender's ``derivative`` stage) is handed over as a
+  deployment holds it: the table ``ragshield index`` stores for the corpus, each setting's
+  planted passages added as ``ragshield add`` adds them (:meth:`Bench.novelty`, cached
+  beside the hits); ``--no-novelty`` hands none (an index built before the table existed).
 * ``--split dev`` runs ``main`` / ``ablation`` / ``speed`` on the dev split (every dev
   figure of docs/results-poisoning.md has such a command); ``lofo`` always tunes on dev
   and reports on test.
@@ -207,20 +207,28 @@ class Bench:
     @property
     def _novelty_file(self) -> Path:
         assert self._hits_file is not None
-        return self._hits_file.with_name(self._hits_file.stem + "_novelty.pkl")
+        return self._hits_file.with_name(self._hits_file.stem + "_novelty_siblings.pkl")
 
     def novelty(self, setting: str) -> dict[str, Any]:
-        """The index-side novelty of every passage of the index *as planted* for
-        ``setting`` (:mod:`ragshield.store.calibration_novelty`): in a deployment the
-        attacker's passages are in the index the table is computed over."""
+        """The index-side novelty table as a deployment holds it for ``setting``
+        (:mod:`ragshield.store.calibration_novelty`): the corpus's table (``ragshield
+        index``) with the planted passages added (``ragshield add``'s rule, the same call as
+        the scan's, :func:`ragshield.eval.real_retrieval.hand_novelty`)."""
         from ragshield.eval.plant import planted_copy
-        from ragshield.store.calibration_novelty import passage_novelty
+        from ragshield.store.calibration_novelty import NoveltyIndex
 
         if setting not in self._novelty:
+            if not hasattr(self, "_base_novelty"):
+                st = self.store
+                self._base_novelty = NoveltyIndex(
+                    [p.id for p in st.passages], [p.text for p in st.passages], st.vectors,
+                    index=st.neighbour_index(),
+                )  # fmt: skip
             planted = planted_for(self.cases, setting, self.seed, self.golden)
             store = planted_copy(self.store, planted, self.encoder) if planted else self.store
-            self._novelty[setting] = passage_novelty(
-                [p.id for p in store.passages], [p.text for p in store.passages], store.vectors
+            added = store.passages[len(self.store) :]
+            self._novelty[setting] = self._base_novelty.with_added(
+                [p.id for p in added], [p.text for p in added], store.vectors[len(self.store) :]
             )
         return self._novelty[setting]
 
@@ -571,8 +579,8 @@ def main() -> None:
     ap.add_argument("--sections", default="main,ablation,lofo,speed")
     ap.add_argument("--defenses", default=DEFAULT_DEFENSES)
     ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--novelty", action="store_true",
-                    help="hand RAGDefender the index-side novelty table (not yet in the CLI)")  # fmt: skip
+    ap.add_argument("--no-novelty", dest="novelty", action="store_false",
+                    help="hand RAGDefender no index-side novelty table (an old index)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--split", choices=("dev", "test"), default="test",
                     help="main / ablation / speed on this split (dev: tuning studies)")  # fmt: skip

@@ -600,9 +600,11 @@ def main() -> None:
         "--config", default=None, help="skip the dev sweeps and use this JSON configuration"
     )
     ap.add_argument(
-        "--only", choices=("synthetic", "real"), default=None,
+        "--only",
+        choices=("synthetic", "real"),
+        default=None,
         help="run only the synthetic (NQ) sections or only the real-retrieval one (SQuAD)",
-    )  # fmt: skip
+    )
     ap.add_argument("--per-split", type=int, default=300, help="real section: questions/split")
     args = ap.parse_args()
 
@@ -674,10 +676,17 @@ def main() -> None:
     # every setting the harness knows; the optimized suffix only when its suffixes were built
     settings = [name for name in SETTINGS if optimized or name != "suffix-optimized"]
     res = run_injection_eval(
-        args.data, defenses, settings=settings, m_values=[1, 5], seeds=[args.seed],
-        encoder=enc, split="test", limit=args.limit, count_tokens=count_tokens,
+        args.data,
+        defenses,
+        settings=settings,
+        m_values=[1, 5],
+        seeds=[args.seed],
+        encoder=enc,
+        split="test",
+        limit=args.limit,
+        count_tokens=count_tokens,
         optimized_suffixes=optimized,
-    )  # fmt: skip
+    )
     print(f"\n## Test split ({res.n_questions} questions): filter ASR / gold answer kept")
     print(md_table(res, list(defenses)))
     print("\nPrompt tokens (mean) and saving versus the undefended top-5 context:")
@@ -700,11 +709,17 @@ def main() -> None:
         gen = LocalLLMGenerator(args.generator)
         e2e_defs = {"none": None, "ecosaferag": eco}  # an LLM call per set: keep it small
         e2e = run_injection_eval(
-            args.data, e2e_defs,
+            args.data,
+            e2e_defs,
             settings=["clean", "poisonedrag", "injection", "injection-hijack", "suffix"],
-            m_values=[1], seeds=[args.seed], encoder=enc, generator=gen, split="test",
-            limit=args.e2e_limit, count_tokens=count_tokens,
-        )  # fmt: skip
+            m_values=[1],
+            seeds=[args.seed],
+            encoder=enc,
+            generator=gen,
+            split="test",
+            limit=args.e2e_limit,
+            count_tokens=count_tokens,
+        )
         print(
             f"\n## End to end with {args.generator} ({e2e.n_questions} test questions): "
             "filter ASR / gold kept (e2e ASR / accuracy)"
@@ -718,9 +733,12 @@ def main() -> None:
     lbenign = benign_passages(test, lbank, 4)
     rd_name2, rd2 = ragdefender(cold)
     lat = latency(
-        test, lbenign, lbank,
-        {"ecosaferag": EcoSafeRAG(encoder=cold, **config), rd_name2: rd2}, args.seed,
-    )  # fmt: skip
+        test,
+        lbenign,
+        lbank,
+        {"ecosaferag": EcoSafeRAG(encoder=cold, **config), rd_name2: rd2},
+        args.seed,
+    )
     print("\n## Filter latency (encoder cache off; retriever vectors given)")
     for k, v in lat.items():
         split = ", ".join(

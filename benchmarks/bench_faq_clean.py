@@ -23,8 +23,9 @@ nearest the question are the context. Columns: benign passages removed, gold chu
 context, sets in which anything was removed. No attack is planted: every removal is a cost.
 
 RAGDefender's ``derivative`` stage reads the index-side novelty of every chunk
-(:mod:`ragshield.store.calibration_novelty`), computed here over the indexed chunks as a
-deployment would, only with ``--novelty`` (``ragshield index`` does not compute it yet). ``--params JSON`` overrides RAGDefender's
+(:mod:`ragshield.store.calibration_novelty`), computed here over the indexed chunks as
+``ragshield index`` stores it (``--no-novelty``: none, an index built before the table; the
+stage is off on a Q&A index either way). ``--params JSON`` overrides RAGDefender's
 parameters in every chain (a dev study: ``--split dev --params '{"coverage_min_group": 4}'``);
 ``--reasons`` prints, per chain, why the benign chunks were removed (the stage's reason,
 counted).
@@ -68,7 +69,10 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=5)
     ap.add_argument("--params", default="{}", help="RAGDefender overrides, a JSON object")
     ap.add_argument(
-        "--novelty", action="store_true", help="the index-side novelty table (not in the CLI yet)"
+        "--no-novelty",
+        dest="novelty",
+        action="store_false",
+        help="no index-side novelty table (an index built before it)",
     )
     ap.add_argument("--reasons", action="store_true", help="count the benign removals' reasons")
     args = ap.parse_args()

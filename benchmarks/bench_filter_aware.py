@@ -115,9 +115,13 @@ def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, s
 
 
 def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed: int, k: int,
-                budgets: list[int]) -> tuple[str, dict]:  # fmt: skip
+                budgets: list[int], novelty: bool = True) -> tuple[str, dict]:  # fmt: skip
     from ragshield.eval.adaptive_eval import search_cases
-    from ragshield.eval.real_retrieval import run_real_eval
+    from ragshield.eval.real_retrieval import index_novelty, run_real_eval
+
+    # the index's novelty table as `ragshield index` stores it; each call's candidates and
+    # the planted survivors join it as `ragshield add` would add them
+    table = index_novelty(store, novelty)
 
     text_of = {p.id: p.text for p in data.passages}
     golden = {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids[0] in text_of}
@@ -131,6 +135,7 @@ def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed
         found = search_cases(
             cases, store, enc, chain, budget=max(budgets), golden_text=golden, k=k,
             seed=seed, checkpoints=budgets, on_case=lambda _c, f, spent=spent: spent.append(f.calls),
+            novelty=table,
         )  # fmt: skip
         secs = time.perf_counter() - t0
         vals = []
@@ -138,7 +143,7 @@ def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed
         for b in budgets:
             res = run_real_eval(data, found[b], {name: chain}, [f"filter-aware:{b}"], encoder=enc,
                                 k=k, seed=seed, split="test", base_store=store,
-                                calibrate_index=False)  # fmt: skip
+                                calibrate_index=False, novelty=table or False)  # fmt: skip
             m = dict(res.rows[0].metrics)
             out[name][str(b)] = m | {"m_planted": res.rows[0].m_planted}
             vals.append(cell(m))
@@ -165,6 +170,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="first N test questions")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
     ap.add_argument("--json", default=None, help="also write every measured row here")
+    ap.add_argument("--no-novelty", dest="novelty", action="store_false",
+                    help="hand the chains no index-side novelty table (an old index)")  # fmt: skip
     ap.add_argument(
         "--paraphrase",
         default=None,
@@ -208,7 +215,8 @@ def main() -> None:
             print(table + f"\n\n({time.perf_counter() - t0:.0f} s)\n", flush=True)
             dump[name]["adaptive"] = rows
         if "curve" in sections:
-            table, rows = curve_table(data, cases, chains, enc, store, args.seed, args.k, budgets)
+            table, rows = curve_table(data, cases, chains, enc, store, args.seed, args.k, budgets,
+                                      args.novelty)  # fmt: skip
             print("### filter-aware attacker: reaches / majority against budget "
                   "(black-box calls per target)\n")  # fmt: skip
             print(table + "\n", flush=True)

@@ -45,6 +45,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -224,41 +225,55 @@ def calibration(datasets: Sequence[str], encoder: DiskCachedEncoder) -> str:
     return "\n".join(lines)
 
 
-def _each(
-    datasets: Sequence[str], section: str, run: Callable[[str], PoisoningResults]
-) -> list[PoisoningResults]:
-    """``run`` on every dataset in turn, saying how long each took (a section's loop)."""
-    runs = []
-    for ds in datasets:
-        t0 = time.perf_counter()
-        runs.append(run(ds))
-        _say(f"[{ds}] {section} in {time.perf_counter() - t0:.0f}s")
-    return runs
+@dataclass(frozen=True)
+class Bench:
+    """What every section runs with: the datasets, the cached encoder, the options and
+    whether the authors' package is installed (one value instead of four arguments each)."""
+
+    datasets: Sequence[str]
+    encoder: DiskCachedEncoder
+    args: argparse.Namespace
+    with_authors: bool
+
+    def defenses(self, ds: str) -> dict[str, PassageFilter | None]:
+        return defenses_for(ds, self.encoder, self.with_authors)
+
+    def run(
+        self, ds: str, defenses: dict[str, PassageFilter | None] | None = None, **options: Any
+    ) -> PoisoningResults:
+        """``run_poisoning_eval`` on ``ds`` with the bench's encoder and ``--seeds``,
+        ``--limit``, ``--split`` (``options`` add to or override them) and its defenses
+        unless ``defenses`` is given."""
+        args = self.args
+        defaults = {"seeds": range(args.seeds), "limit": args.limit, "split": args.split}
+        chosen = self.defenses(ds) if defenses is None else defenses
+        return run_poisoning_eval(
+            DATA / ds, chosen, encoder=self.encoder, **{**defaults, **options}
+        )
+
+    def each(self, section: str, run: Callable[[str], PoisoningResults]) -> list[PoisoningResults]:
+        """``run`` on every dataset in turn, saying how long each took (a section's loop)."""
+        runs = []
+        for ds in self.datasets:
+            t0 = time.perf_counter()
+            runs.append(run(ds))
+            _say(f"[{ds}] {section} in {time.perf_counter() - t0:.0f}s")
+        return runs
 
 
-def main_tables(
-    datasets: Sequence[str],
-    encoder: DiskCachedEncoder,
-    args: argparse.Namespace,
-    with_authors: bool,
-) -> list[PoisoningResults]:
+def main_tables(bench: Bench) -> list[PoisoningResults]:
     def one(ds: str) -> PoisoningResults:
-        res = run_poisoning_eval(
-            DATA / ds,
-            defenses_for(ds, encoder, with_authors),
+        res = bench.run(
+            ds,
             attacks=["poisonedrag", "blind", "garag", "mixed"],
-            ratios=args.ratios,
-            seeds=range(args.seeds),
-            encoder=encoder,
-            limit=args.limit,
-            split=args.split,
+            ratios=bench.args.ratios,
             log=lambda m, ds=ds: _say(f"  [{ds}] {m}"),
         )
         res.notes.append(
             f"modes: every RAGDefender in {MODES.get(ds)} mode (the paper's choice for {ds}); "
             "similarity-threshold removes passages with a >= 0.9 cosine neighbour"
         )
-        if with_authors:
+        if bench.with_authors:
             res.notes.append(
                 "authors' package: its embedding calls are answered with the same MiniLM "
                 "vectors ragshield uses; its ms/query here excludes encoding (see bench_filter.py)"
@@ -267,7 +282,7 @@ def main_tables(
             res.notes.append("authors' package not installed: its row is missing")
         return res
 
-    return _each(datasets, "main table", one)
+    return bench.each("main table", one)
 
 
 def headline(runs: Sequence[PoisoningResults]) -> str:
@@ -281,9 +296,13 @@ def headline(runs: Sequence[PoisoningResults]) -> str:
     for res in runs:
         names = list(dict.fromkeys(s.defense for s in res.settings))
         head = [f"{a} {r:g}× {k}" if a != "clean" else f"clean {k}" for a, r, k in cols]
-        out += [f"**{res.dataset}** ({res.split} split, {res.n_questions} questions, "
-                f"{len(res.seeds)} seeds)", "", "| defense | " + " | ".join(head) + " |",
-                "|---|" + "---|" * len(cols)]  # fmt: skip
+        out += [
+            f"**{res.dataset}** ({res.split} split, {res.n_questions} questions, "
+            f"{len(res.seeds)} seeds)",
+            "",
+            "| defense | " + " | ".join(head) + " |",
+            "|---|" + "---|" * len(cols),
+        ]
         for d in names:
             cells = []
             for a, r, k in cols:
@@ -307,64 +326,50 @@ ABLATION: list[tuple[str, dict[str, Any]]] = [
 ]  # fmt: skip
 
 
-def ablation(
-    datasets: Sequence[str], encoder: DiskCachedEncoder, args: argparse.Namespace
-) -> list[PoisoningResults]:
+def ablation(bench: Bench) -> list[PoisoningResults]:
     def one(ds: str) -> PoisoningResults:
         mode = MODES.get(ds, "single_hop")
         defenses: dict[str, PassageFilter | None] = {
             name: RAGDefender(**{"mode": mode, **kw}) for name, kw in ABLATION
         }
-        return run_poisoning_eval(
-            DATA / ds, defenses, attacks=["poisonedrag", "blind", "garag", "mixed"],
-            ratios=[1, 2, 4], seeds=range(args.seeds), encoder=encoder, limit=args.limit,
-            split=args.split,
-        )  # fmt: skip
+        return bench.run(
+            ds, defenses, attacks=["poisonedrag", "blind", "garag", "mixed"], ratios=[1, 2, 4]
+        )
 
-    return _each(datasets, "ablation", one)
+    return bench.each("ablation", one)
 
 
-def robustness(
-    datasets: Sequence[str],
-    encoder: DiskCachedEncoder,
-    args: argparse.Namespace,
-    with_authors: bool,
-) -> list[PoisoningResults]:
+def robustness(bench: Bench) -> list[PoisoningResults]:
     def one(ds: str) -> PoisoningResults:
-        res = run_poisoning_eval(
-            DATA / ds, defenses_for(ds, encoder, with_authors), attacks=["mixed"],
-            ratios=[2, 4], seeds=range(args.seeds), encoder=encoder, limit=args.limit,
-            split=args.split, n_benign=39,
-        )  # fmt: skip
+        res = bench.run(ds, attacks=["mixed"], ratios=[2, 4], n_benign=39)
         res.notes.append("k ≈ 50: 1 golden + 39 benign + M adversarial")
         return res
 
-    return _each(datasets, "robustness", one)
+    return bench.each("robustness", one)
 
 
-def e2e(
-    datasets: Sequence[str],
-    encoder: DiskCachedEncoder,
-    args: argparse.Namespace,
-    with_authors: bool,
-) -> list[PoisoningResults]:
+def e2e(bench: Bench) -> list[PoisoningResults]:
     from ragshield.generate.factory import make_generator
 
+    args = bench.args
     gen = make_generator(args.generator, cache_dir=args.gen_cache, max_new_tokens=24)
 
     def one(ds: str) -> PoisoningResults:
-        res = run_poisoning_eval(
-            DATA / ds, defenses_for(ds, encoder, with_authors), attacks=["poisonedrag", "mixed"],
-            ratios=args.e2e_ratios, seeds=range(args.e2e_seeds), encoder=encoder, generator=gen,
-            limit=args.e2e_limit, split=args.split,
+        res = bench.run(
+            ds,
+            attacks=["poisonedrag", "mixed"],
+            ratios=args.e2e_ratios,
+            seeds=range(args.e2e_seeds),
+            limit=args.e2e_limit,
+            generator=gen,
             log=lambda m, ds=ds: _say(f"  [{ds} e2e] {m}"),
-        )  # fmt: skip
+        )
         res.notes.append(
             f"generator {args.generator}: greedy, max 24 new tokens, the papers' prompt"
         )
         return res
 
-    return _each(datasets, "e2e", one)
+    return bench.each("e2e", one)
 
 
 def ablation_table(runs: Sequence[PoisoningResults]) -> str:
@@ -378,10 +383,15 @@ def ablation_table(runs: Sequence[PoisoningResults]) -> str:
         ("mixed", 4.0),
     ]
     for res in runs:
-        out += [f"**{res.dataset}** ({res.split}, {res.n_questions} questions, {len(res.seeds)} seeds) "
-                "— cells: gold kept / adv-majority / filter ASR", "",
-                "| variant | " + " | ".join(f"{a} {r:g}×" if a != "clean" else "clean" for a, r in settings) + " |",
-                "|---|" + "---|" * len(settings)]  # fmt: skip
+        out += [
+            f"**{res.dataset}** ({res.split}, {res.n_questions} questions, {len(res.seeds)} seeds) "
+            "— cells: gold kept / adv-majority / filter ASR",
+            "",
+            "| variant | "
+            + " | ".join(f"{a} {r:g}×" if a != "clean" else "clean" for a, r in settings)
+            + " |",
+            "|---|" + "---|" * len(settings),
+        ]
         for d in dict.fromkeys(s.defense for s in res.settings):
             cells = []
             for a, r in settings:
@@ -406,8 +416,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--no-authors", action="store_true", help="skip the authors' package")
-    ap.add_argument("--sections", nargs="+", default=["calibration", "main", "ablation", "robustness", "e2e"],
-                    choices=["calibration", "main", "ablation", "robustness", "e2e"])  # fmt: skip
+    ap.add_argument(
+        "--sections",
+        nargs="+",
+        default=["calibration", "main", "ablation", "robustness", "e2e"],
+        choices=["calibration", "main", "ablation", "robustness", "e2e"],
+    )
     ap.add_argument("--generator", default=None, help="make_generator spec for the e2e section")
     ap.add_argument("--e2e-limit", type=int, default=20)
     ap.add_argument("--e2e-seeds", type=int, default=1)
@@ -421,13 +435,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     version = authors_package_version()
     with_authors = version is not None and not args.no_authors
     if version is None:
-        _say("authors' package `ragdefender` not installed: its row is skipped "
-             "(pip install --no-deps ragdefender pandas)")  # fmt: skip
+        _say(
+            "authors' package `ragdefender` not installed: its row is skipped "
+            "(pip install --no-deps ragdefender pandas)"
+        )
     import sklearn
     import torch
 
     torch.set_num_threads(1)
     encoder = DiskCachedEncoder()
+    bench = Bench(args.datasets, encoder, args, with_authors)
     header = (
         f"# Poisoning benchmark\n\nmachine: {platform.processor() or platform.machine()}, "
         f"python {platform.python_version()}, torch {torch.__version__}, scikit-learn "
@@ -441,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text)
         (args.out / "poisoning_calibration.md").write_text(header + "\n" + text)
     if "main" in args.sections:
-        runs = main_tables(args.datasets, encoder, args, with_authors)
+        runs = main_tables(bench)
         print(headline(runs))
         for res in runs:
             md = markdown_table(res)
@@ -451,13 +468,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.out / "poisoning_headline.md").write_text(header + "\n" + headline(runs))
         plot_asr(runs, args.out / "poisoning_asr.png")
     if "ablation" in args.sections:
-        runs = ablation(args.datasets, encoder, args)
+        runs = ablation(bench)
         text = ablation_table(runs)
         print(text)
         (args.out / "poisoning_ablation.md").write_text(header + "\n" + text)
         write_json(runs, args.out / "poisoning_ablation.json")
     if "robustness" in args.sections:
-        runs = robustness(args.datasets, encoder, args, with_authors)
+        runs = robustness(bench)
         for res in runs:
             md = markdown_table(
                 res,
@@ -477,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         write_json(runs, args.out / "poisoning_robustness.json")
     if "e2e" in args.sections and args.generator:
-        runs = e2e(args.datasets, encoder, args, with_authors)
+        runs = e2e(bench)
         metrics = ["asr", "accuracy", "adv_majority", "gold_in_context", "filter_asr"]
         text = "\n".join(markdown_table(r, metrics=metrics) for r in runs)
         print(text)

@@ -28,7 +28,7 @@ decode, tokens per CPU-second, rows per decode step). ``--typo-overlap`` (auto: 
 cores) runs the GARAG typo search in a second thread beside the writer's LLM (same texts;
 its thread's CPU printed). ``--writer-refill on`` gives the writer continuous batching and
 ``--answer-batch 1`` answers one RAG prompt per engine call (both llama.cpp layouts, off by
-default: ``docs/results-llm-engine.md``, round 8, says what each changes).
+default: ``docs/results-llm-engine.md``, rounds 8 and 9, say what each changes).
 
 ``--compare-shared``: on the 44 HotpotQA poisoning targets (test split, the shared
 incorrect answers as targets), PoisonedRAG (5 passages per target) planted into the
@@ -373,7 +373,7 @@ def main() -> None:
     ap.add_argument(
         "--writer-refill", choices=("on", "off"), default="off",
         help="llama.cpp: continuous batching for the attack-text writer (LlamaEngineOptions."
-        "refill; changes which rows share a step, so, possibly, texts: results round 8)",
+        "refill; changes which rows share a step, so texts and mixed-2x's ASR: results round 9)",
     )  # fmt: skip
     ap.add_argument(
         "--answer-batch", type=int, default=None,

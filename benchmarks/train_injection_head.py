@@ -79,7 +79,7 @@ from ragshield.defenses.injection.detector import (
     segment,
     window_scores,
 )
-from ragshield.defenses.injection.features import feature_matrix
+from ragshield.defenses.injection.features import ADDRESSED_VERSION, feature_matrix
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.text import normalize
@@ -700,6 +700,7 @@ def train_head(
         "kind": kind,
         "C": c,
         "features": list(features),
+        "addressed_version": ADDRESSED_VERSION,  # what the feature read when it was trained
         "hard_weight": hard_weight,
         "mention_discount": mention_discount,
         "offtopic_boost": offtopic_boost,

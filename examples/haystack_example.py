@@ -1,5 +1,6 @@
 """ragshield in a Haystack pipeline, offline: which passages are removed before the LLM, why.
 Run: python examples/haystack_example.py   (needs: pip install "ragshield[haystack]")"""
+
 import json
 
 from haystack import Document, Pipeline
@@ -12,7 +13,10 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 from ragshield.corpus import read_corpus
 from ragshield.demo import demo_files
 from ragshield.integrations.haystack import (
-    RagshieldDocumentEmbedder, RagshieldDocumentFilter, RagshieldTextEmbedder)  # fmt: skip
+    RagshieldDocumentEmbedder,
+    RagshieldDocumentFilter,
+    RagshieldTextEmbedder,
+)
 
 corpus_file, attack_file = demo_files()  # 30 Wikipedia-style passages + a planted attack
 attack = json.loads(attack_file.read_text(encoding="utf-8"))

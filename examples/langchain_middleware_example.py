@@ -63,8 +63,9 @@ class LocalChat(BaseChatModel):
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> LocalChat:
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:  # fmt: skip
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         question = next(m.content for m in reversed(messages) if m.type == "human")
         results = [m for m in messages if isinstance(m, ToolMessage)]
         if not results:  # fixed policy: retrieve first

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ragshield.cli_options import JsonOpt
 from ragshield.errors import InputError, RagshieldError
 from ragshield.eval.cli import app as eval_app
 
@@ -47,7 +48,6 @@ EncoderOpt = Annotated[
         "--encoder", help="Local sentence-transformers folder (default: packaged MiniLM)."
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
 def _print_version(value: bool) -> None:

@@ -315,6 +315,9 @@ def assemble(
         profile=getattr(parts.store, "profile", None),  # index-time statistics
         cache=cache,
     )
+    from ragshield.store.calibration_novelty import use_index_novelty
+
+    use_index_novelty(named, getattr(parts.store, "novelty", None), config.index)  # index-side
     chain = [*filters, *named.filters]
     generator = parts.generator
     if plan.wrappers:

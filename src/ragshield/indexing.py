@@ -70,6 +70,7 @@ def build_index(
         )
     else:
         vectors = encoder.encode(texts, show_progress=show_progress)
+    plain = [p.text for p in passages]  # the novelty table reads the texts without canaries
     if canary_secret is not None:  # after encoding: the vectors are those of the plain texts
         from ragshield.defenses.canary import embed_canaries
 
@@ -89,6 +90,12 @@ def build_index(
         store = FaissStore(encoder.dim, index_type, encoder_name=encoder.name)
         store.add(passages, vectors)
     store.profile = profile_index(texts, vectors, encoder, trusted_ids=trusted)
+    if isinstance(store, FaissStore):  # the novelty table beside the vectors (pgvector: none)
+        from ragshield.store.calibration_novelty import NoveltyIndex
+
+        store.novelty = NoveltyIndex(
+            [p.id for p in passages], plain, vectors, index=store.neighbour_index()
+        )
     store.save(out)
     return store
 

@@ -83,17 +83,26 @@ class Quarantined:
     def to_dict(self) -> dict[str, Any]:
         p = self.passage
         return {
-            "id": p.id, "title": p.title, "text": p.text, "metadata": dict(p.metadata),
-            "reasons": list(self.reasons), "quarantined_at": self.quarantined_at,
+            "id": p.id,
+            "title": p.title,
+            "text": p.text,
+            "metadata": dict(p.metadata),
+            "reasons": list(self.reasons),
+            "quarantined_at": self.quarantined_at,
             "screen": self.screen,
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Quarantined:
-        p = Passage(str(d["id"]), str(d["text"]), str(d.get("title", "")),
-                    dict(d.get("metadata") or {}))  # fmt: skip
-        return cls(p, tuple(d.get("reasons", ())), str(d.get("quarantined_at", "")),
-                   str(d.get("screen", "")))  # fmt: skip
+        p = Passage(
+            str(d["id"]), str(d["text"]), str(d.get("title", "")), dict(d.get("metadata") or {})
+        )
+        return cls(
+            p,
+            tuple(d.get("reasons", ())),
+            str(d.get("quarantined_at", "")),
+            str(d.get("screen", "")),
+        )
 
 
 @dataclass(frozen=True)
@@ -123,13 +132,22 @@ class AddReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "index": self.index, "source": self.source, "screen": self.screen,
+            "index": self.index,
+            "source": self.source,
+            "screen": self.screen,
             "added": list(self.added),
             "quarantined": [q.to_dict() for q in self.quarantined],
-            "screened": [{"id": s.passage.id, "flagged": s.flagged, "reasons": list(s.reasons),
-                          "neighbours": list(s.neighbours)} for s in self.screened],
+            "screened": [
+                {
+                    "id": s.passage.id,
+                    "flagged": s.flagged,
+                    "reasons": list(s.reasons),
+                    "neighbours": list(s.neighbours),
+                }
+                for s in self.screened
+            ],
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
-        }  # fmt: skip
+        }
 
 
 # ---- provenance ----------------------------------------------------------------------------
@@ -233,8 +251,9 @@ def screen_documents(
         for j in np.argsort(-batch_sim[i])[: k + 1]:
             if int(j) != i:
                 cands[passages[int(j)].id] = (passages[int(j)], vectors[int(j)])
-        scored = sorted(((float(qv[i] @ v), q, v) for q, v in cands.values()),
-                        key=lambda t: -t[0])[: k + 1]  # fmt: skip
+        scored = sorted(((float(qv[i] @ v), q, v) for q, v in cands.values()), key=lambda t: -t[0])[
+            : k + 1
+        ]
         if all(q.id != p.id for _, q, _ in scored):  # the document is always in its set
             scored[-1] = (float(qv[i] @ vectors[i]), p, vectors[i])
         retrieved = [RetrievedPassage(q, s, r, v) for r, (s, q, v) in enumerate(scored)]
@@ -305,6 +324,16 @@ def _writable(store: VectorStore) -> VectorStore:
         store.close()  # type: ignore[attr-defined]
         store.read_only = False  # type: ignore[attr-defined]
     return store
+
+
+def _extend_novelty(store: VectorStore, passages: Sequence[Passage], vectors: np.ndarray) -> None:
+    """The index's novelty table grows with the passages it accepted, each judged against
+    the index (:meth:`~ragshield.store.calibration_novelty.NoveltyIndex.extended`)."""
+    novelty = getattr(store, "novelty", None)
+    if novelty is not None:
+        store.novelty = novelty.extended(  # type: ignore[attr-defined]
+            [p.id for p in passages], [p.text for p in passages], vectors
+        )
 
 
 def _existing_ids(store: VectorStore, ids: Sequence[str]) -> set[str]:
@@ -401,11 +430,19 @@ def add_documents(
     t0 = time.perf_counter()
     if ok:
         store.add([passages[i] for i in ok], vectors[ok])
+        _extend_novelty(store, [passages[i] for i in ok], vectors[ok])
     _commit(path, store, [*quarantine_list(path), *flagged])
     timings["write"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_all
-    return AddReport(str(path), src, spec, tuple(passages[i].id for i in ok), tuple(flagged),
-                     tuple(screened), timings)  # fmt: skip
+    return AddReport(
+        str(path),
+        src,
+        spec,
+        tuple(passages[i].id for i in ok),
+        tuple(flagged),
+        tuple(screened),
+        timings,
+    )
 
 
 def _pick(index: Path, ids: Sequence[str]) -> tuple[list[Quarantined], list[Quarantined]]:
@@ -440,6 +477,7 @@ def release(
     ]
     vectors = np.asarray(enc.encode([index_text(p) for p in released]), dtype=np.float32)
     store.add(released, vectors)
+    _extend_novelty(store, released, vectors)
     _commit(path, store, rest)
     return [p.id for p in released]
 

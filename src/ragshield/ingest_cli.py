@@ -31,6 +31,8 @@ IndexArg = Annotated[Path, typer.Argument(help="Index directory (FAISS or pgvect
 UriOpt = Annotated[
     str | None, typer.Option("--uri", help="PostgreSQL URI overriding a pgvector pointer's.")
 ]
+ReleaseIdsArg = Annotated[list[str], typer.Argument(help="Quarantined ids to add to the index.")]
+DeleteIdsArg = Annotated[list[str], typer.Argument(help="Quarantined ids to drop.")]
 
 
 def add(
@@ -96,26 +98,20 @@ def list_(index: IndexArg) -> None:
 
 
 @quarantine_app.command("release")
-def release_(
-    index: IndexArg,
-    ids: Annotated[list[str], typer.Argument(help="Quarantined ids to add to the index.")],
-    uri: UriOpt = None,
-) -> None:
+def release_(index: IndexArg, ids: ReleaseIdsArg, uri: UriOpt = None) -> None:
     """Add quarantined documents to the searchable index (your decision; not re-screened)."""
     from ragshield.ingest import release
 
-    done = release(index, ids, uri=uri)
-    Console().print(f"released {len(done)}: {', '.join(done)}", markup=False)
+    _say_done("released", release(index, ids, uri=uri))
 
 
 @quarantine_app.command("delete")
-def delete_(
-    index: IndexArg,
-    ids: Annotated[list[str], typer.Argument(help="Quarantined ids to drop.")],
-    uri: UriOpt = None,
-) -> None:
+def delete_(index: IndexArg, ids: DeleteIdsArg, uri: UriOpt = None) -> None:
     """Drop quarantined documents for good."""
     from ragshield.ingest import delete
 
-    done = delete(index, ids, uri=uri)
-    Console().print(f"deleted {len(done)}: {', '.join(done)}", markup=False)
+    _say_done("deleted", delete(index, ids, uri=uri))
+
+
+def _say_done(verb: str, done: list[str]) -> None:
+    Console().print(f"{verb} {len(done)}: {', '.join(done)}", markup=False)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
-from test_integrations_core import KeywordFilter
+from test_integrations_core import KeywordFilter, run_python
 
 from ragshield.demo import demo_files
 from ragshield.integrations.langchain import EMPTY_TOOL_RESULT, RagshieldToolMiddleware
@@ -133,8 +132,9 @@ class _ScriptedChat(BaseChatModel):
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> _ScriptedChat:
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:  # fmt: skip
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         done = [m for m in messages if isinstance(m, ToolMessage)]
         if done:
             msg = AIMessage(f"READ: {done[-1].content}")
@@ -182,8 +182,7 @@ def test_example_runs_offline(generator: str) -> None:
         " run_name='__main__')\n"
         "assert not attempts, attempts\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=300, cwd=ROOT / "tests")  # fmt: skip
+    res = run_python(code, env=env, timeout=300, cwd=ROOT / "tests")
     assert res.returncode == 0, res.stderr[-2000:]
     after = res.stdout.split("with RagshieldToolMiddleware")[1]
     assert ", 5 of them planted" in res.stdout.split("with Ragshield")[0]

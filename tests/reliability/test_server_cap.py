@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,16 +44,27 @@ def _sweep(service: Service, token: str, n: int) -> list[int]:
     return [r.status_code for r in burst(create_app(service), reqs)]
 
 
-def test_coverage_cap_holds_under_64_parallel_requests(
-    make: Callable[..., Service], storage: dict[str, str]
-) -> None:
-    service = make(
-        storage=storage,
+Swept = Callable[..., tuple[Service, str, list[int]]]
+
+
+@pytest.fixture
+def swept(make: Callable[..., Service], storage: dict[str, str]) -> Swept:
+    """``swept(**config)``: a service on ``storage`` built with ``config``, a new key, and
+    the status codes of that key's 64 parallel asks."""
+
+    def run(**config: Any) -> tuple[Service, str, list[int]]:
+        service = make(storage=storage, **config)
+        key_id, token = service.keys.create("sweeper")
+        return service, key_id, _sweep(service, token, 64)
+
+    return run
+
+
+def test_coverage_cap_holds_under_64_parallel_requests(swept: Swept) -> None:
+    service, key_id, codes = swept(
         limits={"requests_per_minute": 0, "requests_per_day": 0, "concurrency": 4},
         throttle={"signatures": {}, "coverage_min_chunks": CAP, "novelty_limit": 1.0},
     )
-    key_id, token = service.keys.create("sweeper")
-    codes = _sweep(service, token, 64)
     assert set(codes) <= {200, 429} and 429 in codes
     served = service.db.coverage(key_id, 0.0)
     assert served <= CAP, f"{served} distinct chunks served against a cap of {CAP}"
@@ -66,18 +78,13 @@ def test_coverage_cap_holds_under_64_parallel_requests(
     assert service.db.block_state(key_id)[0] is not None  # the sweeper is blocked
 
 
-def test_budget_holds_under_64_parallel_requests(
-    make: Callable[..., Service], storage: dict[str, str]
-) -> None:
-    service = make(
-        storage=storage,
+def test_budget_holds_under_64_parallel_requests(swept: Swept) -> None:
+    service, key_id, codes = swept(
         # the daily budget, not the per-minute one: at load average 25 the 64 requests can
         # outlast a minute, and a window that resets mid-test is not a broken budget
         limits={"requests_per_minute": 0, "requests_per_day": 20, "concurrency": 4},
         throttle={"enabled": False},
     )
-    key_id, token = service.keys.create("busy")
-    codes = _sweep(service, token, 64)
     assert codes.count(200) == 20 and codes.count(429) == 44
     rows = service.db.audit_rows(key_id)
     assert len(rows) == 64

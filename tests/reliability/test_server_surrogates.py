@@ -84,8 +84,9 @@ def test_audit_thread_survives_a_row_it_cannot_write(make: Callable[..., Service
     service = make()
 
     def row(reason: str) -> AuditRecord:
-        return AuditRecord("r", "k1", 0.0, "ask", 401, "rejected", "", None, [], [], [],
-                           None, None, reason, 1.0)  # fmt: skip
+        return AuditRecord(
+            "r", "k1", 0.0, "ask", 401, "rejected", "", None, [], [], [], None, None, reason, 1.0
+        )
 
     q = AuditQueue(service)
     q.put(row(BAD))

@@ -81,8 +81,10 @@ def test_sarif_schema_rejects_a_broken_log() -> None:
     """The validation above can fail: a result without a message is refused."""
     jsonschema = pytest.importorskip("jsonschema")
     schema = _sarif_schema()
-    bad = {"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "x"}},
-                                          "results": [{"ruleId": "r"}]}]}  # fmt: skip
+    bad = {
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "x"}}, "results": [{"ruleId": "r"}]}],
+    }
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validators.validator_for(schema)(schema).validate(bad)
 
@@ -158,7 +160,7 @@ def _scan(**m: float) -> ScanResult:
         # no interval for a share of passages: compared on the point estimate either way
         ("benign_removed>0.1", {"benign_removed": 0.05}, False, False),
     ],
-)  # fmt: skip
+)
 def test_gate_on_interval_bound_vs_point(
     rule: str, metrics: dict[str, float], point_fails: bool, bound_fails: bool
 ) -> None:
@@ -263,11 +265,19 @@ def test_ci_script_scans_and_writes_valid_sarif(tmp_path: Path) -> None:
     import sys
 
     jsonschema = pytest.importorskip("jsonschema")
-    env = {**os.environ, "RAGSHIELD": f"{sys.executable} -m ragshield.cli",
-           "PYTHONPATH": os.pathsep.join(sys.path),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
-    res = subprocess.run(["bash", str(CI / "scan.sh"), str(tmp_path / "scan-ci")], env=env,
-                         capture_output=True, text=True, timeout=900)  # fmt: skip
+    env = {
+        **os.environ,
+        "RAGSHIELD": f"{sys.executable} -m ragshield.cli",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    res = subprocess.run(
+        ["bash", str(CI / "scan.sh"), str(tmp_path / "scan-ci")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert res.returncode in (0, 1), res.stderr[-2000:]
     log = json.loads((tmp_path / "scan-ci" / "results.sarif").read_text(encoding="utf-8"))
     schema = _sarif_schema()

@@ -256,7 +256,7 @@ def test_whitebox_setting_is_opt_in_and_plants_optimised_prefixes(index: Path) -
 def test_typo_search_beside_the_llm_writes_the_same_texts(index: Path, overlap: bool) -> None:
     """The typo search in its own thread (two cores) or after the LLM (one): the same
     cases, the LLM asked the same prompts, the search's CPU counted apart, the caller's
-    torch threads untouched."""
+    torch threads untouched, a llama.cpp writer's threads given back after the search."""
     from ragshield.scan.run import open_scan_store, to_cases
 
     store, encoder, _ = open_scan_store(index)
@@ -265,9 +265,11 @@ def test_typo_search_beside_the_llm_writes_the_same_texts(index: Path, overlap: 
     golden = {c.id: text_of[c.gold_ids[0]] for c in cases}
 
     def fill(flag: bool) -> tuple[list[object], list[str], dict[str, float]]:
-        gen = Scripted()
+        gen = ScriptedEngine("llama.cpp", 2)  # its threads go 2 -> 1 -> 2 when beside
         writer = AttackTextWriter(TextWriter(gen), encoder, overlap=flag)
-        return list(writer.fill(cases, QUESTIONS, golden, seed=3)), gen.calls, writer.stats
+        made = list(writer.fill(cases, QUESTIONS, golden, seed=3))
+        assert gen.threads == 2
+        return made, gen.calls, writer.stats
 
     import torch
 
@@ -282,3 +284,43 @@ def test_typo_search_beside_the_llm_writes_the_same_texts(index: Path, overlap: 
     assert cases_a == cases_b and calls_a == calls_b
     assert all(len(c.attack_texts["garag"]) == 3 for c in cases_a)  # type: ignore[attr-defined]
     assert stats["typo_overlap"] == float(overlap) and stats["cpu_typos"] > 0
+
+
+class ScriptedEngine(Scripted):
+    """A scripted generator of a given backend with a thread count (no engine)."""
+
+    def __init__(self, backend: str, threads: int | None) -> None:
+        super().__init__()
+        self.backend = backend
+        self.threads = threads
+
+
+@pytest.mark.parametrize(
+    ("backend", "threads", "during"),
+    [
+        ("llama.cpp", 2, 1),  # one core for the search, one for the LLM
+        ("llama.cpp", 3, 2),
+        ("llama.cpp", 1, 1),  # nothing to give
+        ("transformers", 2, 2),  # torch's threads are process-wide: untouched
+    ],
+)
+@pytest.mark.parametrize("ended_before", [False, True])
+def test_llm_yields_a_core_while_the_typo_search_runs(
+    backend: str, threads: int, during: int, ended_before: bool
+) -> None:
+    """A llama.cpp writer (found behind its answer cache) runs one thread fewer until the
+    typo search's job ends, then has them back (also when it had ended already)."""
+    from concurrent.futures import Future
+
+    from ragshield.generate.cache import CachedGenerator
+    from ragshield.scan.writer import _yield_a_core
+
+    gen = ScriptedEngine(backend, threads)
+    job: Future[object] = Future()
+    if ended_before:
+        job.set_result(None)
+    _yield_a_core(TextWriter(CachedGenerator(gen)), job)
+    assert gen.threads == (threads if ended_before else during)
+    if not ended_before:
+        job.set_result(None)
+    assert gen.threads == threads

@@ -38,11 +38,13 @@ def live(
     planted = [Passage(f"adv{i}", t) for i, t in enumerate(ATTACK["adv_texts"])]
     build_index([*read_corpus(demo_files()[0]), *planted], root / "idx", encoder=encoder)
     cfg = load_config(
-        None, index=str(root / "idx"), auth=FAST_AUTH,
+        None,
+        index=str(root / "idx"),
+        auth=FAST_AUTH,
         storage={"sqlite_path": str(root / "audit.db")},
         defenses={"chain": ["ragdefender"]},
         limits={"requests_per_minute": 6},
-    )  # fmt: skip
+    )
     service = Service.from_config(cfg, encoder=encoder)
     _, token = service.keys.create("client")
     _, admin = service.keys.create("ops", scopes=["admin"])

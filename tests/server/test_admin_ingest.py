@@ -30,11 +30,19 @@ def test_admin_add_screens_and_serves_new_documents(live: tuple[str, Service, st
         *({"id": f"new-adv{i}", "text": t} for i, t in enumerate(ATTACK["adv_texts"])),
     ]  # fmt: skip
     h = {"Authorization": f"Bearer {admin}"}
-    denied = httpx.post(f"{base}/v1/admin/index/add", json={"documents": docs},
-                        headers={"Authorization": f"Bearer {token}"}, timeout=120)  # fmt: skip
+    denied = httpx.post(
+        f"{base}/v1/admin/index/add",
+        json={"documents": docs},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=120,
+    )
     assert denied.status_code == 403  # the ask scope may not write the index
-    r = httpx.post(f"{base}/v1/admin/index/add",
-                   json={"documents": docs, "screen": "ragdefender"}, headers=h, timeout=120)  # fmt: skip
+    r = httpx.post(
+        f"{base}/v1/admin/index/add",
+        json={"documents": docs, "screen": "ragdefender"},
+        headers=h,
+        timeout=120,
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert "perth" in body["added"] and body["quarantined"]

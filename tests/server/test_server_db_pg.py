@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -120,21 +120,9 @@ def test_migrations_are_versioned_and_idempotent(db: Database) -> None:
 
 def test_a_second_process_migrating_at_once_applies_each_step_once(url: str) -> None:
     dbs = [Database(url) for _ in range(4)]
-    versions: list[int] = []
-    errors: list[BaseException] = []
-
-    def run(d: Database) -> None:
-        try:
-            versions.append(d.migrate())
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(d,)) for d in dbs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and versions == [SCHEMA_VERSION] * 4
+    with ThreadPoolExecutor(max_workers=len(dbs)) as pool:  # a worker's error is raised here
+        versions = list(pool.map(Database.migrate, dbs))
+    assert versions == [SCHEMA_VERSION] * 4
     with dbs[0].read() as conn:
         assert (
             conn.exec_driver_sql("SELECT count(*) FROM schema_version").scalar() == SCHEMA_VERSION
@@ -171,20 +159,11 @@ def test_keys_create_verify_revoke(db: Database) -> None:
 
 # ---- budgets ----------------------------------------------------------------------------
 def test_budget_is_exact_under_concurrency(db: Database) -> None:
-    allowed: list[bool] = []
-    lock = threading.Lock()
+    def five(_: int) -> list[bool]:
+        return [db.consume("k1", [("minute", 60.0, 20)], now=120.0).allowed for _ in range(5)]
 
-    def worker() -> None:
-        for _ in range(5):
-            ok = db.consume("k1", [("minute", 60.0, 20)], now=120.0).allowed
-            with lock:
-                allowed.append(ok)
-
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        allowed = [ok for oks in pool.map(five, range(8)) for ok in oks]
     assert allowed.count(True) == 20 and len(allowed) == 40
     refused = db.consume("k1", [("minute", 60.0, 20)], now=150.0)
     assert not refused.allowed and refused.retry_after == 30.0 and refused.window == "minute"
@@ -249,22 +228,14 @@ def test_ledger_novelty_coverage_and_audit(db: Database) -> None:
 
 def test_concurrent_records_keep_every_audit_row_and_a_consistent_ledger(db: Database) -> None:
     chunks = [f"c{i}" for i in range(11)]
-    errors: list[BaseException] = []
 
     def worker(w: int) -> None:
-        try:
-            for j in range(6):  # overlapping chunk sets in different orders
-                served = chunks[(w + j) % 6 :][:6]
-                db.record(_audit("k", float(w * 10 + j)), served=served[:: (-1) ** w])
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
+        for j in range(6):  # overlapping chunk sets in different orders
+            served = chunks[(w + j) % 6 :][:6]
+            db.record(_audit("k", float(w * 10 + j)), served=served[:: (-1) ** w])
 
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    with ThreadPoolExecutor(max_workers=6) as pool:  # a worker's error is raised here
+        list(pool.map(worker, range(6)))
     assert db.count_audit("k") == 36
     assert sorted(db.served_chunk_ids("k")) == sorted(chunks)
 

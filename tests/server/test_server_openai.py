@@ -42,8 +42,12 @@ def test_openai_client_gets_a_defended_answer(live: tuple[str, Service, str, str
     assert any(i.startswith("adv") for i in removed)
     assert text and "Sydney" not in text
     # the same as /v1/ask answers for that question
-    ask = httpx.post(f"{base}/v1/ask", json={"question": QUESTION},
-                     headers={"Authorization": f"Bearer {token}"}, timeout=60)  # fmt: skip
+    ask = httpx.post(
+        f"{base}/v1/ask",
+        json={"question": QUESTION},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
     assert ask.status_code == 200 and ask.json()["answer"] == text
 
 

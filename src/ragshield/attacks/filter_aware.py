@@ -42,7 +42,7 @@ import hashlib
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -79,12 +79,16 @@ class ChainOracle:
     chain: a PassageFilter (``None`` = no defense), already calibrated as deployed.
     k / context_k: retrieved passages and the survivors a generator reads (ragshield's
         defaults: 10 and 5).
+    novelty: the index's novelty table (a ``NoveltyIndex``, as ``ragshield index`` stores
+        it); each call's candidates join it (``with_added``, as ``ragshield add`` would add
+        them) before the chain reads it. ``None``: the chain gets no table.
     """
 
     def __init__(
         self, store: object, encoder: Encoder, chain: object | None, *, k: int = 10,
-        context_k: int = 5,
+        context_k: int = 5, novelty: Any = None,
     ) -> None:  # fmt: skip
+        self.novelty = novelty
         self.store = store
         self.encoder = encoder
         self.chain = chain
@@ -124,6 +128,12 @@ class ChainOracle:
     def survivors(self, question: str, texts: Sequence[str], payloads: Sequence[str]) -> list[bool]:
         self.calls += 1
         retrieved = self.retrieve(question, texts)
+        if self.novelty is not None and self.chain is not None:
+            from ragshield.store.calibration_novelty import use_index_novelty
+
+            ids = ["fa::" + hashlib.sha1(t.encode("utf-8")).hexdigest()[:16] for t in texts]
+            vecs = self._vectors(texts) if texts else np.zeros((0, 1), np.float32)
+            use_index_novelty(self.chain, self.novelty.with_added(ids, list(texts), vecs))
         kept = list(retrieved) if self.chain is None else list(
             self.chain.filter(question, retrieved).kept  # type: ignore[attr-defined]
         )  # fmt: skip

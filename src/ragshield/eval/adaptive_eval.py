@@ -31,7 +31,12 @@ from ragshield.defenses.base import PassageFilter
 from ragshield.embed.base import Encoder
 from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import SEARCHED_KEY, adaptive_target, pick_target
-from ragshield.eval.real_retrieval import RealResults, build_base_store, run_real_eval
+from ragshield.eval.real_retrieval import (
+    RealResults,
+    build_base_store,
+    index_novelty,
+    run_real_eval,
+)
 from ragshield.store.faiss_store import FaissStore
 
 
@@ -48,10 +53,13 @@ def search_cases(
     seed: int = 0,
     checkpoints: Sequence[int] = (),
     on_case: Callable[[QACase, SearchResult], None] | None = None,
+    novelty: Any = None,
 ) -> dict[int, list[QACase]]:
     """Per budget (``checkpoints`` + ``budget``): the cases with the filter-aware
-    survivors against ``chain`` in ``attack_texts["filter-aware"]``."""
-    oracle = ChainOracle(store, encoder, chain, k=k, context_k=context_k)
+    survivors against ``chain`` in ``attack_texts["filter-aware"]``. ``novelty``: the
+    index's novelty table (a ``NoveltyIndex``); the attacker's candidates join it on each
+    call, as ``ragshield add`` would add them (:class:`ChainOracle`)."""
+    oracle = ChainOracle(store, encoder, chain, k=k, context_k=context_k, novelty=novelty)
     attack = FilterAwareAttack(budget=budget)
     marks = sorted({*checkpoints, budget})
     out: dict[int, list[QACase]] = {m: [] for m in marks}
@@ -98,8 +106,10 @@ def run_settings(
         from ragshield.defenses.calibration import calibrate_from
 
         calibrate_from(defenses.values(), [p.text for p in store.passages], store.vectors, encoder)
+    # the index's novelty table, computed once for every run_real_eval call and the oracle
+    novelty = index_novelty(store, kwargs.pop("novelty", True))
     common: dict[str, Any] = dict(encoder=encoder, k=k, context_k=context_k, seed=seed,
-                                  cache_dir=cache_dir, base_store=store,
+                                  cache_dir=cache_dir, base_store=store, novelty=novelty or False,
                                   calibrate_index=calibrate_index, **kwargs)  # fmt: skip
     res = run_real_eval(data, cases, defenses, direct, **common) if direct else None
     rows = list(res.rows) if res else []
@@ -122,7 +132,7 @@ def run_settings(
 
             found = search_cases(
                 cases, store, encoder, chain, budget=budget, golden_text=golden, k=k,
-                context_k=context_k, seed=seed, on_case=seen,
+                context_k=context_k, seed=seed, on_case=seen, novelty=novelty,
             )[budget]  # fmt: skip
             one = run_real_eval(data, found, {name: chain}, [setting], **common)
             rows += list(one.rows)

@@ -210,6 +210,22 @@ def as_retrieved(
     )
 
 
+def shuffled_retrieved(
+    case: PoisoningCase,
+    items: Sequence[tuple[str, str]],
+    bank: VectorBank,
+    rng: np.random.Generator,
+) -> tuple[list[tuple[str, str]], tuple[RetrievedPassage, ...]]:
+    """``(source, text)`` items in a seeded random order and their retrieval result.
+
+    Both harnesses (poisoning and injection) shuffle with their own seeded ``rng``, so a
+    defense never sees the attack passages first, as they are in the authors' evaluation.
+    """
+    perm = rng.permutation(len(items))
+    shuffled = [items[i] for i in perm]
+    return shuffled, as_retrieved(case, [t for _, t in shuffled], bank)
+
+
 def build_retrieval_set(
     case: PoisoningCase,
     benign: Sequence[str],
@@ -240,10 +256,7 @@ def build_retrieval_set(
             for s, t in adversarial_texts(case, attack, m_req, seed, case_index)
             if t not in taken
         ]
-    perm = _rng(seed, case_index, 2).permutation(len(items))
-    items = [items[i] for i in perm]
-    texts = [t for _, t in items]
-    passages = as_retrieved(case, texts, bank)
+    items, passages = shuffled_retrieved(case, items, bank, _rng(seed, case_index, 2))
     return RetrievalSet(
         case=case,
         attack=CLEAN if m_req == 0 else attack_name(attack),  # type: ignore[arg-type]

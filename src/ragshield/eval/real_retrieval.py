@@ -249,10 +249,15 @@ def run_real_eval(
     calibrate_index: bool = True,
     show_progress: bool = False,
     on_question: Callable[[QuestionTrace], None] | None = None,
+    novelty: Any = True,
 ) -> RealResults:
     """Plant, retrieve for real, filter, score (see the module docstring for the metrics).
 
-    ``on_question`` sees every scored question (progress bars, per-question audits)."""
+    ``on_question`` sees every scored question (progress bars, per-question audits).
+    ``novelty``: the index's novelty table (:mod:`ragshield.store.calibration_novelty`) —
+    ``True`` = the one ``ragshield index`` would store (the base store's own, else computed
+    over it), a ``NoveltyIndex`` = that one, ``False`` = none (the stage off, as on an index
+    built without it); each setting's added passages join it as ``ragshield add`` would."""
     if not cases:
         raise InputError("no questions to evaluate")
     unknown = [s for s in settings if not known(s) or s == "extraction"]
@@ -267,6 +272,7 @@ def run_real_eval(
         calibrate_from(defenses.values(), [p.text for p in store.passages], store.vectors, encoder)
     if not 1 <= k <= len(store):
         raise InputError(f"k ({k}) must be in 1..{len(store)} (the index size)")
+    table0 = index_novelty(store, novelty)  # the index's table (module docstring)
     text_of = {p.id: p.text for p in data.passages}
     golden = {
         c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids and c.gold_ids[0] in text_of
@@ -277,6 +283,7 @@ def run_real_eval(
         planted_list = attack_passages(cases, setting, seed=seed, golden_text=golden)
         planted = {p.passage.id: p for p in planted_list}
         attacked = planted_copy(store, planted_list, encoder) if planted_list else store
+        hand_novelty(defenses.values(), table0, attacked, len(store))
         hits = attacked.search(qv, k)
         per_target = len([p for p in planted_list if not p.replaces]) / max(len(cases), 1)
         if setting == "injection-hijack":
@@ -323,6 +330,36 @@ def run_real_eval(
         rows=tuple(rows),
         notes={"index_size": len(store), "n_questions": len(cases)},
     )
+
+
+def index_novelty(store: FaissStore, novelty: Any) -> Any:
+    """The table ``run_real_eval``'s ``novelty`` names (see there)."""
+    if novelty is True:
+        from ragshield.store.calibration_novelty import NoveltyIndex
+
+        own = getattr(store, "novelty", None)
+        if own is not None and len(own) == len(store):
+            return own
+        return NoveltyIndex([p.id for p in store.passages], [p.text for p in store.passages],
+                            store.vectors, index=store.neighbour_index())  # fmt: skip
+    return novelty or None
+
+
+def hand_novelty(defenses: Any, table0: Any, attacked: FaissStore, base_size: int) -> None:
+    """Every defense gets the table of ``attacked`` (``table0`` plus the passages
+    added after its first ``base_size`` rows, each judged against the index as ``ragshield
+    add`` judges them; edits in place keep the value the page had)."""
+    from ragshield.store.calibration_novelty import use_index_novelty
+
+    table = None
+    if table0 is not None:
+        added = attacked.passages[base_size:]
+        table = table0.with_added(
+            [p.id for p in added], [p.text for p in added], attacked.vectors[base_size:]
+        )
+    for defense in defenses:
+        if defense is not None:
+            use_index_novelty(defense, table, "(a planted copy)")
 
 
 def _on_answer(

@@ -59,8 +59,9 @@ class LlamaEngineOptions:
         rows while prompts wait, instead of groups of ``batch_size`` that run until their
         longest reply ends (ours, off: it changes which rows share a step and so, measured,
         the writer's texts; ``bench_scan.py --writer-refill on`` turns it on for the
-        writer, whose uneven replies it suits: 17 % less engine CPU at 10 questions,
-        ``docs/results-llm-engine.md``, round 8).
+        writer, whose uneven replies it suits: −27 % writer LLM CPU at 50 questions, but
+        the scan's ``mixed-2x`` ASR moved by 0.04-0.06 with its texts,
+        ``docs/results-llm-engine.md``, round 9).
     """
 
     n_ctx: int = 16384  # ours: eight 1,300-token RAG prompts and their answers
@@ -69,7 +70,7 @@ class LlamaEngineOptions:
     weights: str = "auto"  # ours: bf16 for qwen2.5-0.5b where llama.cpp has bf16 kernels
     share_engine: bool = True  # ours: one model in memory per process and sizes
     state_cache_mb: int = 1024  # ours: ~100 of the scan's 800-token 0.5B prompts
-    refill: bool = False  # ours: off, a layout change needs its agreement run (results)
+    refill: bool = False  # ours: off, its 50-question agreement missed 0.02 (results, round 9)
 
     def check(self, owner: str) -> None:
         """One-line errors for a bad option (before any loading)."""

@@ -146,7 +146,25 @@ class ShieldResult:
         return [v for v in self.verdicts if not v.kept]
 
 
-class Shield:
+class ShieldParams:
+    """The four parameters of :class:`Shield` (documented there) under their own names: a
+    class of its own so Haystack's document filter inherits this constructor too (the
+    pydantic adapters declare them as fields of ``_pydantic.ShieldModel``)."""
+
+    def __init__(
+        self,
+        defense: DefenseSpec = DEFAULT_DEFENSE,
+        encoder: EncoderSpec = None,
+        embeddings_model_name: str | None = None,
+        metadata_key: str = DEFAULT_METADATA_KEY,
+    ) -> None:
+        self.defense = defense
+        self.encoder = encoder
+        self.embeddings_model_name = embeddings_model_name
+        self.metadata_key = metadata_key
+
+
+class Shield(ShieldParams):
     """Run a ragshield defense over a framework's retrieved texts.
 
     Parameters
@@ -161,21 +179,10 @@ class Shield:
     metadata_key: key under which each adapter writes :meth:`Verdict.to_metadata`.
     """
 
-    def __init__(
-        self,
-        defense: DefenseSpec = DEFAULT_DEFENSE,
-        *,
-        encoder: EncoderSpec = None,
-        embeddings_model_name: str | None = None,
-        metadata_key: str = DEFAULT_METADATA_KEY,
-    ) -> None:
-        self.defense = defense
-        self.encoder = encoder
-        self.embeddings_model_name = embeddings_model_name
-        self.metadata_key = metadata_key
-        self.encoder_: Encoder | None = None
-        self.filter_: FilterChain | None = None
-        self._dim: int | None = None
+    # built once by warm_up (learned state ends in "_"); None until then
+    encoder_: Encoder | None = None
+    filter_: FilterChain | None = None
+    _dim: int | None = None
 
     def warm_up(self) -> None:
         """Build the encoder and the defense once (idempotent); the model loads lazily."""
@@ -199,18 +206,10 @@ class Shield:
 
     @classmethod
     def of(cls, component: Any) -> Shield:
-        """A Shield from a framework component that stores the four constructor fields.
-
-        The adapters keep ``defense``, ``encoder``, ``embeddings_model_name`` and
-        ``metadata_key`` as their own (serialisable) fields; this is the one place that
-        turns them into the core.
-        """
-        return cls(
-            component.defense,
-            encoder=component.encoder,
-            embeddings_model_name=component.embeddings_model_name,
-            metadata_key=component.metadata_key,
-        )
+        """A Shield from an adapter that keeps the four parameters as its own (serialisable)
+        fields: the one place that turns them into the core."""
+        c = component
+        return cls(c.defense, c.encoder, c.embeddings_model_name, c.metadata_key)
 
     def load(self) -> None:
         """Build the defense and load the encoder's model now, not on the first query."""

@@ -36,15 +36,14 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from ragshield.errors import InputError
 from ragshield.integrations._core import (
-    DEFAULT_DEFENSE,
-    DEFAULT_METADATA_KEY,
-    DefenseSpec,
     EncoderSpec,
     Shield,
+    ShieldParams,
     _build_encoder,
     missing_extra,
 )
@@ -84,25 +83,17 @@ def _serialisable_encoder(encoder: EncoderSpec, owner: str) -> str | None:
 
 
 @component
-class RagshieldDocumentFilter:
+class RagshieldDocumentFilter(ShieldParams):
     """Remove (or trim) adversarial documents between a retriever and a prompt builder.
 
     Parameters: see :class:`ragshield.integrations.Shield`. A defense given by name (or a
     list of names) and an encoder given as a path make the component serialisable.
     """
 
-    def __init__(
-        self,
-        defense: DefenseSpec = DEFAULT_DEFENSE,
-        encoder: EncoderSpec = None,
-        embeddings_model_name: str | None = None,
-        metadata_key: str = DEFAULT_METADATA_KEY,
-    ) -> None:
-        self.defense = defense
-        self.encoder = encoder
-        self.embeddings_model_name = embeddings_model_name
-        self.metadata_key = metadata_key
-        self._shield = Shield.of(self)
+    @cached_property
+    def _shield(self) -> Shield:
+        """The framework-neutral core, built on first use from the four parameters."""
+        return Shield.of(self)
 
     def warm_up(self) -> None:
         """Build the defense and load the encoder (Haystack calls this before a run)."""

@@ -360,12 +360,14 @@ class RagshieldToolMiddleware(AgentMiddleware):
         artifact = result.artifact
         if docs is not None:
             artifact = [
-                docs[v.index].model_copy(update={
-                    "page_content": v.text,
-                    "metadata": {**docs[v.index].metadata, self.metadata_key: v.to_metadata()},
-                })
+                docs[v.index].model_copy(
+                    update={
+                        "page_content": v.text,
+                        "metadata": {**docs[v.index].metadata, self.metadata_key: v.to_metadata()},
+                    }
+                )
                 for v in kept
-            ]  # fmt: skip
+            ]
         report = {
             "defense": self._shield.filter_.name if self._shield.filter_ else str(self.defense),
             "query": query,
@@ -380,10 +382,13 @@ class RagshieldToolMiddleware(AgentMiddleware):
                 for v in out.removed
             ],
         }
-        return result.model_copy(update={
-            "content": content, "artifact": artifact,
-            "response_metadata": {**result.response_metadata, self.metadata_key: report},
-        })  # fmt: skip
+        return result.model_copy(
+            update={
+                "content": content,
+                "artifact": artifact,
+                "response_metadata": {**result.response_metadata, self.metadata_key: report},
+            }
+        )
 
     def wrap_tool_call(self, request: Any, handler: Any) -> Any:
         return self.screen(request, handler(request))

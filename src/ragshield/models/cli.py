@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ragshield.cli_options import JsonOpt
 from ragshield.models.locate import list_models, model_info, model_path, models_dir
 from ragshield.models.provision import conversion_record, fetch, progress_enabled
 from ragshield.models.registry import MODELS
@@ -44,7 +45,6 @@ CacheOpt = Annotated[
         "~/.cache/ragshield/models).",
     ),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
 def _size(n: int) -> str:

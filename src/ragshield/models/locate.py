@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ragshield.errors import ModelNotFoundError
@@ -27,25 +27,19 @@ from ragshield.models.registry import MODELS, PackagedModel
 MARKER = "ragshield-model.json"
 
 
-@dataclass(frozen=True)
-class ModelInfo:
-    """What a user needs to know about one packaged model before using it."""
+@dataclass(frozen=True, kw_only=True)
+class ModelInfo(PackagedModel):
+    """A registry entry plus what this machine has of it (built by :func:`model_info`).
 
-    name: str
-    description: str
-    params: str
-    role: str
-    gguf_file: str
-    sha256: str
-    size: int
-    distributions: tuple[str, ...]
-    install_command: str
+    It extends :class:`~ragshield.models.registry.PackagedModel` rather than repeating its
+    fields, so a fact added to the registry shows here too; ``distributions`` and
+    ``install_command`` are the registry's.
+    """
+
     installed: bool
     missing: tuple[str, ...]
     cached: bool
     path: Path
-    upstream: str
-    license: str
 
 
 def models_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -159,21 +153,11 @@ def model_info(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Mo
         )
     path = cache_path(name, cache_dir)
     return ModelInfo(
-        name=spec.name,
-        description=spec.description,
-        params=spec.params,
-        role=spec.role,
-        gguf_file=spec.gguf_file,
-        sha256=spec.sha256,
-        size=spec.size,
-        distributions=tuple(spec.distributions),
-        install_command=spec.install_command,
+        **{f.name: getattr(spec, f.name) for f in fields(spec)},
         installed=not missing,
         missing=missing,
         cached=_is_complete(path),
         path=path,
-        upstream=spec.upstream,
-        license=spec.license,
     )
 
 

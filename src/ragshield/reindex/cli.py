@@ -22,6 +22,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ragshield.cli_options import JsonOpt
+
 # A callback with arguments and no sub-commands: interspersed args let options follow
 # INDEX_DIR (click groups stop parsing options at the first positional otherwise).
 app = typer.Typer(
@@ -75,7 +77,7 @@ def reindex_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Cluster and report; do not train or write.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Cluster the chunks, fine-tune the encoder with SupCon, write a re-index at --out."""
     from ragshield.reindex.build import plan_labels, reindex

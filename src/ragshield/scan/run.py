@@ -409,6 +409,7 @@ def run_scan(
                 split=split,
                 generator=generator,
                 base_store=store,
+                novelty=getattr(store, "novelty", None) or False,  # the index's own table
                 on_question=on_question,
             )
         finally:

@@ -34,7 +34,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from ragshield.attacks.garag import TypoAttack
 from ragshield.attacks.misleading import MisleadingPassageAttack
@@ -93,7 +94,8 @@ class AttackTextWriter:
         passages (ours): neither needs the other's output, and on two cores each gets one
         (the search is ~30 % of the stage's CPU, results round 7). ``None`` = when the
         process may use two cores or more (:func:`usable_cores`); the texts are the same
-        either way (same calls, same seeds, only the thread differs).
+        either way (same calls, same seeds, only the thread differs). While the search
+        runs, a llama.cpp writer computes with one thread fewer (:func:`_yield_a_core`).
     """
 
     def __init__(
@@ -181,6 +183,8 @@ class AttackTextWriter:
         pool = ThreadPoolExecutor(1, thread_name_prefix="typo-search") if overlap else None
         try:
             typo_job = pool.submit(search_typos, True) if pool is not None else None
+            if typo_job is not None:
+                _yield_a_core(self.writer, typo_job)
             chosen, written = self._write(pairs, targets, pr, misleading, every_right, seed, stats)
             typo_texts, typo_cpu = typo_job.result() if typo_job else search_typos()
         except BaseException:
@@ -262,6 +266,39 @@ class AttackTextWriter:
         written = passages()
         stats["seconds_passages"] = time.perf_counter() - t_start - stats["seconds_targets"]
         return chosen, written
+
+
+def _yield_a_core(writer: TextWriter, job: Future[Any]) -> None:
+    """Until ``job`` (the typo search, one thread) ends, the writer's llama.cpp generator
+    runs one thread fewer, then gets them back.
+
+    Why: the process may use ``usable_cores()`` cores and the search takes one of them;
+    llama.cpp's threads meet at a barrier after every operation of a step, so beside the
+    search two of them on two cores take turns with it (the idle scan's writer stage kept
+    1.57 of 2 cores busy). At one thread there is no barrier. A generator reads its ``threads`` at each call and llama.cpp's tokens do not
+    depend on it (16 of 16 writer replies identical at one and two threads, round 9), so
+    the texts stay the same; engine CPU per token was the same too (17.1 vs 17.5 CPU-s
+    for 667 tokens beside a busy thread, at load 10-14: the wall-time effect needs the
+    idle machine). Only llama.cpp's: a transformers generator's thread count is torch's,
+    process-wide.
+    """
+    gen: Any = writer.generator_
+    for _ in range(16):  # through wrappers (the answer cache) to the engine's generator
+        if gen is None or getattr(gen, "backend", None) == "llama.cpp":
+            break
+        gen = getattr(gen, "inner", None)
+    if gen is None or getattr(gen, "backend", None) != "llama.cpp":
+        return
+    threads = getattr(gen, "threads", None)
+    own = usable_cores() if threads is None else threads
+    if not isinstance(own, int) or own < 2:
+        return
+    gen.threads = own - 1
+
+    def give_back(_: Future[Any]) -> None:
+        gen.threads = threads
+
+    job.add_done_callback(give_back)  # runs at once if the job has already ended
 
 
 def whitebox_texts(

@@ -65,9 +65,12 @@ def mount(app: FastAPI, service: Any, requires: Any) -> None:
         passages = [Passage(d.id, d.text, d.title) for d in req.documents]
         with lock:
             report = ingest.add_documents(
-                service.config.index, passages, source=req.source or f"api:{key_id}",
-                screen=req.screen or ingest.DEFAULT_SCREEN, encoder=service.encoder,
-            )  # fmt: skip
+                service.config.index,
+                passages,
+                source=req.source or f"api:{key_id}",
+                screen=req.screen or ingest.DEFAULT_SCREEN,
+                encoder=service.encoder,
+            )
             _swap(service)
         return report.to_dict()
 

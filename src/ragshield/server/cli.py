@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ragshield.cli_options import JsonOpt
 from ragshield.errors import InputError
 from ragshield.server.config import AuthConfig, load_config
 
@@ -35,6 +36,7 @@ DbOpt = Annotated[
     str | None,
     typer.Option("--db", help="SQLite file or SQLAlchemy URL (instead of --config)."),
 ]
+KeyIdArg = Annotated[str, typer.Argument(help="The key's id (see 'keys list').")]
 
 
 def serve(
@@ -67,10 +69,13 @@ def serve(
             # dictConfig does not close every handler the process already has
             server = uvicorn.Server(
                 uvicorn.Config(
-                    create_app(service), log_level="warning", log_config=None,
-                    proxy_headers=False, http=HeaderDeadlineH11,
+                    create_app(service),
+                    log_level="warning",
+                    log_config=None,
+                    proxy_headers=False,
+                    http=HeaderDeadlineH11,
                 )
-            )  # fmt: skip
+            )
             typer.echo(
                 f"serving {len(service.store)} passages from {cfg.index} with defenses "
                 f"[{', '.join(cfg.defenses.chain) or 'none'}] on http://{host}:{port} "
@@ -145,7 +150,7 @@ def create(
 def list_(
     config: ConfigOpt = None,
     db: DbOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """List keys (ids, names, scopes, limits, state) — never secrets."""
     mgr = _keys(config, db)
@@ -176,22 +181,14 @@ def list_(
 
 
 @keys_app.command("revoke")
-def revoke(
-    key_id: Annotated[str, typer.Argument(help="The key's id (see 'keys list').")],
-    config: ConfigOpt = None,
-    db: DbOpt = None,
-) -> None:
+def revoke(key_id: KeyIdArg, config: ConfigOpt = None, db: DbOpt = None) -> None:
     """Revoke a key: every later request with it gets 401."""
     _keys(config, db).revoke(key_id)
     typer.echo(f"revoked key {key_id}")
 
 
 @keys_app.command("unblock")
-def unblock(
-    key_id: Annotated[str, typer.Argument(help="The key's id.")],
-    config: ConfigOpt = None,
-    db: DbOpt = None,
-) -> None:
+def unblock(key_id: KeyIdArg, config: ConfigOpt = None, db: DbOpt = None) -> None:
     """Lift an extraction-throttle block from a key."""
     mgr = _keys(config, db)
     if mgr.db.get_key(key_id) is None:

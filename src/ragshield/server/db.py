@@ -347,19 +347,30 @@ class Database:
 
     def recent_novelty(self, key_id: str, n: int, since: float) -> list[float]:
         """Novelty of the key's last ``n`` answered questions (newest first)."""
+        return [float(v) for v in self.recent_answered(audit_log.c.novelty, key_id, n, since)]
+
+    def recent_answered(
+        self, column: ColumnElement[Any], key_id: str, n: int, since: float
+    ) -> list[Any]:
+        """``column`` of the key's last ``n`` answered questions since ``since`` (newest
+        first): the one query behind the novelty rule and the throttle's region rule.
+
+        Answered = an ``ask`` served through the ledger, which records its novelty.
+        """
         with self.read() as conn:
-            rows = conn.execute(
-                select(audit_log.c.novelty)
-                .where(
-                    audit_log.c.key_id == key_id,
-                    audit_log.c.endpoint == "ask",
-                    audit_log.c.novelty.is_not(None),
-                    audit_log.c.ts >= since,
-                )
-                .order_by(audit_log.c.id.desc())
-                .limit(n)
-            ).all()
-        return [float(r.novelty) for r in rows]
+            return list(
+                conn.execute(
+                    select(column)
+                    .where(
+                        audit_log.c.key_id == key_id,
+                        audit_log.c.endpoint == "ask",
+                        audit_log.c.novelty.is_not(None),
+                        audit_log.c.ts >= since,
+                    )
+                    .order_by(audit_log.c.id.desc())
+                    .limit(n)
+                ).scalars()
+            )
 
     def block_state(self, key_id: str) -> tuple[float | None, str | None]:
         with self.read() as conn:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -25,6 +26,12 @@ def _text(value: str, what: str) -> str:
     except UnicodeEncodeError:
         raise ValueError(f"the {what} is not valid Unicode (it holds a lone surrogate)") from None
     return value
+
+
+def _non_blank(what: str) -> AfterValidator:
+    """The check of a free-text field (``what`` names it in the error), declared on the field
+    with ``Annotated`` instead of a validator method per model."""
+    return AfterValidator(lambda value: _text(value, what))
 
 
 def first_bad_string(data: object) -> str | None:
@@ -79,7 +86,7 @@ class _Body(UnicodeBody):
 
 
 class AskRequest(_Body):
-    question: str = Field(description="The user's question.")
+    question: Annotated[str, _non_blank("question")] = Field(description="The user's question.")
     k: StrictInt | None = Field(
         default=None, ge=1, description="Passages to retrieve (server default)."
     )
@@ -87,35 +94,20 @@ class AskRequest(_Body):
         default=None, description="Defense names to run, from the server's allowed list."
     )
 
-    @field_validator("question")
-    @classmethod
-    def _question(cls, v: str) -> str:
-        return _text(v, "question")
-
 
 class PassageIn(_Body):
     id: str = Field(min_length=1, max_length=255)
-    text: str
+    text: Annotated[str, _non_blank("passage text")]
     title: str = ""
     score: float | None = Field(
         default=None, description="Retriever score; default: cosine similarity to the query."
     )
 
-    @field_validator("text")
-    @classmethod
-    def _passage_text(cls, v: str) -> str:
-        return _text(v, "passage text")
-
 
 class FilterRequest(_Body):
-    query: str
+    query: Annotated[str, _non_blank("query")]
     passages: list[PassageIn]
     defenses: list[str] | None = None
-
-    @field_validator("query")
-    @classmethod
-    def _query(cls, v: str) -> str:
-        return _text(v, "query")
 
 
 class Removal(BaseModel):

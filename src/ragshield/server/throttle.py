@@ -41,7 +41,6 @@ from typing import Literal
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
-from sqlalchemy import select
 
 from ragshield.server.config import ThrottleConfig
 from ragshield.server.db import Admission, CoverageCap, Database, audit_log
@@ -118,21 +117,11 @@ def largest_region(answers: Sequence[Sequence[str]]) -> int:
 def recent_answers(db: Database, key_id: str, n: int, since: float) -> list[list[str]]:
     """Chunk ids of the key's last ``n`` answered questions since ``since`` (newest first).
 
-    Read here rather than in :class:`Database`: only the region rule needs the ids.
+    Decoded here rather than in :class:`Database`: only the region rule needs the ids.
     """
-    with db.read() as conn:
-        rows = conn.execute(
-            select(audit_log.c.chunk_ids)
-            .where(
-                audit_log.c.key_id == key_id,
-                audit_log.c.endpoint == "ask",
-                audit_log.c.novelty.is_not(None),  # answered (served through the ledger)
-                audit_log.c.ts >= since,
-            )
-            .order_by(audit_log.c.id.desc())
-            .limit(n)
-        ).all()
-    return [list(json.loads(r.chunk_ids)) for r in rows]
+    return [
+        list(json.loads(v)) for v in db.recent_answered(audit_log.c.chunk_ids, key_id, n, since)
+    ]
 
 
 def coverage_cap(limit: float, min_chunks: int, n_chunks: int) -> int:

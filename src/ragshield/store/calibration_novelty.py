@@ -8,8 +8,9 @@ Example::
     table["p17"]                                      # Novelty(share=0.71, rare=14)
     ragdefender.use_novelty(table)                    # the ``derivative`` stage reads it
 
-    index = NoveltyIndex(ids, texts, vectors)         # once; then per set of added passages
+    index = NoveltyIndex(ids, texts, vectors, index=faiss_index)  # `ragshield index`
     ragdefender.use_novelty(index.with_added(new_ids, new_texts, new_vectors))
+    index.extended(new_ids, new_texts, new_vectors)   # `ragshield add`: the stored table grows
 
 Why: the retrieval-time filter sees ten passages and the index profile; the index itself
 holds every passage's neighbourhood, which a rewording of the question cannot change. A
@@ -27,28 +28,48 @@ from its neighbourhood, a genuine one has it); on both encyclopedias the genuine
 are the *less* supported ones, so the statistic is read as novelty, and a passage close to
 the question with almost none is the suspect.
 
-Honest by construction: the table is computed over the index as it is when the filter
-runs, planted passages included (an attacker's passage is in the index it poisons; the
-benchmarks and the scan compute it over their planted copy). Neighbours at embedding cosine
->= :data:`COPY_COSINE` are copies (mirrors, an edited copy and its original) and lend no
-support either way. Evaded by an attacker who pads a passage with rare words of his own
-(invented names, numbers); that costs him the closeness to the question the other stages
-measure, not retrieval.
+Honest by construction: an attacker's passage is in the index it poisons, so the table
+holds it — the way a deployment gets it there: ``ragshield add`` (and the scan, ``eval
+retrieval`` and the filter-aware oracle, which plant into a copy) judges each added passage
+against the index (:meth:`NoveltyIndex.with_added`), while the index's own passages keep the
+values they were built with. (The benchmarks of poisoning-8 recomputed the whole table over
+each planted copy instead, so planted passages could lower a genuine page's novelty: the
+gold pages that run lost on HotpotQA test. A corpus poisoned *before* ``ragshield index`` is
+in that case still; the sibling count below is what keeps a series page then.)
+Neighbours at embedding cosine >= :data:`COPY_COSINE` are copies (mirrors, an edited copy
+and its original) and lend no support either way. A passage with several template
+*siblings* (neighbours present when the index was built sharing >= :data:`SIBLING_WORDS` of
+its words: a year's honours list, a league's events) owes its low novelty to its series,
+and RAGDefender keeps it (``derivative_siblings``). Evaded by an attacker who pads a passage
+with rare words of his own (invented names, numbers); that costs him the closeness to the
+question the other stages measure, not retrieval.
+
+A product part: ``ragshield index`` computes the table beside the vectors
+(:data:`NOVELTY_FILE`, one row per passage in the store's order, recorded in ``meta.json``
+under ``novelty``), ``ragshield add`` extends it (:meth:`NoveltyIndex.extended`), and every
+pipeline that opens the index hands it to RAGDefender (:func:`use_index_novelty`). Each
+passage's neighbours come from the index's own search (:func:`knn`: FAISS, k per passage),
+so building it costs what k searches per passage cost (exact flat search: the same
+neighbours as the all-pairs loop it replaces, pinned in a test).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ragshield.embed.base import l2_normalize
-from ragshield.errors import InputError
-from ragshield.store.profile import neighbour_blocks
+from ragshield.errors import DataFormatError, InputError
+
+log = logging.getLogger(__name__)
+_WARNED: set[str] = set()  # indexes already reported without a table (one line each)
 
 NEIGHBOURS = 10  # a top-10 neighbourhood, the retrieval default k
 RARE_SHARE = 0.01  # as profile.COMMON_SHARE: a word in < 1 % of passages is rare
@@ -56,16 +77,25 @@ COPY_COSINE = 0.85  # as EchoParams.paraphrase_semantic: closer neighbours are c
 COPY_WORDS = 0.5  # word-set Jaccard: GARAG's typo'd copies of a page keep most of its words
 DERIVED_SHARE = 0.5  # half a neighbour's rare words are this passage's: written from it
 SOURCE_SHARE = 0.3  # a neighbour lends support when it brings this much itself (dev median 0.65+)
+# a supporting neighbour sharing this much of a passage's vocabulary (word-set Jaccard) is a
+# sibling of its template (dev, HotpotQA: the series pages at the bar, e.g. a surf league's
+# events, a game's adventures, have 3-5 such neighbours; planted notes 0-2)
+SIBLING_WORDS = 0.15
+NOVELTY_FILE = "novelty.npy"  # float32 (n, 4): share, rare words, first-pass share, siblings
+FORMAT_VERSION = 1
 _WORD = re.compile(r"[a-z0-9]+")
 
 
 @dataclass(frozen=True)
 class Novelty:
     """One passage's novelty: ``share`` of its ``rare`` words that none of its
-    :data:`NEIGHBOURS` nearest index passages (copies aside) uses."""
+    :data:`NEIGHBOURS` nearest index passages (copies aside) uses; ``siblings``: how many of
+    those neighbours that were in the index when it was built share its template (word-set
+    Jaccard >= :data:`SIBLING_WORDS`, copies aside)."""
 
     share: float
     rare: int
+    siblings: int = 0
 
 
 def _words(text: str) -> frozenset[str]:
@@ -82,9 +112,39 @@ def passage_novelty(
     return NoveltyIndex(ids, texts, vectors, **bars).table
 
 
+def knn(
+    x: np.ndarray, k: int, index: Any = None, *, block: int = 4096
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(cosines, rows)``, each ``(n, k)``, of every row of the unit vectors ``x``'s ``k``
+    nearest *other* rows, best first, by ``index``'s own search (a FAISS index holding ``x``
+    in the same order, e.g. the store's) or, without one, an exact ``IndexFlatIP`` over
+    ``x``. Searched ``block`` rows at a time; a row is never its own neighbour (dropped
+    wherever the search put it, so identical vectors do not push out a real neighbour)."""
+    import faiss
+
+    n = x.shape[0]
+    k = min(k, n - 1)
+    if k <= 0:
+        return np.zeros((n, 0), np.float32), np.zeros((n, 0), np.int64)
+    if index is None or int(getattr(index, "ntotal", -1)) != n:
+        index = faiss.IndexFlatIP(x.shape[1])
+        index.add(np.ascontiguousarray(x, dtype=np.float32))
+    sims, rows = np.empty((n, k), np.float32), np.empty((n, k), np.int64)
+    for start in range(0, n, block):
+        q = np.ascontiguousarray(x[start : start + block], dtype=np.float32)
+        s, i = index.search(q, k + 1)
+        own = np.arange(start, start + q.shape[0])[:, None]
+        keep = (i != own) & (i >= 0)
+        order = np.argsort(~keep, axis=1, kind="stable")[:, :k]  # the first k others
+        sims[start : start + q.shape[0]] = np.take_along_axis(s, order, axis=1)
+        rows[start : start + q.shape[0]] = np.take_along_axis(i, order, axis=1)
+    return sims, rows
+
+
 class NoveltyIndex:
     """The novelty of every passage of an index against its ``neighbours`` nearest passages
-    (exact cosine, blockwise: memory ``block × n`` floats), and of passages added to it.
+    (:func:`knn`: the index's own search, ``index`` = its FAISS index when given), and of
+    passages added to it.
 
     A word is rare when at most ``max(2, rare_share × n)`` passages use it. Copies lend no
     support: neighbours at embedding cosine >= ``copy_cosine`` or word-set Jaccard >=
@@ -95,6 +155,9 @@ class NoveltyIndex:
     support only from neighbours whose own first-pass novelty is at least ``source_share``
     — a passage that brings nothing lends nothing, so twenty notes written from the gold
     page do not make the gold page look written from them.
+
+    State (``values_``, one row per passage: share, rare words, first-pass share) is what
+    ``ragshield index`` stores (:func:`write_novelty`); :meth:`restore` reopens it.
     """
 
     def __init__(
@@ -109,27 +172,100 @@ class NoveltyIndex:
         copy_words: float = COPY_WORDS,
         source_share: float = SOURCE_SHARE,
         derived_share: float = DERIVED_SHARE,
-        block: int = 1024,
+        sibling_words: float = SIBLING_WORDS,
+        index: Any = None,
+        _values: np.ndarray | None = None,
     ) -> None:
-        self.x = l2_normalize(np.asarray(vectors, dtype=np.float32))
-        n = self.x.shape[0]
+        self._vectors = vectors
+        self._x: np.ndarray | None = None  # unit rows, made when first needed
+        n = int(np.shape(vectors)[0])
         if not (len(ids) == len(texts) == n):
             raise InputError(
                 f"novelty needs one id and text per vector ({len(ids)}, {len(texts)}, {n})"
             )
+        self.ids, self._texts = list(ids), list(texts)
         self.neighbours, self.rare_share, self.source_share = neighbours, rare_share, source_share
         self.bars = (copy_cosine, copy_words, derived_share)
-        self.words = [_words(t) for t in texts]
-        self.df: Counter[str] = Counter(w for ws in self.words for w in ws)
+        self.sibling_words = sibling_words
+        self._words: list[frozenset[str]] | None = None
+        self._df: Counter[str] | None = None
+        self._table: dict[str, Novelty] | None = None
+        if _values is not None:  # restored: the words are read only when passages are added
+            self.values_ = np.asarray(_values, dtype=np.float32).reshape(n, 4)
+            return
+        words = self.words
+        df = self.df
         bar = max(2.0, rare_share * n)
-        rare = [frozenset(w for w in ws if self.df[w] <= bar) for ws in self.words]
-        support = _supporters(self.x, self.words, rare, min(neighbours, n - 1), self.bars, block)
-        self.first = np.array([_share(rare[i], self.words, support[i]) for i in range(n)])
-        self.table: dict[str, Novelty] = {}
-        for i in range(n):
-            sources = [j for j in support[i] if self.first[j] >= source_share]
-            self.table[ids[i]] = Novelty(round(_share(rare[i], self.words, sources), 4),
-                                         len(rare[i]))  # fmt: skip
+        rare = [frozenset(w for w in ws if df[w] <= bar) for ws in words]
+        sims, rows = knn(self.x, neighbours, index)
+        support = [
+            [j for j, s in zip(rows[i].tolist(), sims[i].tolist(), strict=True)
+             if _lends(words[i], words[j], rare[j], s, self.bars)]
+            for i in range(n)
+        ]  # fmt: skip
+        first = np.array([_share(rare[i], words, support[i]) for i in range(n)])
+        share = [
+            _share(rare[i], words, [j for j in support[i] if first[j] >= source_share])
+            for i in range(n)
+        ]
+        siblings = [_siblings(words, i, support[i], sibling_words) for i in range(n)]
+        values: list[Any] = [np.round(share, 4), [len(r) for r in rare], first, siblings]
+        self.values_ = (
+            np.column_stack(values).astype(np.float32) if n else np.zeros((0, 4), np.float32)
+        )
+
+    @property
+    def params(self) -> dict[str, float | int]:
+        """The constructor's bars (recorded in ``meta.json`` beside the table)."""
+        copy_cosine, copy_words, derived_share = self.bars
+        return {"neighbours": self.neighbours, "rare_share": self.rare_share,
+                "copy_cosine": copy_cosine, "copy_words": copy_words,
+                "source_share": self.source_share, "derived_share": derived_share,
+                "sibling_words": self.sibling_words}  # fmt: skip
+
+    @classmethod
+    def restore(
+        cls, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray, values: np.ndarray,
+        **params: Any,
+    ) -> NoveltyIndex:  # fmt: skip
+        """The table a build stored (``values``: :attr:`values_`), over the same passages."""
+        return cls(ids, texts, vectors, _values=values, **params)
+
+    @property
+    def x(self) -> np.ndarray:
+        if self._x is None:
+            self._x = l2_normalize(np.asarray(self._vectors, dtype=np.float32))
+        return self._x
+
+    @property
+    def words(self) -> list[frozenset[str]]:
+        if self._words is None:
+            self._words = [_words(t) for t in self._texts]
+        return self._words
+
+    @property
+    def df(self) -> Counter[str]:
+        """How many passages use each word (a copy: callers extend it)."""
+        if self._df is None:
+            self._df = Counter(w for ws in self.words for w in ws)
+        return self._df.copy()
+
+    @property
+    def first(self) -> np.ndarray:
+        return self.values_[:, 2]
+
+    @property
+    def table(self) -> dict[str, Novelty]:
+        """``{passage id: Novelty}``, what RAGDefender's ``derivative`` stage reads."""
+        if self._table is None:
+            self._table = {
+                pid: Novelty(round(float(v[0]), 4), int(v[1]), int(v[3]))
+                for pid, v in zip(self.ids, self.values_.tolist(), strict=True)
+            }
+        return self._table
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
     def with_added(
         self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray
@@ -140,33 +276,60 @@ class NoveltyIndex:
         second-order (and a note written from a page lends it nothing, see the class)."""
         if not len(ids):
             return self.table
+        ext = self.extended(ids, texts, vectors)
+        out = dict(self.table)
+        for pid, v in zip(ids, ext.values_[len(self.ids) :].tolist(), strict=True):
+            out[pid] = Novelty(round(float(v[0]), 4), int(v[1]), int(v[3]))
+        return out
+
+    def extended(
+        self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray, *,
+        block: int = 256,
+    ) -> NoveltyIndex:  # fmt: skip
+        """A new index holding these passages too (:meth:`with_added`'s rule), for
+        ``ragshield add`` to store; exact cosine of each added passage to every passage,
+        ``block`` added rows at a time."""
         new = l2_normalize(np.asarray(vectors, dtype=np.float32))
+        if not (len(ids) == len(texts) == new.shape[0]):
+            raise InputError(
+                f"novelty needs one id and text per vector ({len(ids)}, {len(texts)}, "
+                f"{new.shape[0]})"
+            )
+        m = len(self.ids)
         words = [*self.words, *(_words(t) for t in texts)]
-        df = self.df.copy()
-        for ws in words[len(self.words) :]:
+        df = self.df
+        for ws in words[m:]:
             df.update(ws)
         bar = max(2.0, self.rare_share * len(words))
-        x = np.vstack([self.x, new])
-        m = len(self.words)
+        x = np.vstack([self.x, new]) if m else new
         rows = list(range(m, len(words)))
         rare = {i: frozenset(w for w in words[i] if df[w] <= bar) for i in rows}
         k = min(self.neighbours, len(words) - 1)
-        support, first = {}, {}
-        for i in rows:
-            sim = x @ x[i]
-            sim[i] = -np.inf
-            top = np.argpartition(-sim, k - 1)[:k] if k > 0 else np.zeros(0, int)
-            support[i] = [
-                j for j in top.tolist()
-                if _lends(words[i], words[j], rare.get(j) or frozenset(
-                    w for w in words[j] if df[w] <= bar), float(sim[j]), self.bars)
-            ]  # fmt: skip
-            first[i] = _share(rare[i], words, support[i])
-        out = dict(self.table)
+        support: dict[int, list[int]] = {}
+        first: dict[int, float] = {}
+        for start in range(0, len(rows), block):
+            part = rows[start : start + block]
+            sim = new[[i - m for i in part]] @ x.T
+            sim[np.arange(len(part)), part] = -np.inf
+            top = np.argpartition(-sim, k - 1, axis=1)[:, :k] if k > 0 else sim[:, :0].astype(int)
+            for r, i in enumerate(part):
+                support[i] = [
+                    j for j in top[r].tolist()
+                    if _lends(words[i], words[j], rare.get(j) or frozenset(
+                        w for w in words[j] if df[w] <= bar), float(sim[r, j]), self.bars)
+                ]  # fmt: skip
+                first[i] = _share(rare[i], words, support[i])
+        added = []
         for i in rows:
             sources = [j for j in support[i]
                        if (first[j] if j >= m else self.first[j]) >= self.source_share]  # fmt: skip
-            out[ids[i - m]] = Novelty(round(_share(rare[i], words, sources), 4), len(rare[i]))
+            base = [j for j in support[i] if j < m]  # siblings: the index's own passages
+            added.append((round(_share(rare[i], words, sources), 4), len(rare[i]), first[i],
+                          _siblings(words, i, base, self.sibling_words)))  # fmt: skip
+        values = np.vstack([self.values_, np.asarray(added, np.float32).reshape(-1, 4)])
+        out = NoveltyIndex.restore([*self.ids, *ids], [*self._texts, *texts], x, values,
+                                   **self.params)  # fmt: skip
+        out._words = words
         return out
 
 
@@ -183,6 +346,12 @@ def _lends(
     return sim < copy_cosine and jac < copy_words and derived < derived_share
 
 
+def _siblings(words: Sequence[frozenset[str]], i: int, support: Sequence[int], bar: float) -> int:
+    """How many of ``support`` share at least ``bar`` of passage ``i``'s words (Jaccard)."""
+    a = words[i]
+    return sum(1 for j in support if a and len(a & words[j]) / len(a | words[j]) >= bar)
+
+
 def _share(rare: frozenset[str], words: Sequence[frozenset[str]], sources: Sequence[int]) -> float:
     """Share of ``rare`` no passage of ``sources`` uses (1.0 for no rare word)."""
     if not rare:
@@ -193,19 +362,62 @@ def _share(rare: frozenset[str], words: Sequence[frozenset[str]], sources: Seque
     return len(rare - seen) / len(rare)
 
 
-def _supporters(
-    x: np.ndarray, words: Sequence[frozenset[str]], rare: Sequence[frozenset[str]], k: int,
-    bars: tuple[float, float, float], block: int,
-) -> list[list[int]]:  # fmt: skip
-    """Per passage, its ``k`` nearest passages that are neither a copy of it nor written
-    from it (``bars``: copy cosine, copy word Jaccard, derived share)."""
-    n = x.shape[0]
-    out: list[list[int]] = []
-    if k <= 0:
-        return [[] for _ in range(n)]
-    for rows, sim in neighbour_blocks(x, np.arange(n), block):
-        top = np.argpartition(-sim, k - 1, axis=1)[:, :k]
-        for r, i in enumerate(rows.tolist()):
-            out.append([j for j in top[r].tolist()
-                        if _lends(words[i], words[j], rare[j], float(sim[r, j]), bars)])  # fmt: skip
-    return out
+# ---- stored beside the vectors -------------------------------------------------------------
+
+
+def write_novelty(folder: Path, novelty: NoveltyIndex) -> dict[str, Any]:
+    """Write :data:`NOVELTY_FILE` into the (temporary) index folder; returns the
+    ``meta.json`` entry that records it."""
+    np.save(folder / NOVELTY_FILE, novelty.values_.astype(np.float32))
+    return {"file": NOVELTY_FILE, "format_version": FORMAT_VERSION, "count": len(novelty),
+            **novelty.params}  # fmt: skip
+
+
+def read_novelty(
+    folder: Path, meta: Mapping[str, Any], ids: Sequence[str], texts: Sequence[str],
+    vectors: np.ndarray,
+) -> NoveltyIndex | None:  # fmt: skip
+    """The table an index folder stores, ``None`` when its ``meta.json`` records none (an
+    index built before the table existed: the stage is off, :func:`use_index_novelty` says
+    so). A recorded table that is missing, unreadable or of another length is a damaged
+    index (one line naming the file)."""
+    entry = meta.get("novelty")
+    if not isinstance(entry, Mapping):
+        return None
+    file = folder / NOVELTY_FILE
+    rebuild = "rebuild the index with 'ragshield index CORPUS --out DIR'"
+    try:
+        values = np.load(file, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise DataFormatError(file, None, f"unreadable novelty table ({exc}); {rebuild}") from None
+    if values.ndim != 2 or values.shape != (len(ids), 4):
+        raise DataFormatError(
+            file, None, f"holds {values.shape} values for {len(ids)} passages; {rebuild}"
+        )
+    params = {k: entry[k] for k in ("neighbours", "rare_share", "copy_cosine", "copy_words",
+                                    "source_share", "derived_share", "sibling_words")
+              if k in entry}  # fmt: skip
+    from ragshield.defenses.canary_marks import strip_canaries  # stored chunks may carry one
+
+    return NoveltyIndex.restore(ids, [strip_canaries(t) for t in texts], vectors, values, **params)
+
+
+def use_index_novelty(
+    defense: object, novelty: NoveltyIndex | Mapping[str, Novelty] | None, where: object = ""
+) -> None:
+    """Hand ``novelty``'s table (or a ready ``{id: Novelty}``) to every part of ``defense``
+    that reads one (RAGDefender's ``use_novelty``). Without a table, the stage stays off and
+    one log line per index says why."""
+    takers = [p for p in getattr(defense, "filters", [defense]) if hasattr(p, "use_novelty")]
+    if not takers:
+        return
+    if novelty is None and str(where) not in _WARNED:
+        _WARNED.add(str(where))
+        log.warning(
+            "index %s has no novelty table (built before ragshield stored one, or not a FAISS "
+            "index): RAGDefender's derivative stage is off; rebuild it with 'ragshield index "
+            "CORPUS --out DIR' to switch it on", where or "(in memory)",
+        )  # fmt: skip
+    table = novelty.table if isinstance(novelty, NoveltyIndex) else novelty
+    for part in takers:
+        part.use_novelty(table)

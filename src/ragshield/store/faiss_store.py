@@ -6,6 +6,8 @@ Layout of a saved index (no pickle)::
     vectors.npy      float32 (n, dim) — defenses reuse these, and HNSW cannot give them back
     passages.jsonl   one Passage per line, row order == vector order
     meta.json        format version, encoder name, dim, index type, count
+    novelty.npy      float32 (n, 4): each passage's index-side novelty (when built; meta.json
+                     ``novelty`` records it; :mod:`ragshield.store.calibration_novelty`)
 
 Writes go to a sibling temp directory renamed into place, so an interrupted ``save`` never
 leaves a half-written index where a good one was.
@@ -24,6 +26,7 @@ import numpy as np
 
 from ragshield.errors import DataFormatError, InputError, text_problem
 from ragshield.store.base import check_batch, check_k, check_queries
+from ragshield.store.calibration_novelty import NoveltyIndex, read_novelty, write_novelty
 from ragshield.store.persist import atomic_dir, read_meta
 from ragshield.types import Passage, RetrievedPassage
 
@@ -78,6 +81,8 @@ class FaissStore:
         self._ids: set[str] = set()
         #: nearest-neighbour statistics recorded at index time (defenses/calibration.py)
         self.profile: dict[str, Any] | None = None
+        #: index-side novelty, row order == vector order (store/calibration_novelty.py)
+        self.novelty: NoveltyIndex | None = None
 
     def _new_index(self) -> Any:
         if self.index_type == "hnsw":
@@ -179,6 +184,8 @@ class FaissStore:
         }
         if self.profile is not None:
             meta["profile"] = self.profile
+        if self.novelty is not None and len(self.novelty) == len(self):
+            meta["novelty"] = write_novelty(tmp, self.novelty)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
     @classmethod
@@ -221,7 +228,16 @@ class FaissStore:
             raise DataFormatError(
                 path, None, f"index files disagree in count ({detail}); rebuild the index"
             )
+        store.novelty = read_novelty(
+            path, meta, [p.id for p in store._passages], [p.text for p in store._passages],
+            store._vectors,
+        )  # fmt: skip
         return store
+
+    def neighbour_index(self) -> Any:
+        """The FAISS index itself, for the index-side statistics that search it
+        (:func:`ragshield.store.calibration_novelty.knn`)."""
+        return self._index
 
 
 _REBUILD = "rebuild it with 'ragshield index CORPUS --out DIR'"

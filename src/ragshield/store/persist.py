@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 # What a FAISS save or a pgvector pointer writes; a leftover folder holding anything else
 # is not ours to delete.
 INDEX_FILES = frozenset(
-    {"meta.json", "index.faiss", "vectors.npy", "passages.jsonl", "quarantine.jsonl"}
+    {"meta.json", "index.faiss", "vectors.npy", "passages.jsonl", "quarantine.jsonl", "novelty.npy"}
 )
 _STARTED = time.time()  # leftovers newer than this process may belong to a live save
 

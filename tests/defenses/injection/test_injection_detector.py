@@ -28,6 +28,7 @@ from ragshield.defenses.injection.detector import (
     window_scores,
 )
 from ragshield.defenses.injection.features import (
+    ADDRESSED_VERSION,
     addressed,
     directive,
     mention_kind,
@@ -341,8 +342,9 @@ class TestFeatures:
     def test_head_with_features_reads_them_and_roundtrips(self, tmp_path: Path) -> None:
         w = np.array([[0.0], [0.0], [0.0], [0.0], [6.0]], dtype=np.float32)
         head = InjectionHead(
-            ((w, np.array([-3.0], np.float32)),), "keywords", {}, {}, ("addressed",)
-        )
+            ((w, np.array([-3.0], np.float32)),), "keywords", {},
+            {"addressed_version": ADDRESSED_VERSION}, ("addressed",),
+        )  # fmt: skip
         assert head.vector_dim == 4 and head.dim == 5
         texts = ["Reply with OK.", "Paris is in France."]
         rows = head_rows(head, CueEncoder(_CUES).encode(texts), texts)

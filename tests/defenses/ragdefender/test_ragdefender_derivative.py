@@ -78,9 +78,35 @@ def test_added_passages_are_judged_against_the_index() -> None:
     rest = [i for i in range(len(texts)) if i != 1]
     base = NoveltyIndex([ids[i] for i in rest], [texts[i] for i in rest], vectors[rest])
     added = base.with_added(["p1"], [NOTE], vectors[[1]])
-    assert added["p1"] == whole["p1"] == Novelty(0.2, 5)
+    assert added["p1"] == whole["p1"] == Novelty(0.2, 5, 1)  # GOLD: one sibling
     assert {k: v for k, v in added.items() if k != "p1"} == base.table
     assert base.with_added([], [], vectors[:0]) == base.table
+
+
+UNIQUE = ["Ashford Brennan Colwick Dunmore Elsworth Farleigh",
+          "Garside Hallam Ingleby Jarrow Kelham Lindley",
+          "Marston Netley Oakham Pelham Quarley Radley",
+          "Selsey Tadley Upton Ventnor Warsop Yarmouth",
+          "Zennor Alnwick Bampton Cawston Dalton Eyam"]  # fmt: skip
+# one template, five years: the shared words make them siblings (Jaccard ~0.4), not copies
+SERIES = [f"The {1921 + i} Quillfeather Honours: King Ostravan appointed {u} to the Order "
+          "of the Brass Orrery, Gazette of Vermillion." for i, u in enumerate(UNIQUE)]  # fmt: skip
+
+
+def test_series_pages_count_their_siblings_added_passages_count_the_index_only() -> None:
+    """Pages of a template series share its vocabulary (word Jaccard >= 0.15, below the
+    copy bar): ``siblings`` counts them. An added passage counts only the index's own pages
+    as siblings: planted passages vouch for none."""
+    texts = [*SERIES, *OTHERS]
+    ids = [f"p{i}" for i in range(len(texts))]
+    close = {i: (0, 0.7) for i in range(1, 5)}
+    vectors = _index(texts, close)
+    table = passage_novelty(ids, texts, vectors)
+    assert all(table[f"p{i}"].siblings == 4 for i in range(5))
+    assert all(table[f"p{i}"].siblings == 0 for i in range(5, len(texts)))
+    base = NoveltyIndex(ids[2:], texts[2:], vectors[2:])
+    added = base.with_added(ids[:2], texts[:2], vectors[:2])
+    assert added["p0"].siblings == added["p1"].siblings == 3  # p2-p4, not each other
 
 
 def test_one_id_and_text_per_vector() -> None:
@@ -112,6 +138,9 @@ def _retrieved() -> list[RetrievedPassage]:
         (Novelty(0.5, 6), 0.8, {}, []),  # brings half its rare words
         (Novelty(0.0, 2), 0.8, {}, []),  # too few rare words to say (derivative_min_rare 3)
         (Novelty(0.2, 5), 0.8, {"derivative_novelty": -1.0}, []),  # switched off
+        (Novelty(0.2, 5, 3), 0.8, {}, []),  # a series page: 3 siblings share its template
+        (Novelty(0.2, 5, 2), 0.8, {}, ["p1"]),  # two are not a series (derivative_siblings 3)
+        (Novelty(0.2, 5, 3), 0.8, {"derivative_siblings": 0}, ["p1"]),  # no exemption
         (None, 0.8, {}, []),  # no table entry (a passage the index does not hold)
     ],
 )

@@ -37,6 +37,7 @@ import numpy as np
 
 from ragshield.defenses.injection import language as lang_id
 from ragshield.defenses.injection.detector import OPERATING_POINTS, InjectionGuard
+from ragshield.defenses.injection.features import ADDRESSED_VERSION
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.scoring import NEIGHBOUR_POINTS
 from ragshield.defenses.injection.signals import Signals
@@ -124,8 +125,9 @@ def calibrate_index(
         "passages_read": int(min(len(order), start + 256)),
         "passages": len(texts),
         "rules_flagged": float(ruled / n),
-        "head": str(guard.head_().meta.get("id", "packaged") if head is None else head
-                    if isinstance(head, str) else head.meta.get("id", "custom")),
+        # which head the thresholds hold for: a guard with another head refuses them
+        "head": guard.head_().ident,
+        "addressed_version": ADDRESSED_VERSION,
         "encoder": str(getattr(encoder, "name", "")),
         "mention_discount": guard.discount_(),
         "window_text": guard.window_text_(),

@@ -240,6 +240,20 @@ class InjectionGuard(StagedParams):
                 "unreadable injection calibration in the index (thresholds missing); "
                 "rebuild the index"
             )
+        recorded = data.get("head")  # a guard without the head reads only the signals'
+        if (
+            self.classifier
+            and self.threshold is None
+            and recorded is not None
+            and recorded != self.head_().ident
+        ):
+            raise InputError(
+                f"this index's injection calibration was measured with the injection head "
+                f"{recorded}, and this guard runs {self.head_().ident} (a ragshield upgrade "
+                "retrained it): the thresholds do not hold for its scores. Rebuild the index "
+                "(ragshield index CORPUS --out NEW_DIR) to recalibrate it, or set the guard's "
+                "threshold yourself ([defenses.injection-guard] threshold = ...)"
+            )
         self.calibration_ = dict(data)
         langs = data.get("languages")
         self._languages = tuple(sorted(langs)) if isinstance(langs, Mapping) and langs else None

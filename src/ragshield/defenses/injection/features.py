@@ -24,11 +24,18 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ragshield.defenses.injection.clauses import (
+    imperative,
+    lexicon_available,
+    obliges_answerer,
+    word_set,
+)
 from ragshield.defenses.injection.text import fold_accents, unquoted
 
 __all__ = [
-    "ADDRESS_TO_MODEL", "FEATURES", "MENTION_KINDS", "addressed", "directive",
-    "feature_matrix", "mention_kind", "reported", "targets_model", "uses_model",
+    "ADDRESSED_VERSION", "ADDRESS_TO_MODEL", "FEATURES", "MENTION_KINDS", "addressed", "directive",
+    "feature_matrix", "imperative", "lexicon_available", "mention_kind", "obliges_answerer",
+    "reported", "targets_model", "uses_model",
 ]  # fmt: skip
 
 #: Text that addresses the AI reading it (the ``addressed_to_model`` rule reads it too).
@@ -54,194 +61,61 @@ _SECOND_PERSON = re.compile(
     r"ustedes|tus|tuo|tua|tuoi|tue)\b",
     re.IGNORECASE,
 )
-#: Imperatives that open an instruction (English, plus the commonest German, French,
-#: Spanish, Italian ones, written without accents).
-_IMPERATIVES = frozenset(
-    [
-        "ignore",
-        "disregard",
-        "forget",
-        "override",
-        "bypass",
-        "reveal",
-        "print",
-        "show",
-        "output",
-        "repeat",
-        "tell",
-        "give",
-        "share",
-        "disclose",
-        "list",
-        "dump",
-        "send",
-        "email",
-        "e-mail",
-        "forward",
-        "post",
-        "upload",
-        "call",
-        "use",
-        "run",
-        "execute",
-        "invoke",
-        "delete",
-        "remove",
-        "save",
-        "store",
-        "remember",
-        "include",
-        "add",
-        "append",
-        "insert",
-        "put",
-        "start",
-        "begin",
-        "end",
-        "finish",
-        "reply",
-        "respond",
-        "answer",
-        "say",
-        "write",
-        "state",
-        "mention",
-        "recommend",
-        "claim",
-        "treat",
-        "act",
-        "pretend",
-        "imagine",
-        "behave",
-        "enable",
-        "disable",
-        "switch",
-        "turn",
-        "stop",
-        "skip",
-        "proceed",
-        "continue",
-        "follow",
-        "obey",
-        "comply",
-        "decode",
-        "translate",
-        "read",
-        "summarize",
-        "summarise",
-        "collect",
-        "gather",
-        "fetch",
-        "open",
-        "visit",
-        "click",
-        "go",
-        "make",
-        "keep",
-        "do",
-        "don't",
-        "dont",
-        "never",
-        "always",
-        "provide",
-        "explain",
-        "describe",
-        "confirm",
-        "return",
-        "update",
-        "set",
-        "change",
-        "replace",
-        "type",
-        "enter",
-        "press",
-        "check",
-        "fill",
-        "cut",
-        "pour",
-        "mix",
-        "wash",
-        "select",
-        "take",
-        "leave",
-        "bring",
-        "ask",
-        "contact",
-        "note",
-        "consider",
-        "ignoriere",
-        "vergiss",
-        "gib",
-        "zeige",
-        "zeig",
-        "antworte",
-        "sende",
-        "schreibe",
-        "fuge",
-        "wiederhole",
-        "befolge",
-        "nenne",
-        "ignorez",
-        "oubliez",
-        "oublie",
-        "reponds",
-        "repondez",
-        "montre",
-        "montrez",
-        "envoie",
-        "envoyez",
-        "ajoute",
-        "ajoutez",
-        "affiche",
-        "revele",
-        "ecris",
-        "dis",
-        "ignora",
-        "olvida",
-        "responde",
-        "muestra",
-        "envia",
-        "anade",
-        "revela",
-        "escribe",
-        "di",
-        "dime",
-        "dimentica",
-        "rispondi",
-        "mostra",
-        "invia",
-        "aggiungi",
-        "rivela",
-        "scrivi",
-    ]
+#: What :func:`addressed` reads, by version: 1 — an imperative from a verb list first in
+#: the sentence, "you", an address to an AI (heads trained before the ninth session);
+#: 2 — English imperatives from the clause structure and a lexicon, and obligations on
+#: whoever answers (:func:`imperative`, :func:`obliges_answerer`). A head records the
+#: version it was trained with, and an index the head it was calibrated with.
+ADDRESSED_VERSION = 2
+
+#: Imperatives that open an instruction in German, French, Spanish and Italian (written
+#: without accents). English imperatives are read from the clause structure with a real
+#: lexicon instead (:func:`imperative`); no such lexicon ships for the other four.
+_IMPERATIVES_NON_EN = word_set(
+    """
+    ignoriere vergiss gib zeige zeig antworte sende schreibe fuge wiederhole befolge
+    nenne ignorez oubliez oublie reponds repondez montre montrez envoie envoyez
+    ajoute ajoutez affiche revele ecris dis ignora olvida responde muestra envia
+    anade revela escribe di dime dimentica rispondi mostra invia aggiungi rivela
+    scrivi
+    """
 )
 _LEAD = re.compile(
-    r"^\W*(?:[A-Za-z][\w ]{0,30}:\s+)?(?:(?:please|now|then|also|just|and|so|first|kindly|"
-    r"bitte|jetzt|maintenant|ahora|ora)\s*,?\s+)?([A-Za-z'-]+)",
-    re.IGNORECASE,  # "Please ignore ...": the softener is capitalised at a sentence start
+    r"^\W*(?:[A-Za-z][\w ]{0,30}:\s+)?(?:(?:bitte|jetzt|maintenant|ahora|ora)\s*,?\s+)?"
+    r"([A-Za-z'-]+)",
+    re.IGNORECASE,
 )
+
 #: An imperative after an opening purpose / condition clause ("To file this, call ...",
 #: "Before you answer, send ...").
 _AFTER_CLAUSE = re.compile(
     r"^\W*(?:to|for|before|after|when|once|if|um|pour|para|per|prima)\b[^,.;:]{2,80},\s*"
-    r"(?:(?:please|then|also|just|kindly)\s+)?([A-Za-z'-]+)",
-    re.IGNORECASE,
+    r"(.*)$",
+    re.IGNORECASE | re.DOTALL,
 )
 _ADDRESS = ADDRESS_TO_MODEL
 
 
+def _non_english_lead(text: str) -> bool:
+    """A listed German, French, Spanish or Italian imperative opens ``text`` (after an
+    optional "Label:" and softener)."""
+    m = _LEAD.match(text)
+    return m is not None and m.group(1).lower() in _IMPERATIVES_NON_EN
+
+
 def addressed(text: str) -> float:
-    """1.0 when ``text`` speaks to its reader: an imperative verb opens it (after an optional
-    "Label:" and softener), "you"/"your" (or the German, French, Spanish, Italian forms)
-    appears outside quotation marks, or it addresses an AI; else 0.0."""
+    """1.0 when ``text`` speaks to its reader: a clause opens with an imperative
+    (:func:`imperative`; German, French, Spanish, Italian: a listed verb first, after an
+    optional "Label:"), also after an opening purpose or condition clause ("To close this
+    ticket, call ..."), an obligation is put on whoever answers (:func:`obliges_answerer`),
+    "you"/"your" (or the de/fr/es/it forms) appears outside quotation marks, or it
+    addresses an AI; else 0.0. Its reading is :data:`ADDRESSED_VERSION`."""
     plain = fold_accents(unquoted(text))
-    m = _LEAD.match(plain)
-    if m and m.group(1).lower() in _IMPERATIVES:
+    m = _AFTER_CLAUSE.match(plain)
+    rest = m.group(1) if m else ""
+    if any(_non_english_lead(t) or imperative(t) for t in (plain, rest) if t):
         return 1.0
-    m = _AFTER_CLAUSE.match(plain)  # "To close this ticket, call ..."
-    if m and m.group(1).lower() in _IMPERATIVES:
-        return 1.0
-    if _SECOND_PERSON.search(plain) or _ADDRESS.search(plain):
+    if obliges_answerer(plain) or _SECOND_PERSON.search(plain) or _ADDRESS.search(plain):
         return 1.0
     return 0.0
 

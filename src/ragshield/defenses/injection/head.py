@@ -21,6 +21,7 @@ encodings) is left to the deterministic rules and to per-index calibration
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from collections.abc import Mapping, Sequence
@@ -67,6 +68,18 @@ class InjectionHead:
     def dim(self) -> int:
         """Input width: the sentence vector plus :attr:`features`."""
         return int(self.layers[0][0].shape[0])
+
+    @property
+    def ident(self) -> str:
+        """The head's id (``meta["id"]``, written by the training script; else a digest of
+        its weights): what an index's calibration records, so that thresholds measured with
+        one head are never read with another."""
+        if self.meta.get("id"):
+            return str(self.meta["id"])
+        raw = b"".join(
+            np.ascontiguousarray(a, np.float32).tobytes() for wb in self.layers for a in wb
+        )
+        return "weights-" + hashlib.blake2b(raw, digest_size=6).hexdigest()
 
     @property
     def vector_dim(self) -> int:
@@ -122,6 +135,7 @@ class InjectionHead:
             features = tuple(str(f) for f in data.get("features", ()))
             if unknown := [f for f in features if f not in FEATURES]:
                 raise ValueError(f"unknown features {unknown}")
+            _check_feature_version(features, dict(data.get("meta", {})))
             if len(features) >= layers[0][0].shape[0]:
                 raise ValueError("more features than inputs")
             discount = float(data.get("mention_discount", 1.0))
@@ -187,6 +201,30 @@ class InjectionHead:
             ]
         return cls(
             tuple(layers), encoder, dict(thresholds or {}), dict(meta or {}), tuple(features)
+        )
+
+
+def _check_feature_version(features: Sequence[str], meta: Mapping[str, Any]) -> None:
+    """A head reads ``addressed`` as it was trained (:data:`~ragshield.defenses.injection.
+    features.ADDRESSED_VERSION`; a head trained before the version was recorded read 1):
+    weights fitted to another reading of the feature would score every sentence off the
+    thresholds they were calibrated for, so such a head is refused, not silently mixed;
+    and the reading needs its English lexicon."""
+    from ragshield.defenses.injection.features import ADDRESSED_VERSION, lexicon_available
+
+    if "addressed" not in features:
+        return
+    version = int(meta.get("addressed_version", 1))
+    if version != ADDRESSED_VERSION:
+        raise ValueError(
+            f"it was trained with version {version} of the 'addressed' feature and this "
+            f"ragshield computes version {ADDRESSED_VERSION}: retrain it with "
+            "benchmarks/train_injection_head.py"
+        )
+    if not lexicon_available():
+        raise ValueError(
+            "its 'addressed' feature reads English verbs with lemminflect, which is not "
+            "installed (pip install lemminflect)"
         )
 
 

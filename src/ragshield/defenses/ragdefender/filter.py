@@ -231,6 +231,10 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         to the question is removed: written about the question from what the index already
         says (:mod:`ragshield.store.calibration_novelty`; needs :meth:`use_novelty`, else
         the stage is off; ``derivative_novelty=-1`` switches it off).
+    derivative_siblings: such a passage is kept when at least this many of its index
+        neighbours (present when the index was built) share its template vocabulary: a
+        series page (a year's honours list, a league's events) whose rare words its
+        siblings use too; ``0`` exempts none.
     inserted_claims: remove a near-copy (``conflict_lexical``) of another retrieved passage
         that holds all its sentences and adds one or two, one of which echoes the question
         more than the original by ``conflict_echo_margin`` (an edited gold copy with a claim
@@ -292,6 +296,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "derivative_novelty": [Interval(Real, -1.0, 1.0)],
         "derivative_min_rare": [Interval(int, 1, None)],
         "derivative_echo": [_COSINE],
+        "derivative_siblings": [Interval(int, 0, None)],
         "trusted_ids": [StrList()],
         "echo_pairs": [Boolean()],
         "echo_threshold": [_COSINE],
@@ -368,9 +373,10 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             self.restate_min_passages = 2 if profile.qa_corpus else 1
 
     def use_novelty(self, table: Mapping[str, Novelty] | None) -> None:
-        """The index-side novelty of the index's passages (planted ones included: computed
-        over the index as it stands, :func:`~ragshield.store.calibration_novelty.passage_novelty`),
-        read by the ``derivative`` stage; ``None`` switches the stage off (no table)."""
+        """The index-side novelty of the index's passages (the table ``ragshield index``
+        stores and ``add`` extends, :mod:`ragshield.store.calibration_novelty`; every pipeline
+        opening the index hands it over), read by the ``derivative`` stage; ``None``
+        switches the stage off (no table)."""
         self._novelty = None if table is None else dict(table)
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:

@@ -96,6 +96,10 @@ class EvidenceParams:
     derivative_novelty: float = 0.2
     derivative_min_rare: int = 3  # dev: at 5, SQuAD meta-epistemic reach 0.432 -> 0.530
     derivative_echo: float = 0.7  # dev: at 0.65 HotpotQA no-question benign 0.004 -> 0.007
+    # ours (#28): a passage with this many template siblings in the index it was built
+    # with (calibration_novelty.SIBLING_WORDS) owes its low novelty to a series, not to a
+    # question; 0 = no exemption. Chosen on dev (docs/results-poisoning.md, this session)
+    derivative_siblings: int = 3
 
 
 @dataclass(frozen=True)

@@ -309,6 +309,8 @@ class EvidenceStages(StagedParams):
             nov = self._novelty.get(pid)
             if nov is None or work.removed[i] or work.echo[i] < bar:
                 continue
+            if e.derivative_siblings and nov.siblings >= e.derivative_siblings:
+                continue  # a series page: its siblings share its template (Novelty.siblings)
             if nov.rare >= e.derivative_min_rare and nov.share <= e.derivative_novelty:
                 work.remove(i, f"adds almost nothing its index neighbours lack (novelty "
                                f"{nov.share:.2f} of {nov.rare} rare words, echo {work.echo[i]:.2f})")  # fmt: skip
