@@ -27,6 +27,7 @@ from ragshield.server.db import (
     SCHEMA_VERSION,
     AuditRecord,
     Database,
+    StorageError,
     rate_windows,
     sqlalchemy_url,
 )
@@ -238,6 +239,36 @@ def test_concurrent_records_keep_every_audit_row_and_a_consistent_ledger(db: Dat
         list(pool.map(worker, range(6)))
     assert db.count_audit("k") == 36
     assert sorted(db.served_chunk_ids("k")) == sorted(chunks)
+
+
+class _PgError(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"sqlstate {sqlstate}")
+        self.sqlstate = sqlstate  # what psycopg's errors carry
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "tries"), [("40P01", 2), ("40001", 2), ("23505", 1)]
+)  # deadlock and serialization failure are rerun; a unique violation is not
+def test_a_write_aborted_by_the_server_to_break_a_deadlock_is_rerun(
+    db: Database, sqlstate: str, tries: int
+) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    calls: list[int] = []
+
+    def work(conn: Any) -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("INSERT ...", {}, _PgError(sqlstate))
+        return "done"
+
+    if tries == 1:
+        with pytest.raises(StorageError, match=f"sqlstate {sqlstate}"):
+            db.retried(work)
+    else:
+        assert db.retried(work) == "done"
+    assert len(calls) == tries
 
 
 # ---- the service on PostgreSQL (what `ragshield serve --config` builds) -----------------

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
@@ -41,7 +41,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ragshield.errors import RagshieldError
 from ragshield.server.tables import (
@@ -59,6 +59,10 @@ from ragshield.server.tables import (
     served_chunks,
 )
 from ragshield.server.tables import sqlalchemy_url as sqlalchemy_url  # callers import it here
+
+_T = TypeVar("_T")
+_RETRYABLE = {"40P01", "40001"}  # deadlock_detected, serialization_failure
+_RETRIES = 5  # a ledger write touches few rows: a deadlock repeating five times is a bug
 
 
 class StorageError(RagshieldError):
@@ -163,6 +167,23 @@ class Database:
             raise StorageError(
                 f"database write failed ({self._where()}): {_one_line(exc)}"
             ) from exc
+
+    def retried(self, work: Callable[[Connection], _T]) -> _T:
+        """Run ``work`` in one write transaction, again if PostgreSQL aborted it to break a
+        deadlock or a serialization failure: its manual asks clients to retry those
+        (SQLSTATE 40P01 / 40001), and the whole transaction rolled back, so a rerun is safe."""
+        for attempt in range(_RETRIES):
+            try:
+                with self.write() as conn:
+                    return work(conn)
+            except StorageError as exc:
+                code = getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None)
+                if not isinstance(exc.__cause__, DBAPIError) or code not in _RETRYABLE:
+                    raise
+                if attempt == _RETRIES - 1:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -502,12 +523,15 @@ class Database:
         Both in one transaction. Returns the novelty of ``served`` (share of ids never
         served to this key before) when ``served`` is given, which is stored in the record.
         """
-        novelty = rec.novelty
-        with self.write() as conn:
+
+        def work(conn: Connection) -> float | None:
+            novelty = rec.novelty
             if served:
                 novelty = self._ledger(conn, rec.key_id, sorted(set(served)), rec.ts)
             conn.execute(insert(audit_log).values(**self._values(rec, novelty)))
-        return novelty
+            return novelty
+
+        return self.retried(work)
 
     def record_many(self, recs: Sequence[AuditRecord]) -> None:
         """Write audit rows that touch no ledger (rejected requests) in one transaction."""
@@ -531,7 +555,8 @@ class Database:
         closed as refused (429) and the key is blocked, all at once.
         """
         ids = sorted(set(served))
-        with self.write() as conn:
+
+        def work(conn: Connection) -> Finished:
             if ids and cap is not None:
                 state = self._lock_key(conn, rec.key_id)
                 window = served_chunks.c.key_id == rec.key_id, served_chunks.c.last_at >= cap.since
@@ -568,7 +593,9 @@ class Database:
                 .where(audit_log.c.id == admission.audit_id)
                 .values(**self._values(rec, novelty))
             )
-        return Finished(True, novelty, rec.coverage or 0)
+            return Finished(True, novelty, rec.coverage or 0)
+
+        return self.retried(work)
 
     def close_admission(
         self, admission: Admission, *, status: int, outcome: str, reason: str, latency_ms: float
