@@ -14,9 +14,8 @@ attack setting is planted into an in-memory *copy* (a pgvector table is copied i
 first), every question is retrieved for real, and each defense chain filters the top-k.
 The user's index is only read.
 
-Attack texts come from :func:`ragshield.eval.plant.attack_passages` (LLM-written when
-``attack_writer`` is given, else labelled templates); ``extraction`` runs RAG-Thief and the
-worm per chain and scores CRR (:mod:`ragshield.scan.extraction`).
+Attack texts: :func:`ragshield.eval.plant.attack_passages` (LLM-written with ``attack_writer``,
+else labelled templates); ``extraction`` scores RAG-Thief's and the worm's CRR per chain.
 
 The recommended chain is the one with the lowest risk averaged over the attack settings,
 among the chains whose clean quality is within :data:`ACCURACY_TOLERANCE` of no defense.
