@@ -251,9 +251,8 @@ def screen_documents(
         for j in np.argsort(-batch_sim[i])[: k + 1]:
             if int(j) != i:
                 cands[passages[int(j)].id] = (passages[int(j)], vectors[int(j)])
-        scored = sorted(((float(qv[i] @ v), q, v) for q, v in cands.values()), key=lambda t: -t[0])[
-            : k + 1
-        ]
+        ranked = sorted(((float(qv[i] @ v), q, v) for q, v in cands.values()), key=lambda t: -t[0])
+        scored = ranked[: k + 1]
         if all(q.id != p.id for _, q, _ in scored):  # the document is always in its set
             scored[-1] = (float(qv[i] @ vectors[i]), p, vectors[i])
         retrieved = [RetrievedPassage(q, s, r, v) for r, (s, q, v) in enumerate(scored)]
