@@ -172,7 +172,7 @@ class Database:
         """Run ``work`` in one write transaction, again if PostgreSQL aborted it to break a
         deadlock or a serialization failure: its manual asks clients to retry those
         (SQLSTATE 40P01 / 40001), and the whole transaction rolled back, so a rerun is safe."""
-        for attempt in range(_RETRIES):
+        for attempt in range(_RETRIES - 1):
             try:
                 with self.write() as conn:
                     return work(conn)
@@ -180,10 +180,9 @@ class Database:
                 code = getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None)
                 if not isinstance(exc.__cause__, DBAPIError) or code not in _RETRYABLE:
                     raise
-                if attempt == _RETRIES - 1:
-                    raise
                 time.sleep(0.01 * (attempt + 1))
-        raise AssertionError("unreachable")  # pragma: no cover
+        with self.write() as conn:  # the last try: its error is the caller's
+            return work(conn)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
