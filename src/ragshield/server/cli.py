@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -103,7 +105,10 @@ def _log_to_stderr() -> logging.Handler | None:
     return handler
 
 
-def _keys(config: Path | None, db: str | None) -> KeyManager:
+@contextmanager
+def _keys(config: Path | None, db: str | None) -> Iterator[KeyManager]:
+    """The key store a ``keys`` command names, closed when the command is done (an engine
+    left to the garbage collector closes SQLite's -wal/-shm files at a time nobody chose)."""
     from ragshield.server.auth import KeyManager
     from ragshield.server.db import Database
 
@@ -117,8 +122,11 @@ def _keys(config: Path | None, db: str | None) -> KeyManager:
         url = db if "://" in db else f"sqlite:///{Path(db).expanduser()}"
         auth = AuthConfig()
     database = Database(url)
-    database.migrate()
-    return KeyManager(database, auth)
+    try:
+        database.migrate()
+        yield KeyManager(database, auth)
+    finally:
+        database.close()
 
 
 @keys_app.command("create")
@@ -137,8 +145,8 @@ def create(
     db: DbOpt = None,
 ) -> None:
     """Create a key and print it once (only its argon2 hash is stored)."""
-    mgr = _keys(config, db)
-    key_id, token = mgr.create(name, scopes, rpm=rpm, rpd=rpd)
+    with _keys(config, db) as mgr:
+        key_id, token = mgr.create(name, scopes, rpm=rpm, rpd=rpd)
     typer.echo(token)
     typer.echo(
         f"created key {key_id} ({name}; scopes {scopes}). Store it now: it is not shown again.",
@@ -153,7 +161,8 @@ def list_(
     as_json: JsonOpt = False,
 ) -> None:
     """List keys (ids, names, scopes, limits, state) — never secrets."""
-    mgr = _keys(config, db)
+    with _keys(config, db) as mgr:
+        keys = mgr.list_keys()
     rows: list[dict[str, Any]] = [
         {
             "id": r.id,
@@ -164,7 +173,7 @@ def list_(
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.created_at)),
             "revoked": r.revoked_at is not None,
         }
-        for r in mgr.list_keys()
+        for r in keys
     ]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -183,15 +192,16 @@ def list_(
 @keys_app.command("revoke")
 def revoke(key_id: KeyIdArg, config: ConfigOpt = None, db: DbOpt = None) -> None:
     """Revoke a key: every later request with it gets 401."""
-    _keys(config, db).revoke(key_id)
+    with _keys(config, db) as mgr:
+        mgr.revoke(key_id)
     typer.echo(f"revoked key {key_id}")
 
 
 @keys_app.command("unblock")
 def unblock(key_id: KeyIdArg, config: ConfigOpt = None, db: DbOpt = None) -> None:
     """Lift an extraction-throttle block from a key."""
-    mgr = _keys(config, db)
-    if mgr.db.get_key(key_id) is None:
-        raise InputError(f"no API key with id {key_id!r}; see 'ragshield keys list'.")
-    done = mgr.db.unblock(key_id)
+    with _keys(config, db) as mgr:
+        if mgr.db.get_key(key_id) is None:
+            raise InputError(f"no API key with id {key_id!r}; see 'ragshield keys list'.")
+        done = mgr.db.unblock(key_id)
     typer.echo(f"unblocked key {key_id}" if done else f"key {key_id} was not blocked")
