@@ -78,6 +78,35 @@ def test_bad_input_exit_2(
     assert not (tmp_path / "o").exists()  # nothing half-written
 
 
+GENERATOR_HELP = (
+    "Answer end to end with extractive, a packaged model name, a local model folder or "
+    "openai:URL#MODEL."
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "texts"),
+    [
+        (["ask"], ["-g, --generator", GENERATOR_HELP]),
+        (["eval", "poisoning"], ["-g, --generator", GENERATOR_HELP]),
+        (["eval", "retrieval"], [GENERATOR_HELP, "--context-k <int> Survivors that reach the"]),
+        (["eval", "extraction"], [GENERATOR_HELP, "[default: extractive]"]),
+        (["scan"], [GENERATOR_HELP, "--k <int> Passages retrieved per question."]),
+        (["index"], ["--ray-workers <int> Encoder actors when --ray is set."]),
+        (["reindex"], ["--ray-workers <int> Encoder actors when --ray is set."]),
+    ],
+)
+def test_shared_options_read_the_same_in_every_command(
+    capsys: pytest.CaptureFixture[str], command: list[str], texts: list[str]
+) -> None:
+    """The option types of :mod:`ragshield.cli_options`: one help text wherever the flag is."""
+    capsys.readouterr()
+    assert run([*command, "--help"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    for text in texts:
+        assert text in shown
+
+
 def test_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["ask"]) == 2
     assert run(["--help"]) == 0

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ragshield.cli_options import JsonOpt
+from ragshield.cli_options import EncoderActorsOpt, GeneratorOpt, JsonOpt
 from ragshield.errors import InputError, RagshieldError
 from ragshield.eval.cli import app as eval_app
 
@@ -98,7 +98,7 @@ def index(
         str | None,
         typer.Option(help="Encode with Ray: 'local', 'auto' (joined cluster) or ray://HOST:PORT."),
     ] = None,
-    ray_workers: Annotated[int, typer.Option(help="Encoder actors when --ray is set.")] = 2,
+    ray_workers: EncoderActorsOpt = 2,
     max_chars: Annotated[
         int, typer.Option(help="Split longer passages into ID#c0, ID#c1 … chunks.")
     ] = 20_000,
@@ -221,14 +221,7 @@ def ask(
             help="Comma-separated defenses, e.g. ragdefender,ecosaferag or ragfort [none].",
         ),
     ] = None,
-    generator: Annotated[
-        str | None,
-        typer.Option(
-            "--generator",
-            "-g",
-            help="extractive (default), a packaged model name or a local path.",
-        ),
-    ] = None,
+    generator: GeneratorOpt = None,  # [extractive]
     context_k: Annotated[
         int | None, typer.Option(help="Survivors (nearest first) passed to the generator.")
     ] = None,

@@ -9,3 +9,19 @@ from typing import Annotated
 import typer
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+# every command resolves the spec through ragshield.generate.factory.make_generator, so one
+# help names every form; what a generator adds to each command is in its docstring
+GeneratorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--generator",
+        "-g",
+        help="Answer end to end with extractive, a packaged model name, a local model "
+        "folder or openai:URL#MODEL.",
+    ),
+]
+# `ragshield eval retrieval` and `ragshield scan`: the same retrieval, the same two knobs
+RetrievedKOpt = Annotated[int, typer.Option("--k", help="Passages retrieved per question.")]
+ContextKOpt = Annotated[int, typer.Option(help="Survivors that reach the generator.")]
+# `ragshield index --ray` and `ragshield reindex --ray` both spread the encoder over actors
+EncoderActorsOpt = Annotated[int, typer.Option(help="Encoder actors when --ray is set.")]

@@ -37,14 +37,7 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ragshield.defenses import registry
 from ragshield.defenses.base import PassageFilter

@@ -22,7 +22,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ragshield.cli_options import JsonOpt
+from ragshield.cli_options import EncoderActorsOpt, JsonOpt
 
 # A callback with arguments and no sub-commands: interspersed args let options follow
 # INDEX_DIR (click groups stop parsing options at the first positional otherwise).
@@ -72,7 +72,7 @@ def reindex_command(
             "ray://HOST:PORT. Clustering and training stay in this process."
         ),
     ] = None,
-    ray_workers: Annotated[int, typer.Option(help="Encoder actors when --ray is set.")] = 2,
+    ray_workers: EncoderActorsOpt = 2,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out.")] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Cluster and report; do not train or write.")

@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ragshield.cli_options import ContextKOpt, GeneratorOpt, RetrievedKOpt
 from ragshield.errors import InputError
 
 if TYPE_CHECKING:
@@ -175,12 +176,9 @@ def scan(
         str | None,
         typer.Option(help=f"';'-separated chains [{';'.join(DEFAULT_DEFENSES)}]."),
     ] = None,
-    generator: Annotated[
-        str | None,
-        typer.Option(help="Also answer end to end (ASR): extractive, a packaged model or path."),
-    ] = None,
-    k: Annotated[int, typer.Option("--k", help="Passages retrieved per question.")] = 10,
-    context_k: Annotated[int, typer.Option(help="Survivors a generator reads.")] = 5,
+    generator: GeneratorOpt = None,  # also answer end to end (ASR)
+    k: RetrievedKOpt = 10,
+    context_k: ContextKOpt = 5,
     out: Annotated[
         Path | None, typer.Option("--out", help="Output directory [scan-<index name>].")
     ] = None,

@@ -23,6 +23,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ragshield.cli_options import GeneratorOpt
 from ragshield.defenses.registry import chain_labels
 from ragshield.errors import InputError
 from ragshield.eval.cli.options import RayOpt, RayWorkersOpt
@@ -79,10 +80,7 @@ def extraction(
         float | None, typer.Option(help="Wall-clock budget per attack run.")
     ] = None,
     questions: Annotated[int, typer.Option(help="Legitimate questions for accuracy.")] = 100,
-    generator: Annotated[
-        str,
-        typer.Option(help="'extractive' (no LLM) or a generator spec, e.g. 'qwen2.5-0.5b'."),
-    ] = "extractive",
+    generator: GeneratorOpt = "extractive",  # no LLM
     max_new_tokens: Annotated[
         int, typer.Option(help="LLM answer length (a leaked context needs room).")
     ] = 192,
@@ -147,7 +145,7 @@ def extraction(
         max_queries=max_queries,
         max_seconds=max_seconds,
         questions=questions,
-        generator=generator,
+        generator=generator or "extractive",
         max_new_tokens=max_new_tokens,
         prompt_style=prompt_style,
         dtype=dtype,

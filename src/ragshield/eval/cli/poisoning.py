@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ragshield.cli_options import GeneratorOpt
 from ragshield.errors import InputError
 from ragshield.eval.cli.options import DefensesOpt, RayOpt, RayWorkersOpt
 
@@ -45,14 +46,7 @@ def poisoning(
     split: Annotated[
         str, typer.Option(help="all, dev (even ids: tuning) or test (odd ids).")
     ] = "test",
-    generator: Annotated[
-        str | None,
-        typer.Option(
-            "--generator",
-            "-g",
-            help="Packaged model name, local folder or openai:URL#MODEL for end-to-end ASR/ACC.",
-        ),
-    ] = None,
+    generator: GeneratorOpt = None,  # end-to-end ASR/accuracy; None: filter level only
     cache_dir: Annotated[Path, typer.Option(help="Answer cache (generator runs).")] = Path(
         "runs/answer-cache"
     ),

@@ -20,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from ragshield.cli_options import ContextKOpt, GeneratorOpt, RetrievedKOpt
 from ragshield.errors import InputError
 from ragshield.eval.cli.options import DefensesOpt
 from ragshield.eval.outdir import check_cache_dir, check_results_dir, claim_out_dir
@@ -50,12 +51,10 @@ def retrieval(
         str, typer.Option(help="Comma-separated settings or groups (adaptive, ...), or all.")
     ] = "clean,poisonedrag-1,poisonedrag,mixed-2x,mixed-4x",
     defenses: DefensesOpt = DEFAULT_DEFENSES,
-    k: Annotated[int, typer.Option(help="Passages retrieved per question.")] = 10,
-    context_k: Annotated[int, typer.Option(help="Survivors that reach the generator.")] = 5,
+    k: RetrievedKOpt = 10,
+    context_k: ContextKOpt = 5,
     seed: Annotated[int, typer.Option()] = 0,
-    generator: Annotated[
-        str | None, typer.Option(help="A packaged LLM for end-to-end ASR.")
-    ] = None,
+    generator: GeneratorOpt = None,  # end-to-end ASR; None: retrieval metrics only
     out: Annotated[
         Path | None, typer.Option(help="Write results.md and results.json here.")
     ] = None,
