@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.reliability.io_checks import fail_line
 
 from ragshield.cli import run
 from ragshield.demo import demo_files
@@ -69,12 +70,7 @@ def test_bad_input_exit_2(
     (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
     (tmp_path / "bad.jsonl").write_text('{"text": "a"}\n{oops\n', encoding="utf-8")
     (tmp_path / "latin.jsonl").write_bytes(b'{"text": "caf\xe9"}\n')
-    argv = [a.format(idx=index_dir, tmp=tmp_path) for a in args]
-    capsys.readouterr()
-    assert run(argv) == 2
-    captured = capsys.readouterr()
-    assert message in " ".join(captured.err.split())
-    assert "Traceback" not in captured.err + captured.out
+    fail_line(capsys, [a.format(idx=index_dir, tmp=tmp_path) for a in args], message)
     assert not (tmp_path / "o").exists()  # nothing half-written
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.reliability.io_checks import fail_line
 
 from ragshield.cli import run
 from ragshield.demo import demo_files
@@ -137,12 +138,7 @@ def test_bad_input_exit_2(
     (tmp_path / "noq.jsonl").write_text('{"answer": "x"}\n', encoding="utf-8")
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("my own file", encoding="utf-8")
-    argv = [a.format(idx=demo_index, tmp=tmp_path) for a in args]
-    capsys.readouterr()
-    assert run(argv) == 2
-    err = capsys.readouterr().err
-    assert message in " ".join(err.split())
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    fail_line(capsys, [a.format(idx=demo_index, tmp=tmp_path) for a in args], message)
     assert (tmp_path / "mine" / "notes.txt").read_text(encoding="utf-8") == "my own file"
     assert not (tmp_path / "o").exists()  # names are checked before anything is written
 

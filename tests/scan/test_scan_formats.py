@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.reliability.io_checks import fail_line
 
 from ragshield.cli import run
 from ragshield.eval.intervals import rate, wilson
@@ -235,11 +236,9 @@ def test_bad_format_or_metric_exits_2_before_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
     (tmp_path / "idx").mkdir()
-    capsys.readouterr()
-    assert run(["scan", str(tmp_path / "idx"), "--generate", "2", "--out",
-                str(tmp_path / "o"), *args]) == 2  # fmt: skip
-    err = capsys.readouterr().err
-    assert message in " ".join(err.split()) and not (tmp_path / "o").exists()
+    argv = ["scan", tmp_path / "idx", "--generate", "2", "--out", tmp_path / "o", *args]
+    fail_line(capsys, argv, message)
+    assert not (tmp_path / "o").exists()
 
 
 # ---- the CI example -----------------------------------------------------------------------
