@@ -84,6 +84,7 @@ from ragshield.generate.extractive import ExtractiveGenerator
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer, normalize_answer, split_sentences
 from ragshield.types import Passage
+from vector_cache import DiskCachedEncoder
 
 DEV_SETTINGS: list[tuple[str, int]] = [
     ("clean", 0),
@@ -308,46 +309,6 @@ ONTOPIC = "ontopic/squad_v1.1_dev_43articles.json"
 CACHE_DIR = Path(os.environ.get("RAGSHIELD_BENCH_CACHE", "~/.cache/ragshield/bench")).expanduser()
 #: Planted-passage kinds of the real-retrieval section.
 PLANTS = ("prefixed", "prefixed-hijack", "offtopic", "suffix")
-
-
-class DiskCachedEncoder:
-    """The packaged encoder with a text-hash -> vector cache persisted under ``CACHE_DIR``,
-    so reruns of the real-retrieval section do not re-encode the 1,888 passages, their
-    ~10k sentences and the baits. Benchmark plumbing only: the latency section uses the
-    plain encoder."""
-
-    def __init__(self, inner: SentenceTransformerEncoder, path: Path) -> None:
-        self.inner, self.path, self.name = inner, path, inner.name
-        self._vec: dict[bytes, np.ndarray] = {}
-        self._dirty = False
-        if path.exists():
-            with np.load(path, allow_pickle=False) as z:
-                self._vec = dict(zip((bytes(k) for k in z["keys"]), z["vecs"], strict=True))
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def encode(self, texts: Any, *, show_progress: bool = False) -> np.ndarray:
-        texts = list(texts)
-        keys = [SentenceTransformerEncoder._key(t) for t in texts]
-        todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._vec}
-        if todo:
-            vecs = self.inner.encode(list(todo.values()), show_progress=show_progress)
-            self._vec.update(zip(todo, vecs, strict=True))
-            self._dirty = True
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.vstack([self._vec[k] for k in keys]).astype(np.float32)
-
-    def save(self) -> None:
-        if self._dirty:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            keys = np.array(list(self._vec), dtype="S16")
-            tmp = self.path.with_suffix(".tmp.npz")
-            np.savez(tmp, keys=keys, vecs=np.vstack(list(self._vec.values())))
-            tmp.replace(self.path)
-            self._dirty = False
 
 
 @dataclass(frozen=True)
