@@ -2,7 +2,8 @@
 concurrent ASGI client (real encoder, FAISS, SQLite or PostgreSQL, argon2 at a low cost).
 
 Test modules import the fixtures under their function names (``make_fixture``); pytest
-knows them by ``name=`` (``make``), so no parameter shadows an import."""
+knows them by ``name=`` (``make``), so no parameter shadows an import. ``tests/server``
+takes its argon2 settings, ``bearer`` and the demo index from here too."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ from ragshield.indexing import build_index
 from ragshield.server import Service, load_config
 from ragshield.server.db import sqlalchemy_url
 
+# argon2 at its lowest cost: key hashing in milliseconds (the tests check behaviour, not cost);
+# the same settings as a config file's [auth] table, for tests that write one
 FAST_AUTH = {"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1}
+FAST_AUTH_TOML = "[auth]\n" + "".join(f"{k} = {v}\n" for k, v in FAST_AUTH.items())
 _schemas = (f"ragshield_rel_{i}" for i in itertools.count())
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.reliability._server_env import FAST_AUTH
 
 from ragshield.corpus import read_corpus
 from ragshield.demo import demo_files
@@ -19,7 +20,6 @@ from ragshield.indexing import build_index
 from ragshield.server import Service, create_app, load_config
 from ragshield.types import Passage
 
-FAST_AUTH = {"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1}
 ATTACK = json.loads(demo_files()[1].read_text(encoding="utf-8"))
 
 

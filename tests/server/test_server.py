@@ -18,15 +18,12 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.reliability._server_env import FAST_AUTH, bearer, demo_index_fixture  # noqa: F401
 
-from ragshield.corpus import read_corpus
 from ragshield.defenses import registry
-from ragshield.demo import demo_files
-from ragshield.indexing import build_index
 from ragshield.server import Service, create_app, load_config
 from ragshield.types import Decision, FilterResult, RetrievedPassage
 
-FAST_AUTH = {"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1}
 T0 = 1_700_000_040.0  # a minute boundary, so window arithmetic in tests is exact
 
 # Ordinary questions about the demo corpus (a legitimate user's session).
@@ -70,13 +67,6 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(scope="module")
-def demo_index(tmp_path_factory: pytest.TempPathFactory, encoder: Any) -> Path:
-    out = tmp_path_factory.mktemp("server") / "demo-index"
-    build_index(read_corpus(demo_files()[0]), out, encoder=encoder)
-    return out
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _test_defense() -> Iterator[None]:
     # module scope: configs naming it are validated when loaded, by module fixtures too
@@ -103,10 +93,6 @@ def make(
     yield _make
     for s in made:
         s.close()
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 # ---- health, schema, ask, filter --------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from tests.reliability._server_env import FAST_AUTH, FAST_AUTH_TOML
 
 from ragshield.errors import InputError
 from ragshield.server.auth import AuthError, KeyManager
@@ -32,7 +33,7 @@ from ragshield.server.db import (
     sqlalchemy_url,
 )
 
-FAST = AuthConfig(argon2_time_cost=1, argon2_memory_kib=8, argon2_parallelism=1)
+FAST = AuthConfig(**FAST_AUTH)
 _schemas = (f"ragshield_test_{i}" for i in itertools.count())
 
 
@@ -288,10 +289,7 @@ def test_service_uses_a_postgresql_storage_url_from_its_config(
     pg_url = _fresh_pg_database(pg_uri)
     cfg_file = tmp_path / "server.toml"
     cfg_file.write_text(
-        'index = "idx"\n[storage]\n'
-        f'url = "{pg_url}"\n'
-        "[auth]\nargon2_time_cost = 1\nargon2_memory_kib = 8\nargon2_parallelism = 1\n",
-        encoding="utf-8",
+        f'index = "idx"\n[storage]\nurl = "{pg_url}"\n{FAST_AUTH_TOML}', encoding="utf-8"
     )
     cfg = load_config(cfg_file)
     assert cfg.storage.resolved_url() == pg_url

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.reliability._server_env import FAST_AUTH, FAST_AUTH_TOML
 from typer.testing import CliRunner
 
 from ragshield.errors import InputError
@@ -22,7 +23,7 @@ from ragshield.server.throttle import (
 )
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "server.toml"
-FAST = AuthConfig(argon2_time_cost=1, argon2_memory_kib=8, argon2_parallelism=1)
+FAST = AuthConfig(**FAST_AUTH)
 
 
 @pytest.fixture
@@ -235,9 +236,7 @@ def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
 def test_keys_cli_uses_the_config_storage(tmp_path: Path) -> None:
     cfg = tmp_path / "server.toml"
     cfg.write_text(
-        'index = "idx"\n[storage]\nsqlite_path = "keys.db"\n'
-        "[auth]\nargon2_time_cost = 1\nargon2_memory_kib = 8\nargon2_parallelism = 1\n",
-        encoding="utf-8",
+        f'index = "idx"\n[storage]\nsqlite_path = "keys.db"\n{FAST_AUTH_TOML}', encoding="utf-8"
     )
     r = CliRunner().invoke(keys_app, ["create", "ops", "--scopes", "admin", "--config", str(cfg)])
     assert r.exit_code == 0, r.output

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from tests.reliability._server_env import FAST_AUTH
 
 from ragshield.corpus import read_corpus
 from ragshield.demo import demo_files
@@ -20,7 +21,6 @@ from ragshield.indexing import build_index
 from ragshield.server import Service, create_app, load_config
 from ragshield.types import Passage
 
-FAST_AUTH = {"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1}
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "server.toml"
 ATTACK = json.loads(demo_files()[1].read_text(encoding="utf-8"))
 
