@@ -10,7 +10,6 @@ served-chunk ledger and novelty, the audit log, and ``ragshield serve``'s servic
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from tests.reliability._server_env import FAST_AUTH, FAST_AUTH_TOML
+from tests.reliability._server_env import FAST_AUTH, FAST_AUTH_TOML, fresh_pg_url
 
 from ragshield.errors import InputError
 from ragshield.server.auth import AuthError, KeyManager
@@ -34,33 +33,13 @@ from ragshield.server.db import (
 )
 
 FAST = AuthConfig(**FAST_AUTH)
-_schemas = (f"ragshield_test_{i}" for i in itertools.count())
-
-
-def _fresh_pg_database(uri: str) -> str:
-    """A fresh schema on the test server; return a SQLAlchemy URL whose connections use it.
-
-    (A schema, not a database: CREATE DATABASE copies a template and makes the server's
-    shutdown checkpoint slow.)
-    """
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
-
-    name = next(_schemas)
-    admin = create_engine(sqlalchemy_url(uri))
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {name}")
-    admin.dispose()
-    url = make_url(sqlalchemy_url(uri))
-    url = url.update_query_dict({"options": f"-csearch_path={name}"})
-    return url.render_as_string(hide_password=False)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'k.db'}"
-    return _fresh_pg_database(request.getfixturevalue("pg_uri"))
+    return fresh_pg_url(request.getfixturevalue("pg_uri"))
 
 
 @pytest.fixture
@@ -286,7 +265,7 @@ def test_service_uses_a_postgresql_storage_url_from_its_config(
     store = FaissStore(encoder.dim, encoder_name=encoder.name)
     store.add([Passage(f"p{i}", t) for i, t in enumerate(texts)], encoder.encode(texts))
     store.save(tmp_path / "idx")
-    pg_url = _fresh_pg_database(pg_uri)
+    pg_url = fresh_pg_url(pg_uri)
     cfg_file = tmp_path / "server.toml"
     cfg_file.write_text(
         f'index = "idx"\n[storage]\nurl = "{pg_url}"\n{FAST_AUTH_TOML}', encoding="utf-8"
@@ -318,7 +297,7 @@ def test_keys_cli_takes_the_plain_uri_db_start_prints(pg_uri: str) -> None:
 
     from ragshield.server.cli import keys_app
 
-    plain = _fresh_pg_database(pg_uri).replace("postgresql+psycopg://", "postgresql://", 1)
+    plain = fresh_pg_url(pg_uri).replace("postgresql+psycopg://", "postgresql://", 1)
     runner = CliRunner()
     made = runner.invoke(keys_app, ["create", "carol", "--db", plain])
     assert made.exit_code == 0, made.output
