@@ -8,7 +8,7 @@ takes its argon2 settings, ``bearer`` and the demo index from here too."""
 from __future__ import annotations
 
 import asyncio
-import itertools
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,6 @@ from ragshield.server.db import sqlalchemy_url
 # the same settings as a config file's [auth] table, for tests that write one
 FAST_AUTH = {"argon2_time_cost": 1, "argon2_memory_kib": 8, "argon2_parallelism": 1}
 FAST_AUTH_TOML = "[auth]\n" + "".join(f"{k} = {v}\n" for k, v in FAST_AUTH.items())
-_schemas = (f"ragshield_rel_{i}" for i in itertools.count())
 
 
 @pytest.fixture(scope="module", name="demo_index")
@@ -64,7 +63,10 @@ def fresh_pg_url(uri: str) -> str:
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
 
-    name = next(_schemas)
+    # random, not counted: pytest imports this module twice (as reliability._server_env by
+    # the relative imports, tests.reliability._server_env from tests/server), and two
+    # counters on the one session server handed out the same name
+    name = f"ragshield_rel_{uuid.uuid4().hex[:16]}"
     admin = create_engine(sqlalchemy_url(uri))
     with admin.begin() as conn:
         conn.exec_driver_sql(f"CREATE SCHEMA {name}")
