@@ -92,6 +92,7 @@ import numpy as np
 
 from ragshield.defenses.base import check_retrieved
 from ragshield.defenses.injection import language as lang_id
+from ragshield.defenses.injection.context import restates
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.scoring import (
@@ -121,6 +122,8 @@ __all__ = [
 OPERATING_POINTS: Mapping[str, float] = {"fpr1": 0.01, "fpr0.1": 0.001}
 RULE, CLASSIFIER, COLLATERAL = "injection_rule", "injection_classifier", "injection_collateral"
 OperatingPoint = Literal["fpr1", "fpr0.1"]
+Scope = Literal["sentence", "passage", "restated"]
+SCOPES: tuple[str, ...] = ("sentence", "passage", "restated")
 
 
 class InjectionGuard(StagedParams):
@@ -133,7 +136,9 @@ class InjectionGuard(StagedParams):
     threshold: an explicit score threshold in (0, 1]; overrides any calibration.
     rules: apply the deterministic rules (``False``: classifier only, for ablations).
     classifier: apply the classifier head (``False``: rules only).
-    scope: a flag removes the ``"sentence"`` or its whole ``"passage"``.
+    scope: a flag removes the ``"sentence"`` or its whole ``"passage"``; ``"restated"``:
+        the whole passage when the passage restates the question verbatim
+        (:func:`~ragshield.defenses.injection.context.restates`), else the sentence.
     head: path to a head JSON; ``None`` = the packaged head.
     language: ``sentencex`` language code for segmentation.
     max_chars: characters of a passage read; the rest is cut (never reaches the generator).
@@ -156,7 +161,7 @@ class InjectionGuard(StagedParams):
         "classifier": [Boolean()],
         "windows": [Boolean(), Options("text")],
         "hysteresis": [Boolean()],
-        "scope": [Options("sentence", "passage")],
+        "scope": [Options(*SCOPES)],
         "max_chars": [Interval(int, 1, None)],
         "cache_size": [Interval(int, 0, None)],
         "language_switch": [Boolean()],
@@ -182,7 +187,7 @@ class InjectionGuard(StagedParams):
         threshold: float | None = None,
         rules: bool = True,
         classifier: bool = True,
-        scope: Literal["sentence", "passage"] = "sentence",  # a hijacked page keeps its facts
+        scope: Scope = "sentence",  # a hijacked page keeps its facts
         head: str | None = None,
         language: str = "en",
         max_chars: int = 20_000,  # as EcoSafeRAG (issue #15): bounds one passage's cost
@@ -503,7 +508,10 @@ class InjectionGuard(StagedParams):
             if by_rule is not None and by_rule.size:
                 flag = flag | by_rule
             n_flagged += int(flag.sum())
-            whole = self.scope == "passage" and bool(flag.any())
+            whole = bool(flag.any()) and (
+                self.scope == "passage"
+                or (self.scope == "restated" and bool(restates(sc.sentences, query).any()))
+            )
             for j, s in enumerate(sc.sentences):
                 if not (flag[j] or whole):
                     continue
