@@ -120,6 +120,15 @@ def base_parser(doc: str | None) -> argparse.ArgumentParser:
     return ap
 
 
+def finish(t0: float, out: dict[str, Any], path: str | None) -> None:
+    """The run's wall time and load average printed (a figure from a shared machine means
+    little without it), and ``out`` written to ``path`` as JSON when one was asked for."""
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"\n{time.time() - t0:.0f} s; load average {' '.join(load)}")
+    if path:
+        Path(path).write_text(json.dumps(out, indent=1), encoding="utf-8")
+
+
 def survives(kept_text: str, planted: str) -> bool:
     """Some piece of the planted instruction is still in the kept text: a sentence of it
     with >= 4 words (normalised; ragshield's :func:`instruction_survives` rule), or an

@@ -29,7 +29,6 @@ context in the searches that failed).
 from __future__ import annotations
 
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
-import json
 import sys
 import time
 from collections import Counter
@@ -41,7 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_ecosaferag import ontopic_split
-from bench_injection import base_parser, carriers_for, make_guard, ontopic_index
+from bench_injection import base_parser, carriers_for, finish, make_guard, ontopic_index
 from ragshield.attacks.filter_aware import ChainOracle
 from ragshield.attacks.injection_adaptive import (
     INTENTS,
@@ -158,10 +157,7 @@ def main() -> None:
             "seconds": time.time() - t1,
         }
         enc.save()
-    load = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"\n{time.time() - t0:.0f} s; load average {' '.join(load)}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    finish(t0, out, args.json)
 
 
 if __name__ == "__main__":

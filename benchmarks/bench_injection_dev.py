@@ -42,7 +42,6 @@ ones (``base64``, ``leet``, ``zero-width``, ``homoglyph``: the English wording i
 from __future__ import annotations
 
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
-import json
 import re
 import sys
 import time
@@ -55,7 +54,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_ecosaferag import ontopic_split
-from bench_injection import base_parser, carriers_for, ontopic_index, survives
+from bench_injection import base_parser, carriers_for, finish, ontopic_index, survives
 from ragshield.attacks.injection import insert_instruction
 from ragshield.attacks.injection_adaptive import INTENTS
 from ragshield.attacks.injection_families import OBFUSCATIONS, canary_word, obfuscate, split_in_two
@@ -217,10 +216,7 @@ def main() -> None:
             )
             out["rows"][f"{name}:{op}"] = {"threshold": thr, **row}
         enc.save()
-    load = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"\n{time.time() - t0:.0f} s; load average {' '.join(load)}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    finish(t0, out, args.json)
 
 
 if __name__ == "__main__":
