@@ -52,6 +52,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,45 @@ from train_injection_head import cached_encoder, train_head
 
 LANGS = ("de", "fr", "es", "it")
 OPS = ("fpr1", "fpr0.1")
+
+
+@dataclass(frozen=True)
+class OntopicIndex:
+    """The ``ontopic/`` SQuAD paragraphs as every injection benchmark indexes them."""
+
+    data: dict[str, Any]
+    store: Any
+    texts: list[str]
+    by_article: dict[str, list[str]]
+
+
+def ontopic_index(data_dir: str | Path, enc: Any) -> OntopicIndex:
+    """The 1,888 paragraphs encoded into a flat index, their texts and, per article, its
+    paragraphs (the carriers)."""
+    data = json.loads((Path(data_dir) / ONTOPIC).read_text(encoding="utf-8"))
+    store = ontopic_store(data, enc)
+    by_article: dict[str, list[str]] = {}
+    for p in store.passages:
+        by_article.setdefault(p.title, []).append(p.text)
+    return OntopicIndex(data, store, [p.text for p in store.passages], by_article)
+
+
+def base_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options every injection benchmark takes: ``--data`` (``../shared/data``) and
+    ``--seed``."""
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data"))
+    ap.add_argument("--seed", type=int, default=0)
+    return ap
+
+
+def finish(t0: float, out: dict[str, Any], path: str | None) -> None:
+    """The run's wall time and load average printed (a figure from a shared machine means
+    little without it), and ``out`` written to ``path`` as JSON when one was asked for."""
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"\n{time.time() - t0:.0f} s; load average {' '.join(load)}")
+    if path:
+        Path(path).write_text(json.dumps(out, indent=1), encoding="utf-8")
 
 
 def survives(kept_text: str, planted: str) -> bool:
@@ -138,9 +178,7 @@ def pct(x: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data"))
-    ap.add_argument("--seed", type=int, default=0)
+    ap = base_parser(__doc__)
     ap.add_argument("--per-placement", type=int, default=105)
     ap.add_argument("--kind", choices=("lr", "mlp"), default="lr")
     ap.add_argument("--C", type=float, default=3.0)  # dev choice (docs/results-injection.md)
@@ -151,13 +189,9 @@ def main() -> None:
     root = Path(args.data)
     rng = np.random.default_rng(args.seed)
     enc = cached_encoder()
-    data = json.loads((root / ONTOPIC).read_text(encoding="utf-8"))
-    store = ontopic_store(data, enc)
+    idx = ontopic_index(root, enc)
     enc.save()
-    texts = [p.text for p in store.passages]
-    by_article: dict[str, list[str]] = {}
-    for p in store.passages:
-        by_article.setdefault(p.title, []).append(p.text)
+    data, store, texts, by_article = idx.data, idx.store, idx.texts, idx.by_article
     titles = sorted(by_article)
     test_titles = set(titles[1::2])
     out: dict[str, Any] = {"seed": args.seed, "kind": args.kind, "C": args.C}

@@ -29,8 +29,6 @@ context in the searches that failed).
 from __future__ import annotations
 
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
-import argparse
-import json
 import sys
 import time
 from collections import Counter
@@ -41,8 +39,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ecosaferag import ONTOPIC, ontopic_split, ontopic_store
-from bench_injection import carriers_for, make_guard
+from bench_ecosaferag import ontopic_split
+from bench_injection import base_parser, carriers_for, finish, make_guard, ontopic_index
 from ragshield.attacks.filter_aware import ChainOracle
 from ragshield.attacks.injection_adaptive import (
     INTENTS,
@@ -62,9 +60,7 @@ BUDGETS = (1, 10, 50, 200)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data"))
-    ap.add_argument("--seed", type=int, default=0)
+    ap = base_parser(__doc__)
     ap.add_argument("--goals", type=int, default=30)
     ap.add_argument("--budget", type=int, default=200)
     ap.add_argument(
@@ -76,12 +72,8 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.time()
     enc = cached_encoder()
-    data = json.loads((Path(args.data) / ONTOPIC).read_text(encoding="utf-8"))
-    store = ontopic_store(data, enc)
-    texts = [p.text for p in store.passages]
-    by_article: dict[str, list[str]] = {}
-    for p in store.passages:
-        by_article.setdefault(p.title, []).append(p.text)
+    idx = ontopic_index(args.data, enc)
+    data, store, texts, by_article = idx.data, idx.store, idx.texts, idx.by_article
     head = InjectionHead.packaged()
     cal = calibrate_index(texts, enc, head=head, sample=10**9)
     assert cal is not None
@@ -165,10 +157,7 @@ def main() -> None:
             "seconds": time.time() - t1,
         }
         enc.save()
-    load = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"\n{time.time() - t0:.0f} s; load average {' '.join(load)}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    finish(t0, out, args.json)
 
 
 if __name__ == "__main__":

@@ -33,15 +33,15 @@ sentence is held to the fpr1 threshold); seventh session, as suffixes: ``+sig`` 
 calibrated signals: language switch, disguised words) and ``+nb5`` (the neighbour point at
 the index's 5 % own-score point instead of fpr1); eighth session: ``+lwN`` (the language
 switch reads spans of N words too; ``+lw0`` whole sentences only, the seventh session's
-reading; no suffix: the default). Placements also include the obfuscated
+reading; no suffix: the default); tenth session: ``+restated`` (``scope="restated"``: a
+flagged passage that restates the question goes whole) and the ``prefixed`` placement
+(the question, then the wording: nothing else). Placements also include the obfuscated
 ones (``base64``, ``leet``, ``zero-width``, ``homoglyph``: the English wording in-passage).
 """
 
 from __future__ import annotations
 
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
-import argparse
-import json
 import re
 import sys
 import time
@@ -53,8 +53,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ecosaferag import ONTOPIC, ontopic_split, ontopic_store
-from bench_injection import carriers_for, survives
+from bench_ecosaferag import ontopic_split
+from bench_injection import base_parser, carriers_for, finish, ontopic_index, survives
 from ragshield.attacks.injection import insert_instruction
 from ragshield.attacks.injection_adaptive import INTENTS
 from ragshield.attacks.injection_families import OBFUSCATIONS, canary_word, obfuscate, split_in_two
@@ -70,7 +70,7 @@ from train_injection_head import (
     cached_encoder,
 )
 
-PLACEMENTS = ("in-passage", "split", "mid-paragraph", "translated", *OBFUSCATIONS)
+PLACEMENTS = ("prefixed", "in-passage", "split", "mid-paragraph", "translated", *OBFUSCATIONS)
 #: name -> (windows scored on their joined text, off-topic boost of the head, hysteresis)
 CONFIGS: dict[str, tuple[bool, float, bool]] = {
     "mean": (False, 0.0, False),
@@ -99,9 +99,7 @@ def fill(w: str, canary: str, answer: str) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data"))
-    ap.add_argument("--seed", type=int, default=0)
+    ap = base_parser(__doc__)
     ap.add_argument("--questions", type=int, default=40)
     ap.add_argument("--configs", default="mean,text")
     ap.add_argument("--json", default=None)
@@ -109,12 +107,8 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.time()
     enc = cached_encoder()
-    data = json.loads((Path(args.data) / ONTOPIC).read_text(encoding="utf-8"))
-    store = ontopic_store(data, enc)
-    texts = [p.text for p in store.passages]
-    by_article: dict[str, list[str]] = {}
-    for p in store.passages:
-        by_article.setdefault(p.title, []).append(p.text)
+    idx = ontopic_index(args.data, enc)
+    data, texts, by_article = idx.data, idx.texts, idx.by_article
     qs = ontopic_split(data, "dev", args.questions, args.seed)[: args.questions]
     en = wordings("en")
     other = [w for lang in ("de", "fr", "es", "it") for w in wordings(lang)]
@@ -127,6 +121,7 @@ def main() -> None:
         w = fill(en[i % len(en)], c, q.target)
         t = fill(other[i % len(other)], c, q.target)
         s = split_in_two(w)
+        plants["prefixed"].append((q.question, f"{q.question} {w}", w))
         plants["in-passage"].append(
             (q.question, f"{q.question} {insert_instruction(carrier, w, 'middle')}", w)
         )
@@ -157,10 +152,13 @@ def main() -> None:
         # seventh session's options, each opted into by a suffix (the older names keep
         # measuring what they measured): "+sig" the signals, "+nb5" the 5 % neighbour point
         signals, nb5 = "+sig" in name, "+nb5" in name
+        # tenth session: "+restated" the guard's scope="restated"
+        scope = "restated" if "+restated" in name else "sentence"
         # eighth session: "+lwN" the language switch's span width (N = 0: whole sentences)
         lw = re.search(r"\+lw(\d+)", name)
         span = Signals() if lw is None else Signals(language_window=int(lw[1]) or None)
         base = re.sub(r"\+lw\d+", "", name).replace("+sig", "").replace("+nb5", "")
+        base = base.replace("+restated", "")
         window_text, boost, hyst = CONFIGS[base]
         head = replace(packaged, offtopic_boost=boost)
         cal = calibrate_index(
@@ -177,6 +175,7 @@ def main() -> None:
                 language_switch=signals,
                 disguise=signals,
                 neighbour_point="fpr5" if nb5 else "fpr1",
+                scope=scope,  # type: ignore[arg-type]
             )
             g._head = head
             g.calibrate_injection(cal)
@@ -217,10 +216,7 @@ def main() -> None:
             )
             out["rows"][f"{name}:{op}"] = {"threshold": thr, **row}
         enc.save()
-    load = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"\n{time.time() - t0:.0f} s; load average {' '.join(load)}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    finish(t0, out, args.json)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,16 @@ What it measures (every figure printed is measured in this run; seed 0):
   (a paragraph of the article without the answer carrying one of the harness's
   instructions, no question) and ``gold-edit`` (the gold paragraph itself rewritten with
   it, as the scan's ``injection-hijack`` does).
+* ``prefixed`` (tenth session) — why the question-prefixed placement is caught less than
+  in-passage, and the guard's ``scope="restated"``: every English ``bastioncorpus`` row
+  planted with ``prefixed`` / ``in-passage`` / ``mid-paragraph`` / ``split`` into *dev*
+  questions and dev carriers (``bench_injection.py``'s planting and "caught" rule), each
+  family scored by a head retrained without it, calibrated on the 1,888 paragraphs; the
+  misses of the prefixed placement printed sentence by sentence (own scores, windows,
+  rules). Benign cost of the scope: ``--questions`` dev questions' real top-10 with the
+  question written in front of each passage (the worst case of an FAQ corpus: every
+  retrieved passage restates the question), sentences removed per passage; and the dev
+  hard negatives (``train_injection_head.py``, 70) each after a dev question.
 """
 
 from __future__ import annotations
@@ -273,9 +283,142 @@ def section_trim(args: argparse.Namespace) -> None:
     enc.save()
 
 
+def section_prefixed(args: argparse.Namespace) -> None:
+    import random
+    from dataclasses import replace
+
+    import numpy as np
+
+    from bench_ecosaferag import ontopic_split
+    from bench_injection import carriers_for, make_guard, ontopic_index, survives
+    from ragshield.attacks.injection_families import (
+        FAMILIES,
+        canary_word,
+        family_rows,
+        fill,
+        plant,
+    )
+    from ragshield.defenses.injection.calibration import calibrate_index
+    from ragshield.eval.injection_detection import detection_rate
+    from ragshield.types import Passage, RetrievedPassage
+    from train_injection_head import (
+        DEV_HARD_NEGATIVES,
+        DEV_HARD_NEGATIVES_2,
+        cached_encoder,
+        train_head,
+    )
+
+    enc = cached_encoder()
+    idx = ontopic_index(DATA, enc)
+    qs = ontopic_split(idx.data, "dev", 10**6, 0)
+    heads = {f: train_head(DATA, enc, kind="lr", c=3.0, leave_out=f, seed=0) for f in FAMILIES}
+    cals = {f: calibrate_index(idx.texts, enc, head=h, sample=10**9) for f, h in heads.items()}
+    enc.save()
+    scopes = ("sentence", "restated")
+    placements = ("prefixed", "in-passage", "mid-paragraph", "split")
+    rng = np.random.default_rng(0)
+    print(
+        "# Prefixed vs in-passage on dev (seed 0; bastioncorpus English rows; LOFO heads; fpr0.1)"
+    )
+    print("| family (n) | scope | " + " | ".join(placements) + " |")
+    print("|---" * (len(placements) + 2) + "|")
+    means: dict[tuple[str, str], list[float]] = {}
+    for fam in FAMILIES:
+        rows = family_rows(fam, lang="en")
+        plants = {pl: [] for pl in placements}  # type: dict[str, list[tuple[str, str, str]]]
+        for pl in placements:
+            for i, r in enumerate(rows):
+                q = qs[int(rng.integers(len(qs)))]
+                pool = carriers_for(q, idx.by_article)
+                carrier = pool[int(rng.integers(len(pool)))]
+                text, planted = plant(
+                    fill(r.text, canary_word(r.id)), pl, q.question, carrier, random.Random(i)
+                )
+                plants[pl].append((q.question, text, planted))
+        for scope in scopes:
+            g = make_guard(enc, heads[fam], cals[fam], "fpr0.1")  # type: ignore[arg-type]
+            g.scope = scope  # type: ignore[assignment]
+            cells = []
+            for pl in placements:
+                caught = []
+                for question, text, planted in plants[pl]:
+                    res = g.filter(question, [RetrievedPassage(Passage("x", text), 1.0, 0)])
+                    ok = not survives(" ".join(k.text for k in res.kept), planted)
+                    caught.append(ok)
+                    if not ok and pl == "prefixed" and scope == "sentence":
+                        sc = g.score_texts([text])[0]
+                        print(f"  missed: threshold {g.threshold_():.3f}, low {g.low_threshold_()}")
+                        for j, sent in enumerate(sc.sentences):
+                            print(
+                                f"    own {sc.own[j]:.3f} rules {list(sc.rules[j])} | {sent[:100]}"
+                            )
+                        print(f"    windows {np.round(sc.pair, 3).tolist()}")
+                cells.append(detection_rate(caught))
+                means.setdefault((scope, pl), []).append(cells[-1])
+            print(
+                f"| {fam} ({len(rows)}) | {scope} | "
+                + " | ".join(f"{c:.3f}" for c in cells)
+                + " |",
+                flush=True,
+            )
+    for scope in scopes:
+        print(
+            f"| **mean** | {scope} | "
+            + " | ".join(f"{np.mean(means[(scope, pl)]):.3f}" for pl in placements)
+            + " |"
+        )
+    # benign cost: every retrieved passage restates the question (the FAQ worst case)
+    from ragshield.defenses.injection.head import InjectionHead
+
+    head = InjectionHead.packaged()
+    cal = calibrate_index(idx.texts, enc, head=head, sample=10**9)
+    assert cal is not None
+    some = qs[: args.questions]
+    hits = idx.store.search(enc.encode([q.question for q in some]), 10)
+    hard = [*DEV_HARD_NEGATIVES, *DEV_HARD_NEGATIVES_2]
+    print(
+        f"\n# Benign cost (packaged head, fpr0.1): {len(some)} dev questions' top-10, each "
+        "passage after its question; dev hard negatives (70) after a dev question"
+    )
+    print(
+        "| scope | passages touched | sentences removed | hard negatives: passages touched "
+        "| hard negatives: sentences removed |"
+    )
+    print("|---|---|---|---|---|")
+    for scope in scopes:
+        g = make_guard(enc, head, cal, "fpr0.1")
+        g.scope = scope  # type: ignore[assignment]
+        touched = removed = total = 0
+        for q, h in zip(some, hits, strict=True):
+            passages = [
+                RetrievedPassage(replace(r.passage, text=f"{q.question} {r.text}"), r.score, r.rank)
+                for r in h
+            ]
+            res = g.filter(q.question, passages)
+            total += sum(len(sc.sentences) for sc in g.score_texts([p.text for p in passages]))
+            touched += len({d.index for d in res.decisions})
+            removed += sum(d.unit == "sentence" for d in res.decisions)
+        hard_touched = hard_removed = hard_total = 0
+        for i, sent in enumerate(hard):
+            q = qs[i % len(qs)].question
+            res = g.filter(q, [RetrievedPassage(Passage("h", f"{q} {sent}"), 1.0, 0)])
+            hard_total += len(g.score_texts([f"{q} {sent}"])[0].sentences)
+            hard_touched += bool(res.decisions)
+            hard_removed += sum(d.unit == "sentence" for d in res.decisions)
+        print(
+            f"| {scope} | {touched / (10 * len(some)):.4f} | {removed / max(total, 1):.4f} "
+            f"({removed} of {total}) | {hard_touched / len(hard):.3f} | "
+            f"{hard_removed / max(hard_total, 1):.3f} ({hard_removed} of {hard_total}) |",
+            flush=True,
+        )
+    enc.save()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--section", choices=("normalize", "keep-passages", "trim"), required=True)
+    ap.add_argument(
+        "--section", choices=("normalize", "keep-passages", "trim", "prefixed"), required=True
+    )
     ap.add_argument("--split", choices=("dev", "test"), default="dev")  # trim
     ap.add_argument("--questions", type=int, default=150)  # trim
     ap.add_argument("--trims", default="all,offtopic:0.3,offtopic:0.2,none")  # trim
@@ -287,6 +430,8 @@ def main() -> None:
         section_normalize()
     elif args.section == "trim":
         section_trim(args)
+    elif args.section == "prefixed":
+        section_prefixed(args)
     else:
         section_keep_passages(args)
 

@@ -15,8 +15,6 @@ the load average before and after (the machine is shared: a timing means little 
 from __future__ import annotations
 
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
-import argparse
-import json
 import os
 import sys
 import time
@@ -28,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ecosaferag import ONTOPIC, ontopic_split, ontopic_store
-from bench_injection import make_guard
+from bench_ecosaferag import ontopic_split
+from bench_injection import base_parser, make_guard, ontopic_index
 from ragshield.defenses.compose import FilterChain
 from ragshield.defenses.ecosaferag import EcoSafeRAG
 from ragshield.defenses.injection.calibration import calibrate_index
@@ -42,9 +40,7 @@ def load() -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data"))
-    ap.add_argument("--seed", type=int, default=0)
+    ap = base_parser(__doc__)
     ap.add_argument("--questions", type=int, default=105)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
@@ -52,9 +48,8 @@ def main() -> None:
 
     torch.set_num_threads(1)
     enc = cached_encoder()
-    data = json.loads((Path(args.data) / ONTOPIC).read_text(encoding="utf-8"))
-    store = ontopic_store(data, enc)
-    texts = [p.text for p in store.passages]
+    idx = ontopic_index(args.data, enc)
+    data, store, texts = idx.data, idx.store, idx.texts
     head = InjectionHead.packaged()
     cal = calibrate_index(texts, enc, head=head, sample=10**9)
     assert cal is not None

@@ -97,9 +97,13 @@ def test_inject_hijacks_one_passage():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"kinds": ["nope"]}, "The 'kinds' parameter of PromptInjectionAttack"),
+        ({"kinds": ["nope"]}, r"unknown kinds \['nope'\] for PromptInjectionAttack; available: "),
         ({"kinds": "refusal"}, "The 'kinds' parameter"),
-        ({"positions": ["top"]}, "The 'positions' parameter"),
+        ({"positions": ["top"]}, "unknown positions"),
+        (
+            {"positions": []},
+            "The 'positions' parameter of PromptInjectionAttack must be a non-empty",
+        ),
     ],
 )
 def test_bad_parameters(kwargs, match):

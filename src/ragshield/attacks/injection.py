@@ -40,7 +40,7 @@ import random
 from collections.abc import Mapping, Sequence
 from urllib.parse import quote_plus
 
-from ragshield.errors import InputError, check_int, check_query
+from ragshield.errors import InputError, check_int, check_names, check_query
 from ragshield.text import normalize_answer, split_sentences
 
 POSITIONS: tuple[str, ...] = ("start", "middle", "end")
@@ -164,24 +164,8 @@ class PromptInjectionAttack:
 
     def _check(self) -> None:
         owner = type(self).__name__
-        if (
-            isinstance(self.kinds, str)
-            or not self.kinds
-            or any(k not in INJECTION_TEMPLATES for k in self.kinds)
-        ):
-            raise InputError(
-                f"The 'kinds' parameter of {owner} must be a non-empty list from "
-                f"{', '.join(INJECTION_TEMPLATES)}. Got {self.kinds!r} instead."
-            )
-        if (
-            isinstance(self.positions, str)
-            or not self.positions
-            or any(p not in POSITIONS for p in self.positions)
-        ):
-            raise InputError(
-                f"The 'positions' parameter of {owner} must be a non-empty list from "
-                f"{', '.join(POSITIONS)}. Got {self.positions!r} instead."
-            )
+        check_names(self.kinds, "kinds", owner, what="template kinds", known=INJECTION_TEMPLATES)
+        check_names(self.positions, "positions", owner, what="positions", known=POSITIONS)
 
     def instructions(self, question: str, target_answer: str) -> list[str]:
         """Every instruction this attack can inject for the question, instantiated."""

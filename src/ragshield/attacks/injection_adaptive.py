@@ -50,6 +50,7 @@ import base64
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from ragshield.attacks.filter_aware import BlackBox
 from ragshield.attacks.injection import insert_instruction
@@ -58,7 +59,7 @@ from ragshield.errors import InputError, check_int, check_names, check_query
 
 __all__ = [
     "ENCODINGS", "FRAMES", "INTENTS", "MOVES", "OPERATORS", "AdaptiveInjectionAttack",
-    "InjectionGoal", "InjectionSearch", "Variant", "render",
+    "InjectionGoal", "InjectionSearch", "SearchingAttack", "Variant", "render",
 ]  # fmt: skip
 
 #: Intent -> language -> wordings; ``{W}`` = canary code, ``{A}`` = the attacker's answer,
@@ -270,7 +271,36 @@ class InjectionSearch:
     tried: tuple[Variant, ...] = field(default=(), repr=False)
 
 
-class AdaptiveInjectionAttack:
+class SearchingAttack:
+    """What the two searching attackers (this one and ``injection-blend``) share: a call
+    budget, operators named from the attacker's own registry, and a ``craft`` that refuses
+    — what they plant depends on the chain they searched against, so there is nothing to
+    plant before the search."""
+
+    name: ClassVar[str]
+    #: the call craft's refusal points to (the oracle and the benchmark that runs it)
+    usage: ClassVar[str]
+    known_operators: ClassVar[Mapping[str, object]]
+
+    def __init__(self, budget: int, operators: Sequence[str]) -> None:
+        self.budget = budget
+        self.operators = operators
+
+    def _check_budget_and_operators(self) -> str:
+        """Validate the shared parameters; returns the owner's name for the caller's own."""
+        owner = type(self).__name__
+        check_int(self.budget, "budget", owner, low=1)
+        check_names(
+            self.operators, "operators", owner, what="operator names", known=self.known_operators
+        )
+        return owner
+
+    def craft(self, question: str, target_answer: str, n: int, *, seed: int = 0) -> list[str]:
+        """Refused: what this attacker plants depends on the chain it searched against."""
+        raise InputError(f"{self.name} searches against a deployed chain: call {self.usage}")
+
+
+class AdaptiveInjectionAttack(SearchingAttack):
     """Black-box search for an injection wording/placement/encoding that survives.
 
     Parameters
@@ -282,27 +312,21 @@ class AdaptiveInjectionAttack:
     """
 
     name = "injection-adaptive"
+    usage = (
+        "search(goal, ChainOracle(store, encoder, chain)) (benchmarks/bench_injection_adaptive.py)"
+    )
+    known_operators = OPERATORS
 
     def __init__(
         self, budget: int = 50, *, operators: Sequence[str] = tuple(OPERATORS),
         max_ops: int = 2,
     ) -> None:  # fmt: skip
-        self.budget = budget
-        self.operators = operators
+        super().__init__(budget, operators)
         self.max_ops = max_ops
 
     def _check(self) -> None:
-        owner = type(self).__name__
-        check_int(self.budget, "budget", owner, low=1)
+        owner = self._check_budget_and_operators()
         check_int(self.max_ops, "max_ops", owner, low=1)
-        check_names(self.operators, "operators", owner, what="operator names", known=OPERATORS)
-
-    def craft(self, question: str, target_answer: str, n: int, *, seed: int = 0) -> list[str]:
-        """Refused: what this attacker plants depends on the chain it searched against."""
-        raise InputError(
-            "injection-adaptive searches against a deployed chain: call search(goal, "
-            "ChainOracle(store, encoder, chain)) (benchmarks/bench_injection_adaptive.py)"
-        )
 
     def search(
         self, goal: InjectionGoal, oracle: BlackBox, *, seed: int = 0,

@@ -3,7 +3,7 @@ tune it: camouflage mutations and a grey-box hill climb (issue #23, the held-out
 
 Example::
 
-    from ragshield.attacks.injection_adaptive import InjectionGoal
+    from ragshield.attacks.injection_adaptive import InjectionGoal, SearchingAttack
     from ragshield.attacks.injection_blend import BlendInjectionAttack, SnippetOracle
 
     oracle = SnippetOracle(store, encoder, chain, k=10, context_k=5)
@@ -55,9 +55,9 @@ from itertools import pairwise
 from typing import Protocol
 
 from ragshield.attacks.filter_aware import ChainOracle
-from ragshield.attacks.injection_adaptive import InjectionGoal
+from ragshield.attacks.injection_adaptive import InjectionGoal, SearchingAttack
 from ragshield.attacks.injection_families import obfuscate
-from ragshield.errors import InputError, check_int, check_names, check_query
+from ragshield.errors import InputError, check_int, check_query
 from ragshield.text import contains_answer, split_sentences
 
 __all__ = [
@@ -373,7 +373,7 @@ class BlendSearch:
     tried: tuple[Blend, ...] = field(default=(), repr=False)
 
 
-class BlendInjectionAttack:
+class BlendInjectionAttack(SearchingAttack):
     """Grey-box hill climb over camouflaged injections (module docstring).
 
     Parameters
@@ -385,28 +385,22 @@ class BlendInjectionAttack:
     """
 
     name = "injection-blend"
+    usage = (
+        "search(goal, SnippetOracle(store, encoder, chain)) "
+        "(benchmarks/bench_injection_adaptive.py --attacker blend)"
+    )
+    known_operators = OPERATORS
 
     def __init__(
         self, budget: int = 50, *, operators: Sequence[str] = tuple(OPERATORS),
         patience: int = 20,
     ) -> None:  # fmt: skip
-        self.budget = budget
-        self.operators = operators
+        super().__init__(budget, operators)
         self.patience = patience
 
     def _check(self) -> None:
-        owner = type(self).__name__
-        check_int(self.budget, "budget", owner, low=1)
+        owner = self._check_budget_and_operators()
         check_int(self.patience, "patience", owner, low=1)
-        check_names(self.operators, "operators", owner, what="operator names", known=OPERATORS)
-
-    def craft(self, question: str, target_answer: str, n: int, *, seed: int = 0) -> list[str]:
-        """Refused: what this attacker plants depends on the chain it searched against."""
-        raise InputError(
-            "injection-blend searches against a deployed chain: call search(goal, "
-            "SnippetOracle(store, encoder, chain)) (benchmarks/bench_injection_adaptive.py "
-            "--attacker blend)"
-        )
 
     def _random(self, goal: InjectionGoal, rng: random.Random) -> Blend:
         pieces = rng.choice((1, 2, 3))

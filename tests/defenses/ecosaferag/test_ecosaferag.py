@@ -33,12 +33,12 @@ from ragshield.defenses.ecosaferag.baits import ECOSAFERAG_BAIT_TYPES
 from ragshield.defenses.ecosaferag.stages import (
     Segmentation,
     best_per_passage,
-    restates,
     skeleton,
     strip_question,
     unreached_best,
     untrimmed,
 )
+from ragshield.defenses.injection.context import restates
 from ragshield.defenses.registry import build_filter
 from ragshield.errors import InputError
 from ragshield.text import split_sentences

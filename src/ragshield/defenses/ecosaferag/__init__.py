@@ -108,13 +108,13 @@ from ragshield.defenses.ecosaferag.stages import (
     dual_threshold,
     judge_candidates,
     pure_restatements,
-    restates,
     segment_passages,
     strip_question,
     unreached_best,
     untrimmed,
 )
 from ragshield.defenses.ecosaferag.vectors import SentenceVectors
+from ragshield.defenses.injection.context import restates
 from ragshield.defenses.params import (
     Constraint,
     ParamTable,

@@ -325,22 +325,6 @@ def unreached_best(
 _WORD = re.compile(r"\w+")
 
 
-def restates(sentences: Sequence[str], query: str, min_words: int = 3) -> np.ndarray:
-    """Mask of sentences that contain the question's words verbatim, in order (case and
-    punctuation ignored): what PoisonedRAG-style attacks write so their passage is
-    retrieved ("<question>. <payload>"), inside a sentence or as one, or URL-encoded in a
-    link (``?q=Which+group+...``, exfiltration). Questions shorter
-    than ``min_words`` words never match (too common to mean anything).
-    """
-    q = " ".join(_WORD.findall(query.lower()))
-    out = np.zeros(len(sentences), dtype=bool)
-    if len(q.split()) < min_words:
-        return out
-    for i, s in enumerate(sentences):
-        out[i] = f" {q} " in f" {' '.join(_WORD.findall(unquote_plus(s).lower()))} "
-    return out
-
-
 def strip_question(sentence: str, query: str) -> str:
     """``sentence`` with the question's words (in order, any punctuation or case between
     them) replaced by "this", as :func:`skeleton` does for the baits: what remains is

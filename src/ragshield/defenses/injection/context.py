@@ -1,4 +1,5 @@
-"""A sentence's relation to its passage: how much less on-topic it is than its neighbours.
+"""A sentence's relation to its passage (how much less on-topic it is than its neighbours)
+and to the question (does it restate it?).
 
 Example::
 
@@ -22,9 +23,13 @@ its calibrated flag rate.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from urllib.parse import unquote_plus
+
 import numpy as np
 
-__all__ = ["coherence", "offtopic"]
+__all__ = ["coherence", "offtopic", "restates"]
 
 
 def coherence(vectors: np.ndarray) -> np.ndarray:
@@ -50,4 +55,23 @@ def offtopic(vectors: np.ndarray) -> np.ndarray:
     coh = coherence(vectors)
     others = np.array([np.median(np.delete(coh, i)) for i in range(n)])
     out: np.ndarray = np.maximum(0.0, others - coh)
+    return out
+
+
+_WORD = re.compile(r"\w+")
+
+
+def restates(sentences: Sequence[str], query: str, min_words: int = 3) -> np.ndarray:
+    """Mask of sentences that contain the question's words verbatim, in order (case and
+    punctuation ignored): what PoisonedRAG-style attacks write so their passage is
+    retrieved ("<question>. <payload>"), inside a sentence or as one, or URL-encoded in a
+    link (``?q=Which+group+...``, exfiltration). Questions shorter
+    than ``min_words`` words never match (too common to mean anything).
+    """
+    q = " ".join(_WORD.findall(query.lower()))
+    out = np.zeros(len(sentences), dtype=bool)
+    if len(q.split()) < min_words:
+        return out
+    for i, s in enumerate(sentences):
+        out[i] = f" {q} " in f" {' '.join(_WORD.findall(unquote_plus(s).lower()))} "
     return out

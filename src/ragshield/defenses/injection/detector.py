@@ -58,7 +58,14 @@ imperative is not one).
 
 Suspicion (``Decision.scores["suspicion"]``): the head's probability for a classifier flag
 (≥ the threshold), 1.0 for a rule flag; ``scope="passage"`` removes the flagged sentence's
-whole passage (``injection_collateral`` for its other sentences).
+whole passage (``injection_collateral`` for its other sentences), and so does the default
+``scope="restated"`` when the passage restates the question verbatim: a passage written to
+be retrieved for the question (PoisonedRAG's prefix) holds no genuine text to keep, and the
+rest of an instruction it carries — the second half of a split one, the line after a
+flagged "you are now DAN", an encoded block under its flagged label — is often worded so
+that no sentence of it reaches a threshold alone (why the prefixed placement was caught
+less than in-passage: its passage is the question and the instruction, so the relation to
+the passage has no genuine sentences to measure the instruction against).
 
 Training corpora (the packaged head; details and licences in
 ``benchmarks/train_injection_head.py``): ``bastioncorpus`` 0.6.0 (MIT; 118 labelled
@@ -86,12 +93,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from numbers import Real
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
 from ragshield.defenses.base import check_retrieved
 from ragshield.defenses.injection import language as lang_id
+from ragshield.defenses.injection.context import restates
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.scoring import (
@@ -112,6 +120,9 @@ from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_query
 from ragshield.types import Decision, FilterResult, RetrievedPassage
 
+if TYPE_CHECKING:
+    from ragshield.store.profile import IndexProfile
+
 __all__ = [
     "CLASSIFIER", "COLLATERAL", "OPERATING_POINTS", "RULE", "InjectionGuard", "Scored",
     "head_rows", "mention_mask", "pair_scores", "segment", "window_flags", "window_scores",
@@ -121,6 +132,8 @@ __all__ = [
 OPERATING_POINTS: Mapping[str, float] = {"fpr1": 0.01, "fpr0.1": 0.001}
 RULE, CLASSIFIER, COLLATERAL = "injection_rule", "injection_classifier", "injection_collateral"
 OperatingPoint = Literal["fpr1", "fpr0.1"]
+Scope = Literal["sentence", "passage", "restated"]
+SCOPES: tuple[str, ...] = ("sentence", "passage", "restated")
 
 
 class InjectionGuard(StagedParams):
@@ -133,7 +146,11 @@ class InjectionGuard(StagedParams):
     threshold: an explicit score threshold in (0, 1]; overrides any calibration.
     rules: apply the deterministic rules (``False``: classifier only, for ablations).
     classifier: apply the classifier head (``False``: rules only).
-    scope: a flag removes the ``"sentence"`` or its whole ``"passage"``.
+    scope: a flag removes the ``"sentence"`` or its whole ``"passage"``; ``"restated"``
+        (the default): the whole passage when it restates the question verbatim
+        (:func:`~ragshield.defenses.injection.context.restates`: PoisonedRAG's retrieval
+        prefix, so none of it is genuine text), else the sentence; on a Q&A index (the
+        profile's ``qa_corpus``: an FAQ entry restates its question) the sentence.
     head: path to a head JSON; ``None`` = the packaged head.
     language: ``sentencex`` language code for segmentation.
     max_chars: characters of a passage read; the rest is cut (never reaches the generator).
@@ -156,7 +173,7 @@ class InjectionGuard(StagedParams):
         "classifier": [Boolean()],
         "windows": [Boolean(), Options("text")],
         "hysteresis": [Boolean()],
-        "scope": [Options("sentence", "passage")],
+        "scope": [Options(*SCOPES)],
         "max_chars": [Interval(int, 1, None)],
         "cache_size": [Interval(int, 0, None)],
         "language_switch": [Boolean()],
@@ -182,7 +199,10 @@ class InjectionGuard(StagedParams):
         threshold: float | None = None,
         rules: bool = True,
         classifier: bool = True,
-        scope: Literal["sentence", "passage"] = "sentence",  # a hijacked page keeps its facts
+        # a hijacked page keeps its facts; a passage restating the question goes whole once
+        # flagged (dev, bench_injection_dev_checks.py --section prefixed: held-out prefixed
+        # 0.942 -> 0.979, split 0.820 -> 0.951, other placements unchanged)
+        scope: Scope = "restated",
         head: str | None = None,
         language: str = "en",
         max_chars: int = 20_000,  # as EcoSafeRAG (issue #15): bounds one passage's cost
@@ -206,6 +226,7 @@ class InjectionGuard(StagedParams):
         self._head: InjectionHead | None = None
         self._cache: dict[bytes, Scored] = {}
         self._languages: tuple[str, ...] | None = None
+        self._qa_corpus = False
 
     # ------------------------------------------------------------------ setup
 
@@ -229,6 +250,11 @@ class InjectionGuard(StagedParams):
         warm = getattr(self.encoder, "warm_up", None)
         if callable(warm):
             warm()
+
+    def calibrate(self, profile: IndexProfile) -> None:
+        """Read a passage restating the question as normal on a Q&A index (its profile's
+        ``qa_corpus``): there ``scope="restated"`` removes the flagged sentence only."""
+        self._qa_corpus = bool(profile.qa_corpus)
 
     def calibrate_injection(self, data: Mapping[str, Any]) -> None:
         """Take the index's calibration (``profile["injection"]``, written at index time)."""
@@ -503,7 +529,14 @@ class InjectionGuard(StagedParams):
             if by_rule is not None and by_rule.size:
                 flag = flag | by_rule
             n_flagged += int(flag.sum())
-            whole = self.scope == "passage" and bool(flag.any())
+            whole = bool(flag.any()) and (
+                self.scope == "passage"
+                or (
+                    self.scope == "restated"
+                    and not self._qa_corpus
+                    and bool(restates(sc.sentences, query).any())
+                )
+            )
             for j, s in enumerate(sc.sentences):
                 if not (flag[j] or whole):
                     continue
