@@ -40,6 +40,11 @@ What it measures (every figure printed is measured in this run; seed 0):
   question written in front of each passage (the worst case of an FAQ corpus: every
   retrieved passage restates the question), sentences removed per passage; and the dev
   hard negatives (``train_injection_head.py``, 70) each after a dev question.
+* ``reworded`` (lead, stop 37) — the restated scope against an attacker who has read it:
+  the question each planted passage carries is edited (``attacks.rewrite``: words dropped,
+  synonyms, reordered, statement form, typos; one per plant in turn), for the prefixed and
+  split placements; verbatim test vs letter-level coverage vs coverage + embedding echo
+  (``--bars``). Benign cost: dev questions' genuine top-10 *as retrieved*.
 """
 
 from __future__ import annotations
@@ -414,14 +419,137 @@ def section_prefixed(args: argparse.Namespace) -> None:
     enc.save()
 
 
+def section_reworded(args: argparse.Namespace) -> None:
+    """The restated scope against an attacker who has read it: the question his passage
+    carries reworded (``attacks.rewrite``: words dropped or replaced, reordered, a
+    statement, typos; one per plant in turn), the verbatim test against the echo bar."""
+    import random
+
+    import numpy as np
+
+    from bench_ecosaferag import ontopic_split
+    from bench_injection import carriers_for, make_guard, ontopic_index, survives
+    from ragshield.attacks.injection_families import (
+        FAMILIES,
+        canary_word,
+        family_rows,
+        fill,
+        plant,
+    )
+    from ragshield.attacks.rewrite import REWRITES
+    from ragshield.defenses.injection.calibration import calibrate_index
+    from ragshield.defenses.injection.head import InjectionHead
+    from ragshield.eval.injection_detection import detection_rate
+    from ragshield.types import Passage, RetrievedPassage
+    from train_injection_head import cached_encoder, train_head
+
+    enc = cached_encoder()
+    idx = ontopic_index(DATA, enc)
+    qs = ontopic_split(idx.data, "dev", 10**6, 0)
+    heads = {f: train_head(DATA, enc, kind="lr", c=3.0, leave_out=f, seed=0) for f in FAMILIES}
+    cals = {f: calibrate_index(idx.texts, enc, head=h, sample=10**9) for f, h in heads.items()}
+    enc.save()
+    bars = [float(b) for b in args.bars.split(",")]
+    # (label, scope, restated_coverage, restated_echo)
+    scopes: list[tuple[str, str, float | None, float | None]] = [
+        ("sentence", "sentence", None, None),
+        ("verbatim", "restated", None, None),
+        ("coverage 85 (shipped)", "restated", 85.0, None),
+        *((f"coverage 85 + echo {b:.2f}", "restated", 85.0, b) for b in bars),
+    ]
+    kinds = sorted(REWRITES)
+    placements = ("prefixed", "prefixed-reworded", "split", "split-reworded")
+    rng = np.random.default_rng(0)
+    print("# The restated scope vs a reworded question (dev, seed 0, English bastioncorpus rows,")
+    print("# LOFO heads, fpr0.1; rewrites in turn: " + ", ".join(kinds) + ")")
+    print("| family (n) | scope | " + " | ".join(placements) + " |")
+    print("|---" * (len(placements) + 2) + "|")
+    means: dict[tuple[str, str], list[float]] = {}
+    for fam in FAMILIES:
+        rows = family_rows(fam, lang="en")
+        plants: dict[str, list[tuple[str, str, str]]] = {pl: [] for pl in placements}
+        for i, r in enumerate(rows):
+            q = qs[int(rng.integers(len(qs)))]
+            pool = carriers_for(q, idx.by_article)
+            carrier = pool[int(rng.integers(len(pool)))]
+            reworded = REWRITES[kinds[i % len(kinds)]](q.question, random.Random(i))
+            for pl in placements:
+                base = pl.removesuffix("-reworded")
+                carried = reworded if pl.endswith("-reworded") else q.question
+                text, planted = plant(
+                    fill(r.text, canary_word(r.id)), base, carried, carrier, random.Random(i)
+                )
+                plants[pl].append((q.question, text, planted))
+        for label, scope, cov, bar in scopes:
+            g = make_guard(enc, heads[fam], cals[fam], "fpr0.1")  # type: ignore[arg-type]
+            g.scope, g.restated_coverage, g.restated_echo = scope, cov, bar  # type: ignore[assignment]
+            cells = []
+            for pl in placements:
+                caught = [
+                    not survives(
+                        " ".join(
+                            k.text
+                            for k in g.filter(
+                                question, [RetrievedPassage(Passage("x", text), 1.0, 0)]
+                            ).kept
+                        ),
+                        planted,
+                    )
+                    for question, text, planted in plants[pl]
+                ]
+                cells.append(detection_rate(caught))
+                means.setdefault((label, pl), []).append(cells[-1])
+            print(
+                f"| {fam} ({len(rows)}) | {label} | "
+                + " | ".join(f"{c:.3f}" for c in cells)
+                + " |",
+                flush=True,
+            )
+    for label, *_ in scopes:
+        print(
+            f"| **mean** | {label} | "
+            + " | ".join(f"{np.mean(means[(label, pl)]):.3f}" for pl in placements)
+            + " |"
+        )
+    # benign cost: dev questions' genuine top-10 as retrieved (no prefix: the real case)
+    head = InjectionHead.packaged()
+    cal = calibrate_index(idx.texts, enc, head=head, sample=10**9)
+    assert cal is not None
+    some = qs[: args.questions]
+    hits = idx.store.search(enc.encode([q.question for q in some]), 10)
+    print(
+        f"\n# Benign cost (packaged head, fpr0.1): {len(some)} dev questions' top-10 as retrieved"
+    )
+    print("| scope | passages touched | sentences removed |")
+    print("|---|---|---|")
+    for label, scope, cov, bar in scopes:
+        g = make_guard(enc, head, cal, "fpr0.1")
+        g.scope, g.restated_coverage, g.restated_echo = scope, cov, bar  # type: ignore[assignment]
+        touched = removed = total = 0
+        for q, h in zip(some, hits, strict=True):
+            res = g.filter(q.question, list(h))
+            total += sum(len(sc.sentences) for sc in g.score_texts([r.text for r in h]))
+            touched += len({d.index for d in res.decisions})
+            removed += sum(d.unit == "sentence" for d in res.decisions)
+        print(
+            f"| {label} | {touched / (10 * len(some)):.4f} | {removed / max(total, 1):.4f} "
+            f"({removed} of {total}) |",
+            flush=True,
+        )
+    enc.save()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
-        "--section", choices=("normalize", "keep-passages", "trim", "prefixed"), required=True
+        "--section",
+        choices=("normalize", "keep-passages", "trim", "prefixed", "reworded"),
+        required=True,
     )
     ap.add_argument("--split", choices=("dev", "test"), default="dev")  # trim
     ap.add_argument("--questions", type=int, default=150)  # trim
     ap.add_argument("--trims", default="all,offtopic:0.3,offtopic:0.2,none")  # trim
+    ap.add_argument("--bars", default="0.7,0.75,0.8,0.85")  # reworded: echo bars tried
     ap.add_argument("--datasets", default="hotpotqa,squad")
     ap.add_argument("--hits-cache", default=None)
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
@@ -432,6 +560,8 @@ def main() -> None:
         section_trim(args)
     elif args.section == "prefixed":
         section_prefixed(args)
+    elif args.section == "reworded":
+        section_reworded(args)
     else:
         section_keep_passages(args)
 

