@@ -44,6 +44,7 @@ from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import WHITEBOX
 from ragshield.eval.real_retrieval import QuestionTrace, RealResults
 from ragshield.generate.base import Generator
+from ragshield.scan.cell_cost import CellCost
 from ragshield.scan.extraction import SETTING as EXTRACTION
 from ragshield.scan.extraction import ExtractionCell, run_scan_extraction
 from ragshield.scan.gate import Gate
@@ -386,7 +387,11 @@ def run_scan(
 
     bar = _bar(show_progress, "scan", "q", len(settings) * len(chains) * len(cases))
 
+    by_cell = CellCost()
+    notes["cell_cost"] = by_cell.cells  # engine counts and CPU s per (setting, chain)
+
     def on_question(t: QuestionTrace) -> None:
+        by_cell.charge(f"{t.setting} / {t.defense}")
         bar.update(1)
         bar.set_postfix_str(f"{t.setting} / {t.defense}", refresh=False)
         cell = examples.setdefault((t.setting, t.defense), [])
