@@ -117,7 +117,33 @@ def test_rerun_reads_the_writer_cache(index: Path, tmp_path: Path) -> None:
             attack_writer=AttackTextWriter(writer, opened[1]),
         )  # fmt: skip
         assert scan.questions[0].attack_texts["poisonedrag"]
+        # poisonedrag plants no misleading passage and no typo copy: neither is written
+        assert set(scan.questions[0].attack_texts) == {"poisonedrag"}
+        assert scan.notes["attack_texts"]["blind"] == scan.notes["attack_texts"]["garag"] == 0
+        assert scan.notes["attack_texts"]["typo_overlap"] == 0.0  # no search beside it
     assert first.calls and second.calls == []  # resumed entirely from the cache
+    assert not any("background document" in c for c in first.calls)
+
+
+@pytest.mark.parametrize(
+    ("settings", "kinds"),
+    [
+        (["clean"], ()),
+        (["clean", "injection-prefixed", "injection-hijack", "injection-exfiltration"], ()),
+        (["poisonedrag"], ("poisonedrag",)),
+        (["suffix", "poisonedrag-whitebox"], ("poisonedrag",)),
+        (["mixed-2x"], ("poisonedrag", "blind", "garag")),
+        (["poisonedrag", "meta-epistemic"], ("poisonedrag", "blind", "garag")),
+        (["filter-aware:50"], ("poisonedrag", "blind", "garag")),
+        (["no-such-setting"], ("poisonedrag", "blind", "garag")),  # unknown: everything
+    ],
+)
+def test_the_writer_writes_only_what_the_settings_plant(
+    settings: list[str], kinds: tuple[str, ...]
+) -> None:
+    from ragshield.scan.writer import texts_for
+
+    assert texts_for(settings) == kinds
 
 
 def test_extraction_setting_scores_crr_per_chain(index: Path, tmp_path: Path) -> None:

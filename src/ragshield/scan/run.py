@@ -50,7 +50,7 @@ from ragshield.scan.extraction import ExtractionCell, run_scan_extraction
 from ragshield.scan.gate import Gate
 from ragshield.scan.questions import ScanQuestion, decoy_targets
 from ragshield.scan.report import example_of
-from ragshield.scan.writer import AttackTextWriter
+from ragshield.scan.writer import AttackTextWriter, texts_for
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
 
@@ -365,8 +365,9 @@ def run_scan(
         ):
             attack_writer.on_chunk = rbar.update
             cases = attack_writer.fill(
-                cases, questions, golden, seed=seed, on_case=lambda _c: wbar.update(1)
-            )
+                cases, questions, golden, seed=seed, on_case=lambda _c: wbar.update(1),
+                kinds=texts_for(settings),  # only what the settings plant
+            )  # fmt: skip
         notes["attack_writer"] = attack_writer.writer.generated_by
         notes["attack_texts"] = dict(attack_writer.stats)
     if WHITEBOX in settings:  # opt-in: HotFlip steps against the index's own encoder
