@@ -194,6 +194,7 @@ def full(args: argparse.Namespace) -> None:
               f"its own thread, {where}")  # fmt: skip
     _print_tokens(dict(scan.notes.get("prompt_tokens") or {}))
     _print_engine(dict(scan.notes.get("prompt_tokens") or {}), cpu)
+    _print_cells(dict(scan.notes.get("cell_cost") or {}))
     print(f"load avg at the end {_load()} (2 cores; other jobs share them)")
     used = time.process_time() - cpu0
     print(
@@ -251,6 +252,24 @@ def _print_engine(tokens: dict, cpu: dict) -> None:
         print(f"| {stage} | {pre:.1f} | {comp:,} | {_per(comp, pre)} | {dec:.1f} | {made:,} | "
               f"{_per(made, dec)} | {_per(moved.get('decode_rows', 0), steps, 2)} | "
               f"{moved.get('prefill_ms', 0) / 1000:.1f} | {moved.get('decode_ms', 0) / 1000:.1f} |")  # fmt: skip
+
+
+def _print_cells(cells: dict) -> None:
+    """The answering stage per (setting, chain) cell (``scan.notes["cell_cost"]``): prompts
+    run and answer-cache hits, prompt tokens requested and computed, tokens generated, the
+    engine's CPU and the cell's whole CPU (a setting's planting counts to its first
+    chain): what dropping a setting or a chain from a scan would save."""
+    if not cells:
+        return
+    print("\n| setting / chain | prompts run | answer-cache hits | prompt tokens requested | "
+          "computed | tokens generated | engine CPU s | cell CPU s | share of the stage's CPU |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    whole = sum(c.get("cpu_s", 0.0) for c in cells.values())
+    for cell, c in cells.items():
+        print(f"| {cell} | {c.get('rows', 0):,} | {c.get('cache_hits', 0):,} | "
+              f"{c.get('requested', 0):,} | {c.get('computed', 0):,} | {c.get('generated', 0):,} | "
+              f"{c.get('engine_cpu_ms', 0) / 1000:.1f} | {c.get('cpu_s', 0.0):.1f} | "
+              f"{_per(c.get('cpu_s', 0.0), whole, 3)} |")  # fmt: skip
 
 
 def _per(n: float, d: float, digits: int = 0) -> str:

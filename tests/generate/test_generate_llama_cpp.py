@@ -159,6 +159,21 @@ class TestLlamaCppGenerator:
         with pytest.raises(InputError, match="batch_size"):
             LlamaCppGenerator("smollm2-135m", engine_options={"batch_size": 0}).warm_up()
 
+    def test_decoding_defaults_are_the_reference_generators(self):
+        """Both engines spell the shared decoding options out (typed keywords, no
+        ``**kwargs``); their defaults must not drift apart, or the two backends would
+        answer the same call differently."""
+        import inspect
+
+        from ragshield.generate.llama_cpp import LlamaCppGenerator
+        from ragshield.generate.local_hf import LocalLLMGenerator
+
+        ours = inspect.signature(LlamaCppGenerator).parameters
+        ref = inspect.signature(LocalLLMGenerator).parameters
+        shared = [n for n in ref if n in ours and n != "model"]
+        assert len(shared) >= 10
+        assert {n: ours[n].default for n in shared} == {n: ref[n].default for n in shared}
+
     def test_answers_from_context(self, gen):
         out = gen.generate(QUESTION, CONTEXTS)
         assert "Mirena Tolst" in out.text, out

@@ -117,7 +117,33 @@ def test_rerun_reads_the_writer_cache(index: Path, tmp_path: Path) -> None:
             attack_writer=AttackTextWriter(writer, opened[1]),
         )  # fmt: skip
         assert scan.questions[0].attack_texts["poisonedrag"]
+        # poisonedrag plants no misleading passage and no typo copy: neither is written
+        assert set(scan.questions[0].attack_texts) == {"poisonedrag"}
+        assert scan.notes["attack_texts"]["blind"] == scan.notes["attack_texts"]["garag"] == 0
+        assert scan.notes["attack_texts"]["typo_overlap"] == 0.0  # no search beside it
     assert first.calls and second.calls == []  # resumed entirely from the cache
+    assert not any("background document" in c for c in first.calls)
+
+
+@pytest.mark.parametrize(
+    ("settings", "kinds"),
+    [
+        (["clean"], ()),
+        (["clean", "injection-prefixed", "injection-hijack", "injection-exfiltration"], ()),
+        (["poisonedrag"], ("poisonedrag",)),
+        (["suffix", "poisonedrag-whitebox"], ("poisonedrag",)),
+        (["mixed-2x"], ("poisonedrag", "blind", "garag")),
+        (["poisonedrag", "meta-epistemic"], ("poisonedrag", "blind", "garag")),
+        (["filter-aware:50"], ("poisonedrag", "blind", "garag")),
+        (["no-such-setting"], ("poisonedrag", "blind", "garag")),  # unknown: everything
+    ],
+)
+def test_the_writer_writes_only_what_the_settings_plant(
+    settings: list[str], kinds: tuple[str, ...]
+) -> None:
+    from ragshield.scan.writer import texts_for
+
+    assert texts_for(settings) == kinds
 
 
 def test_extraction_setting_scores_crr_per_chain(index: Path, tmp_path: Path) -> None:
@@ -149,10 +175,25 @@ class FirstPassage:
         return len(text.split())
 
 
+class CountingReader(FirstPassage):
+    """:class:`FirstPassage` that counts its prompts as an engine does (one row, one
+    prompt token per context word), so the scan's per-cell counts can be checked."""
+
+    def __init__(self) -> None:
+        self.words: list[int] = []
+
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        from ragshield.generate import counters
+
+        self.words.append(sum(len(c.split()) for c in contexts))
+        counters.add(rows=1, requested=self.words[-1], generated=1)
+        return super().generate(question, contexts)
+
+
 def test_with_a_generator_the_recommendation_is_end_to_end(index: Path, tmp_path: Path) -> None:
     scan = run_scan(
         index, QUESTIONS, attacks=["poisonedrag"], defenses=["none", "ragdefender"],
-        generator=FirstPassage(), out_dir=tmp_path / "out",  # type: ignore[arg-type]
+        generator=(gen := CountingReader()), out_dir=tmp_path / "out",  # type: ignore[arg-type]
     )  # fmt: skip
     html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "accuracy (end to end)" in html and "end-to-end ASR" in html
@@ -162,6 +203,20 @@ def test_with_a_generator_the_recommendation_is_end_to_end(index: Path, tmp_path
     attacked = scan.results.get(rec.chain, "poisonedrag").metrics["asr"]
     assert rec.risk == pytest.approx(attacked) and "mean asr" in rec.reason
     assert rec.baseline_quality == scan.results.get("none", "clean").metrics["accuracy"]
+    # the answering stage's cost per (setting, chain) cell, in the order run: summed over
+    # the cells, the stage's counts (a prompt an earlier cell asked is not run again)
+    cells = scan.notes["cell_cost"]
+    assert list(cells) == [
+        "clean / none", "clean / ragdefender", "poisonedrag / none", "poisonedrag / ragdefender"
+    ]  # fmt: skip
+    assert cells["clean / none"]["rows"] == len(QUESTIONS)
+    assert sum(c.get("rows", 0) for c in cells.values()) == len(gen.words)
+    stage = scan.notes["prompt_tokens"]["attack_and_filter"]
+    assert (
+        sum(c.get("requested", 0) for c in cells.values()) == sum(gen.words) == stage["requested"]
+    )
+    assert all(c["cpu_s"] >= 0.0 for c in cells.values())
+    assert sum(c["cpu_s"] for c in cells.values()) <= scan.notes["cpu_s"]["attack_and_filter"]
 
 
 def test_extraction_without_attacker_runs_the_worm_only(index: Path) -> None:

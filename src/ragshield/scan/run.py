@@ -44,12 +44,13 @@ from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import WHITEBOX
 from ragshield.eval.real_retrieval import QuestionTrace, RealResults
 from ragshield.generate.base import Generator
+from ragshield.scan.cell_cost import CellCost
 from ragshield.scan.extraction import SETTING as EXTRACTION
 from ragshield.scan.extraction import ExtractionCell, run_scan_extraction
 from ragshield.scan.gate import Gate
 from ragshield.scan.questions import ScanQuestion, decoy_targets
 from ragshield.scan.report import example_of
-from ragshield.scan.writer import AttackTextWriter
+from ragshield.scan.writer import AttackTextWriter, texts_for
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
 
@@ -364,8 +365,9 @@ def run_scan(
         ):
             attack_writer.on_chunk = rbar.update
             cases = attack_writer.fill(
-                cases, questions, golden, seed=seed, on_case=lambda _c: wbar.update(1)
-            )
+                cases, questions, golden, seed=seed, on_case=lambda _c: wbar.update(1),
+                kinds=texts_for(settings),  # only what the settings plant
+            )  # fmt: skip
         notes["attack_writer"] = attack_writer.writer.generated_by
         notes["attack_texts"] = dict(attack_writer.stats)
     if WHITEBOX in settings:  # opt-in: HotFlip steps against the index's own encoder
@@ -386,7 +388,11 @@ def run_scan(
 
     bar = _bar(show_progress, "scan", "q", len(settings) * len(chains) * len(cases))
 
+    by_cell = CellCost()
+    notes["cell_cost"] = by_cell.cells  # engine counts and CPU s per (setting, chain)
+
     def on_question(t: QuestionTrace) -> None:
+        by_cell.charge(f"{t.setting} / {t.defense}")
         bar.update(1)
         bar.set_postfix_str(f"{t.setting} / {t.defense}", refresh=False)
         cell = examples.setdefault((t.setting, t.defense), [])

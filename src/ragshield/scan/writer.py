@@ -53,6 +53,42 @@ from ragshield.types import Passage
 WRITERS: tuple[str, ...] = ("llm", "template")
 LLM_SOURCE = "llm"
 
+#: What :class:`AttackTextWriter` writes per question besides the target.
+TEXT_KINDS: tuple[str, ...] = ("poisonedrag", "blind", "garag")
+#: Setting shapes (:mod:`ragshield.attacks.settings`) that plant no written text: the
+#: injection instructions and families (templates), the clean index, extraction.
+_NO_TEXTS = frozenset({"none", "instruction", "hijack", "family", "query"})
+#: Shapes that plant only the PoisonedRAG passages: the suffix's carrier, white-box
+#: prefixes over the PoisonedRAG bodies.
+_PR_ONLY = frozenset({"suffix", "precomputed"})
+
+
+def texts_for(settings: Sequence[str]) -> tuple[str, ...]:
+    """The attack texts ``settings`` plant (in :data:`TEXT_KINDS` order).
+
+    Why: the misleading passages and the GARAG typo copies are planted by the mixed
+    settings and the adaptive attacks only, and writing them is about half the writer's
+    decoded tokens and all of the typo search; a scan of other settings need not pay for
+    them. Any shape not known to need less gets every kind."""
+    from ragshield.attacks.settings import resolve
+
+    kinds: set[str] = set()
+    for name in settings:
+        try:
+            row = resolve(name)
+        except InputError:  # not a planted setting (the scan checks its names itself)
+            kinds.update(TEXT_KINDS)
+            continue
+        if row.shape in _NO_TEXTS:
+            continue
+        if row.shape in _PR_ONLY or (
+            row.shape == "pool" and row.attacks == ("poisonedrag-blackbox",)
+        ):
+            kinds.add("poisonedrag")
+        else:
+            kinds.update(TEXT_KINDS)
+    return tuple(k for k in TEXT_KINDS if k in kinds)
+
 
 def llm_questions(
     passages: Sequence[Passage], n: int, writer: TextWriter, seed: int = 0
@@ -134,8 +170,10 @@ class AttackTextWriter:
         *,
         seed: int = 0,
         on_case: Callable[[QACase], None] | None = None,
+        kinds: Sequence[str] = TEXT_KINDS,
     ) -> list[QACase]:
-        """``cases`` with ``target_answer`` and ``attack_texts`` written, in order.
+        """``cases`` with ``target_answer`` and the ``kinds`` of ``attack_texts`` written
+        (:func:`texts_for`: what the scan's settings plant), in order.
 
         A target the LLM proposes that is some *other* question's right answer is replaced
         by the case's decoy target (``cases[i].target_answer``): all targets are planted
@@ -170,7 +208,7 @@ class AttackTextWriter:
             c0, made = time.thread_time(), {}
             for i, (case, _) in enumerate(pairs):
                 gold = golden_text.get(case.id, "")
-                if stop.is_set() or not (gold.strip() and self.n_typos):
+                if stop.is_set() or not (gold.strip() and self.n_typos and "garag" in kinds):
                     continue
                 made[i] = tuple(
                     typos.craft_from(
@@ -180,12 +218,15 @@ class AttackTextWriter:
             return made, time.thread_time() - c0
 
         overlap = usable_cores() >= 2 if self.overlap is None else self.overlap
+        overlap = overlap and "garag" in kinds  # no search, no second thread
         pool = ThreadPoolExecutor(1, thread_name_prefix="typo-search") if overlap else None
         try:
             typo_job = pool.submit(search_typos, True) if pool is not None else None
             if typo_job is not None:
                 _yield_a_core(self.writer, typo_job)
-            chosen, written = self._write(pairs, targets, pr, misleading, every_right, seed, stats)
+            chosen, written = self._write(
+                pairs, targets, pr, misleading, every_right, seed, stats, kinds
+            )
             typo_texts, typo_cpu = typo_job.result() if typo_job else search_typos()
         except BaseException:
             stop.set()  # a failed LLM stage ends the search after its current question
@@ -223,6 +264,7 @@ class AttackTextWriter:
         every_right: Sequence[str],
         seed: int,
         stats: dict[str, float],
+        kinds: Sequence[str],
     ) -> tuple[list[tuple[str, str]], list[dict[str, tuple[str, ...]]]]:
         """The LLM's part: each question's target (and where it came from), then its
         PoisonedRAG and misleading passages."""
@@ -252,10 +294,11 @@ class AttackTextWriter:
             texts = []
             for i, ((case, _), (target, _)) in enumerate(zip(pairs, chosen, strict=True)):
                 made: dict[str, tuple[str, ...]] = {}
-                if target:
+                if target and "poisonedrag" in kinds:
                     made["poisonedrag"] = tuple(
                         pr.craft(case.question, target, self.n_poisonedrag, seed=seed + i)
                     )
+                if target and "blind" in kinds:
                     made["blind"] = tuple(
                         misleading.craft(case.question, target, self.n_misleading, seed=seed + i)
                     )
