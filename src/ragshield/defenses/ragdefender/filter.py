@@ -317,6 +317,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "consensus_vocabulary": [Boolean()],
         "consensus_echo": [_COSINE],
         "consensus_min_group": [Interval(int, 2, None)],
+        "consensus_pair_echo": [Interval(Real, -1.0, 2.0)],
         "typo_view": [Boolean()],
         "coverage_threshold": [Interval(Real, 0.0, 101.0)],
         "coverage_min_group": [Interval(int, 3, None)],
