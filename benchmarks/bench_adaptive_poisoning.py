@@ -616,20 +616,22 @@ def main() -> None:
     test = [Bench(n, args.split, enc, args) for n in names]
     print(f"# bench_adaptive_poisoning (seed {args.seed}, k={args.k}, MiniLM, "
           f"limit {args.limit})\n", flush=True)  # fmt: skip
-    if "main" in sections:
-        section_main(test, args)
-    if "ablation" in sections:
-        section_ablation(test, args)
-    if "lofo" in sections:
-        section_lofo([Bench(n, "dev", enc, args) for n in names], test, args)
-    if "variants" in sections:
-        section_variants(test, args)
-    if "novelty" in sections:
-        section_novelty(test, args)
-    if "speed" in sections:
-        section_speed(test, args)
-    if "groups" in sections:
-        section_groups([Bench(n, "dev", enc, args) for n in names], test, args)
+
+    def dev() -> list[Bench]:  # lofo and groups tune on the dev split
+        return [Bench(n, "dev", enc, args) for n in names]
+
+    runs: dict[str, Any] = {  # the sections in the order they print
+        "main": lambda: section_main(test, args),
+        "ablation": lambda: section_ablation(test, args),
+        "lofo": lambda: section_lofo(dev(), test, args),
+        "variants": lambda: section_variants(test, args),
+        "novelty": lambda: section_novelty(test, args),
+        "speed": lambda: section_speed(test, args),
+        "groups": lambda: section_groups(dev(), test, args),
+    }
+    for section, run in runs.items():
+        if section in sections:
+            run()
 
 
 if __name__ == "__main__":

@@ -23,8 +23,15 @@ deploy them, k = 10 retrieved, the 5 survivors nearest the question = the contex
   plants the survivors of the best set found within that many calls). Cell = reaches /
   majority after 10 / 50 / 200 calls; ``calls`` = mean calls actually spent (the search
   stops when all 5 passages survive).
+* ``diagnose`` — why the survivors survive (RAGDefender chains only): the search at the
+  largest budget, then each target's surviving set planted once more and every survivor's
+  stage scores read from the filter's details — question echo, question coverage, the
+  index-side novelty, its 2nd retrieved neighbour (the planted-group density) and its
+  closest paraphrase — beside the stage bars, per family and per target.
 
-Splits (nothing is tuned here; the attacker has no parameter fitted on any split):
+Splits (the attacker has no parameter fitted on any split; ``--split dev`` runs the same
+sections on the tuning split, HotpotQA non-targets / SQuAD even articles, with template
+bodies):
 HotpotQA test = the 44 shared poisoning targets (published PoisonedRAG bodies and blind
 texts; gold = the first gold passage); SQuAD test = the odd articles, ``--squad-per-topic``
 questions per article (a seeded sample, to keep the run modest on a shared machine), with
@@ -84,7 +91,8 @@ def cell(m: dict[str, float]) -> str:
 
 
 def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed: int,
-                   k: int, paraphrase: str | None = None) -> tuple[str, dict]:  # fmt: skip
+                   k: int, paraphrase: str | None = None,
+                   split: str = "test") -> tuple[str, dict]:  # fmt: skip
     from ragshield.attacks.settings import SETTINGS
     from ragshield.eval.real_retrieval import run_real_eval
 
@@ -99,7 +107,7 @@ def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, s
         cases = paraphrase_texts(cases, TextWriter(paraphrase))
         settings.append("prefix-llm")
     res = run_real_eval(data, cases, chains, settings, encoder=enc, k=k, seed=seed,
-                        split="test", base_store=store)  # fmt: skip
+                        split=split, base_store=store)  # fmt: skip
     names = list(chains)
     lines = ["| setting | planted/q (texts) | " + " | ".join(names) + " |",
              "|---" * (len(names) + 2) + "|"]  # fmt: skip
@@ -115,7 +123,8 @@ def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, s
 
 
 def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed: int, k: int,
-                budgets: list[int], novelty: bool = True) -> tuple[str, dict]:  # fmt: skip
+                budgets: list[int], novelty: bool = True,
+                split: str = "test") -> tuple[str, dict]:  # fmt: skip
     from ragshield.eval.adaptive_eval import search_cases
     from ragshield.eval.real_retrieval import index_novelty, run_real_eval
 
@@ -142,7 +151,7 @@ def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed
         out[name] = {"calls_mean": sum(spent) / len(spent), "search_s": secs}
         for b in budgets:
             res = run_real_eval(data, found[b], {name: chain}, [f"filter-aware:{b}"], encoder=enc,
-                                k=k, seed=seed, split="test", base_store=store,
+                                k=k, seed=seed, split=split, base_store=store,
                                 calibrate_index=False, novelty=table or False)  # fmt: skip
             m = dict(res.rows[0].metrics)
             out[name][str(b)] = m | {"m_planted": res.rows[0].m_planted}
@@ -153,12 +162,105 @@ def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed
     return "\n".join(lines), out
 
 
+def _quantiles(xs: list[float]) -> str:
+    v = sorted(xs)
+    return f"{v[0]:.2f} / {v[len(v) // 2]:.2f} / {v[-1]:.2f}" if v else "-"
+
+
+def _survivor_rows(rd: Any, oracle: Any, case: Any, found: Any, b: int, table: Any) -> list[dict]:
+    """Each passage of the top-k with ``found.survivors[b]`` planted: its family (None for
+    a genuine one) and the stage scores RAGDefender's details hold for it."""
+    import hashlib
+
+    import numpy as np
+
+    from ragshield.defenses.ragdefender.evidence import trigram_cosine_matrix
+    from ragshield.defenses.ragdefender.groups import knn_group_members
+    from ragshield.defenses.ragdefender.math import cosine_matrix
+    from ragshield.store.calibration_novelty import use_index_novelty
+
+    texts = [t.text for t in found.survivors[b]]
+    fam = {t.text: t.family for t in found.survivors[b]}
+    retrieved = oracle.retrieve(case.question, texts)
+    ids = ["fa::" + hashlib.sha1(t.encode("utf-8")).hexdigest()[:16] for t in texts]
+    nov = table.with_added(ids, texts, oracle._vectors(texts)) if table is not None else {}
+    use_index_novelty(rd, nov or None)
+    d = rd.filter(case.question, retrieved).details
+    sim = cosine_matrix(np.stack([r.embedding for r in retrieved]))
+    lex = trigram_cosine_matrix([r.text for r in retrieved])
+    kth = knn_group_members(sim, lex, rd.group_bars(), rd.knn.group_lexical).kth
+    rows = []
+    for i, r in enumerate(retrieved):
+        para = [float(sim[i, j]) for j in range(len(retrieved)) if j != i and lex[i, j] < 0.6]
+        n = nov.get(r.passage.id)
+        rows.append({"family": fam.get(r.text), "echo": (d["echo"] or [0.0] * len(retrieved))[i],
+                     "coverage": (d["coverage"] or [0.0] * len(retrieved))[i],
+                     "novelty": None if n is None else n.share, "second": float(kth[i, 0]),
+                     "paraphrase": max(para, default=0.0)})  # fmt: skip
+    return rows
+
+
+def diagnose_table(cases: list, chains: dict, enc: Any, store: Any, seed: int, k: int,
+                   budgets: list[int], novelty: bool = True) -> tuple[str, dict]:  # fmt: skip
+    """Why the filter-aware survivors survive: per family, each stage's score against its
+    bar; per target, the set sizes at each budget and the families at the largest."""
+    from ragshield.attacks.filter_aware import ChainOracle
+    from ragshield.eval.adaptive_eval import search_cases
+    from ragshield.eval.real_retrieval import index_novelty
+
+    table = index_novelty(store, novelty)
+    text_of = {p.id: p.text for p in store.passages}
+    golden = {c.id: text_of.get(c.gold_ids[0], "") for c in cases if c.gold_ids}
+    b = max(budgets)
+    out: list[str] = []
+    dump: dict[str, Any] = {}
+    for name, chain in chains.items():
+        rd = next((f for f in getattr(chain, "filters", [chain]) if hasattr(f, "group_bars")), None)
+        if rd is None:
+            continue
+        oracle = ChainOracle(store, enc, chain, k=k, novelty=table)
+        per: list[dict] = []
+        sizes: list[dict] = []
+
+        def seen(case: Any, found: Any, per: list = per, sizes: list = sizes, rd: Any = rd,
+                 oracle: Any = oracle) -> None:  # fmt: skip
+            sizes.append({"case": case.id, **{str(m): len(found.survivors[m]) for m in budgets},
+                          "families": sorted({t.family for t in found.survivors[b]})})  # fmt: skip
+            if found.survivors[b]:
+                per.extend(_survivor_rows(rd, oracle, case, found, b, table))
+
+        search_cases(cases, store, enc, chain, budget=b, golden_text=golden, k=k, seed=seed,
+                     checkpoints=budgets, on_case=seen, novelty=table)  # fmt: skip
+        bars = rd.group_bars()
+        out += [f"#### {name}: every survivor at {b} calls, its stage scores (min / median / max)\n",
+                "| family | survivors | echo (bars 0.75 pair+consensus, 0.9 lone) | coverage "
+                "(bar 85) | novelty (bar <= 0.2) | 2nd-NN cosine (bar "
+                f"{bars[0]:.3f}) | closest paraphrase (bar 0.85) |",
+                "|---|---|---|---|---|---|---|"]  # fmt: skip
+        fams = sorted({r["family"] for r in per if r["family"]},
+                      key=lambda f: -sum(r["family"] == f for r in per))  # fmt: skip
+        for f in [*fams, None]:
+            rs = [r for r in per if r["family"] == f]
+            cells = [_quantiles([float(r[key]) for r in rs if r[key] is not None])
+                     for key in ("echo", "coverage", "novelty", "second", "paraphrase")]  # fmt: skip
+            label = f or "*genuine passages of those sets*"
+            out.append(f"| {label} | {len(rs)} | " + " | ".join(cells) + " |")
+        reach = " / ".join(f"{sum(s[str(m)] > 0 for s in sizes) / len(sizes):.2f}" for m in budgets)
+        hist = {m: [sum(s[str(m)] == n for s in sizes) for n in range(6)] for m in budgets}
+        out += ["", f"reach at {'/'.join(map(str, budgets))} calls: {reach}; targets by surviving "
+                "set size 0-5: " + "; ".join(f"{m} calls {hist[m]}" for m in budgets), ""]  # fmt: skip
+        dump[name] = {"targets": sizes, "survivors": per}
+    return "\n".join(out), dump
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="hotpotqa,squad")
     ap.add_argument("--sections", default="adaptive,curve")
     ap.add_argument("--defenses", default=DEFENSES)
     ap.add_argument("--budgets", default="10,50,200")
+    ap.add_argument("--split", choices=("dev", "test"), default="test",
+                    help="dev: the tuning split (HotpotQA non-targets, SQuAD even articles)")  # fmt: skip
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -195,7 +297,7 @@ def main() -> None:
         per_topic = args.squad_per_topic if name == "squad" else None
         data = load_ontopic(shared / rel, poisoning_dir=shared / pois if pois else None,
                             per_topic=per_topic, seed=args.seed)  # fmt: skip
-        cases = data.split("test")[: args.limit]
+        cases = data.split(args.split)[: args.limit]
         mode = "multi_hop" if name == "hotpotqa" else "single_hop"
         chains = chains_for(args.defenses, enc, mode)
         store = build_base_store(data, enc, args.cache_dir)
@@ -203,24 +305,30 @@ def main() -> None:
         for chain in chains.values():
             calibrate(chain, profile)
         sample = f", {per_topic} per article (seeded sample)" if per_topic else ""
-        print(f"## {name}: test split, {len(cases)} questions{sample}; index "
+        print(f"## {name}: {args.split} split, {len(cases)} questions{sample}; index "
               f"{len(store)} passages; k={args.k}, context 5, seed {args.seed}\n", flush=True)  # fmt: skip
         dump[name] = {"n_questions": len(cases), "index_size": len(store)}
         if "adaptive" in sections:
             t0 = time.perf_counter()
             table, rows = adaptive_table(
-                data, cases, chains, enc, store, args.seed, args.k, args.paraphrase
+                data, cases, chains, enc, store, args.seed, args.k, args.paraphrase, args.split
             )
             print("### adaptive settings (attack reaches / adversarial majority)\n")
             print(table + f"\n\n({time.perf_counter() - t0:.0f} s)\n", flush=True)
             dump[name]["adaptive"] = rows
         if "curve" in sections:
             table, rows = curve_table(data, cases, chains, enc, store, args.seed, args.k, budgets,
-                                      args.novelty)  # fmt: skip
+                                      args.novelty, args.split)  # fmt: skip
             print("### filter-aware attacker: reaches / majority against budget "
                   "(black-box calls per target)\n")  # fmt: skip
             print(table + "\n", flush=True)
             dump[name]["curve"] = rows
+        if "diagnose" in sections:
+            table, rows = diagnose_table(cases, chains, enc, store, args.seed, args.k, budgets,
+                                         args.novelty)  # fmt: skip
+            print("### why the filter-aware survivors survive\n")
+            print(table + "\n", flush=True)
+            dump[name]["diagnose"] = rows
     if args.json:
         Path(args.json).write_text(json.dumps(dump, indent=2, default=float), encoding="utf-8")
 

@@ -139,7 +139,10 @@ class TestFilterStages:
         benign = [near_vector(q, 0.5, 20 + i) for i in range(3)]
         texts = [*gen, GOLD, CONTEXT, SEASONS[0]]
         # a near-duplicate corpus (no density evidence); margin 0.03 = the clean-first setting
-        rd = RAGDefender(enc, natural_similarity=0.996, echo_group_margin=margin)
+        # the pair consensus (test_ragdefender_consensus.py) catches a pair pushing "Vessel"
+        # whatever the margin: off here, so this pins the echo pairs' own second signal
+        rd = RAGDefender(enc, natural_similarity=0.996, echo_group_margin=margin,
+                         consensus_pair_echo=2.0)  # fmt: skip
         res = rd.filter(Q, _retrieved(texts, [*vg, *benign], q))
         removed = {r.id for r in res.removed}
         assert removed == ({f"p{i}" for i in range(n_generated)} if caught else set())

@@ -90,3 +90,42 @@ def test_consensus_stage_keeps_a_supported_answer() -> None:
     d = RAGDefender(enc, claim_consensus=True, group_knn=False, echo_pairs=False,
                     copy_conflicts=False, typo_view=False, guard=False, spare_margin=99.0)  # fmt: skip
     assert not d.filter(Q, _retrieved(texts)).removed
+
+
+# the filter-aware search plants two passages: a pair pushing one answer nothing else says
+PAIR = [BLIND[0], BLIND[1], GOLD, OTHER]
+
+
+@pytest.mark.parametrize(
+    ("texts", "echo", "params", "removed"),
+    [
+        (PAIR, {BLIND[0]: 0.85, BLIND[1]: 0.85}, {}, ["p0", "p1"]),  # both close: a claim
+        (PAIR, {BLIND[0]: 0.85, BLIND[1]: 0.78}, {}, []),  # one under the pair bar (0.8)
+        (PAIR, {BLIND[0]: 0.85, BLIND[1]: 0.85}, {"consensus_pair_echo": 2.0}, []),  # off
+        ([BLIND[0], BLIND[1], GOLD, STREET], {BLIND[0]: 0.85, BLIND[1]: 0.85}, {}, []),  # named
+        ([BLIND[0], BLIND[0] + " ", GOLD, OTHER], {BLIND[0]: 0.85}, {}, []),  # one page twice
+        (PAIR, {BLIND[0]: 0.85, BLIND[1]: 0.85}, {"consensus_pair_echo": 0.9}, []),  # stricter
+        ([BLIND[0], GOLD, OTHER], {BLIND[0]: 0.85, GOLD: 0.85}, {}, []),  # only "Brumfeld's" s
+    ],
+)
+def test_consensus_pair(
+    texts: list[str], echo: dict[str, float], params: dict[str, float], removed: list[str]
+) -> None:
+    """Two distinct passages both at ``consensus_pair_echo`` (0.8) sharing a word that no
+    other retrieved passage uses are a consensus; the group rule alone needs three."""
+    enc = QuestionEncoder(Q, echo, DIM)
+    d = RAGDefender(enc, claim_consensus=True, group_knn=False, echo_pairs=False,
+                    copy_conflicts=False, typo_view=False, guard=False, spare_margin=99.0,
+                    **params)  # fmt: skip
+    res = d.filter(Q, _retrieved(texts))
+    assert sorted(r.id for r in res.removed) == removed
+    if removed:
+        assert "vessel" in res.details["consensus"]["words"]
+
+
+def test_union_consensus() -> None:
+    """The group rule's and the pair rule's members and words, once each, in order."""
+    from ragshield.defenses.ragdefender.claims import Consensus, union_consensus
+
+    got = union_consensus([Consensus((3, 1), ("vessel",)), Consensus((1, 2), ("olm", "vessel"))])
+    assert got == Consensus((1, 2, 3), ("vessel", "olm"))

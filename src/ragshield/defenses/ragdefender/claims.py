@@ -181,7 +181,8 @@ def unsupported_consensus(
     if len(hi) < min_group:
         return Consensus((), ())
     q = content_words(query)
-    words = [content_words(t) - q - vocabulary for t in texts]
+    words = [{w for w in content_words(t) - q - vocabulary if len(w) > 1 or w.isdigit()}
+             for t in texts]  # a lone letter (the "s" of "Brumfeld's") is no claim  # fmt: skip
     members: set[int] = set()
     pushed: list[str] = []
     for w in sorted(set().union(*(words[i] for i in hi))):
@@ -201,3 +202,11 @@ def unsupported_consensus(
         members.update(group)
         pushed.append(w)
     return Consensus(tuple(sorted(members)), tuple(pushed))
+
+
+def union_consensus(found: Sequence[Consensus]) -> Consensus:
+    """Every member and pushed word of several :func:`unsupported_consensus` results (the
+    group rule and the pair rule of RAGDefender's consensus stage), in order, once each."""
+    members = sorted({i for c in found for i in c.members})
+    words = list(dict.fromkeys(w for c in found for w in c.words))
+    return Consensus(tuple(members), tuple(words))

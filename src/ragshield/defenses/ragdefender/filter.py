@@ -77,7 +77,6 @@ class wires them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection, Mapping, Sequence
 from numbers import Real
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -317,6 +316,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "consensus_vocabulary": [Boolean()],
         "consensus_echo": [_COSINE],
         "consensus_min_group": [Interval(int, 2, None)],
+        "consensus_pair_echo": [Interval(Real, -1.0, 2.0)],
         "typo_view": [Boolean()],
         "coverage_threshold": [Interval(Real, 0.0, 101.0)],
         "coverage_min_group": [Interval(int, 3, None)],
@@ -380,11 +380,8 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         self._novelty = None if table is None else dict(table)
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
-        t0 = time.perf_counter()
-        self._check()
-        items, vectors, scores = self._inputs(query, retrieved)
+        t0, items, vectors, scores, mode = self._begin(query, retrieved)
         n = len(items)
-        mode = self.resolve_mode(scores)
         details: dict[str, Any] = {
             "mode": mode, "n_adv": 0, "groups": [], "spared": [], "typo_copies": [],
             "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],

@@ -65,6 +65,16 @@ class _RAGDefenderBase(ParamsMixin):
         scores = np.array([r.score for r in items], dtype=np.float64)
         return items, vectors, scores
 
+    def _begin(
+        self, query: str, retrieved: Sequence[RetrievedPassage]
+    ) -> tuple[float, list[RetrievedPassage], np.ndarray, np.ndarray, str]:
+        """What both filters do first: start the clock (``filter_ms``), check the
+        parameters and the inputs, and pick the mode from the query scores."""
+        t0 = time.perf_counter()
+        self._check_common()
+        items, vectors, scores = self._inputs(query, retrieved)
+        return t0, items, vectors, scores, self.resolve_mode(scores)
+
     def resolve_mode(self, query_scores: np.ndarray) -> str:
         """``auto``: single-hop clustering when the query similarities show a dominant gap.
 
@@ -147,11 +157,8 @@ class PaperRAGDefender(_RAGDefenderBase):
         self.auto_gap = auto_gap
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
-        t0 = time.perf_counter()
-        self._check_common()
-        items, vectors, scores = self._inputs(query, retrieved)
+        t0, items, vectors, _, mode = self._begin(query, retrieved)
         n = len(items)
-        mode = self.resolve_mode(scores)
         details: dict[str, Any] = {"mode": mode, "n_adv": 0, "groups": [], "f": [0.0] * n}
         if n < 2:
             return self._result(items, np.zeros(0, dtype=np.int64), np.zeros(n), {}, details, t0)

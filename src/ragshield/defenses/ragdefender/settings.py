@@ -116,6 +116,11 @@ class EchoParams:
     claim_consensus: bool = True  # ours (#28): dev clean sets fired 0/56 HotpotQA, 0/132 SQuAD
     consensus_echo: float = 0.75  # dev HotpotQA: clean sets fired 0/56 at 0.75, 3/56 at 0.7
     consensus_min_group: int = 3  # as coverage_min_group: a gold paragraph + one is a pair
+    # ours (#28): a *pair* agreeing on what nothing else retrieved says is a consensus too
+    # when both sit this close to the question (the filter-aware search plants sets of 2,
+    # 22 of 48 dev targets). Dev: clean cost 0 on HotpotQA and SQuAD at 0.8; at 0.75 SQuAD
+    # dev lost 2 gold paragraphs; > 1 = off
+    consensus_pair_echo: float = 0.8
     consensus_vocabulary: bool = True  # ours: the index's common words are no claim (FAQ)
 
 

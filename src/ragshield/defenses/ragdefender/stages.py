@@ -27,6 +27,7 @@ from ragshield.defenses.params import StagedParams
 from ragshield.defenses.ragdefender.claims import (
     near_copy_conflicts,
     number_conflicts,
+    union_consensus,
     unsupported_consensus,
 )
 from ragshield.defenses.ragdefender.coverage import question_coverage
@@ -497,7 +498,12 @@ class EvidenceStages(StagedParams):
         """Claim consensus (:func:`~.claims.unsupported_consensus`): several distinct
         passages close to the question all use a word that no other retrieved passage
         uses — an answer only they give; a member stating numbers another member does not
-        state (``numbers_disagree``) does not agree with them. They go, except the member
+        state (``numbers_disagree``) does not agree with them. ``consensus_min_group``
+        passages at ``consensus_echo``, or a pair at ``consensus_pair_echo``: the
+        filter-aware search learnt to plant two passages (the attacker's objective is
+        several of its passages in the context with one answer the genuine ones do not
+        carry; two is the least "several" can be), and two genuine passages that close to
+        the question sharing a word nothing else retrieved uses occur in no dev clean set. They go, except the member
         at the group's edge and near the question (:func:`outlier_to_spare`: the genuine
         passage the group was written about), as in the coverage and dense-group stages."""
         p = self.echo
@@ -505,9 +511,14 @@ class EvidenceStages(StagedParams):
             return
         vocabulary = self._index_words if p.consensus_vocabulary else frozenset()
         disagree = work.disagreeing(texts, query) if p.numbers_disagree else None
-        c = unsupported_consensus(query, texts, work.echo, p.consensus_echo + self.bar_shift(),
-                                  p.consensus_min_group, work.lex, self.knn.group_lexical,
-                                  vocabulary, disagree)  # fmt: skip
+        shift = self.bar_shift()
+        rules = [(p.consensus_echo, p.consensus_min_group)]
+        if p.consensus_pair_echo <= 1.0 and p.consensus_min_group > 2:
+            rules.append((p.consensus_pair_echo, 2))  # a pair, both closer to the question
+        found = [unsupported_consensus(query, texts, work.echo, bar + shift, size, work.lex,
+                                       self.knn.group_lexical, vocabulary, disagree)
+                 for bar, size in rules]  # fmt: skip
+        c = union_consensus(found)
         if not c.members:
             return
         g = np.array(c.members)
