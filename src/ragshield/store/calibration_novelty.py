@@ -112,6 +112,23 @@ def passage_novelty(
     return NoveltyIndex(ids, texts, vectors, **bars).table
 
 
+def store_novelty(store: Any, texts: Sequence[str] | None = None) -> NoveltyIndex:
+    """The table ``ragshield index`` stores for a FAISS ``store`` (its passages' ids, its
+    vectors, neighbours from its own index): ``texts`` are the passages' plain texts, by
+    default the stored ones without their canaries (the vectors are those of the plain
+    texts, so the words must be too). :func:`ragshield.indexing.record_statistics` (``index``,
+    ``reindex``) and the evaluations that stand in for an index build it here, so they
+    cannot build it two ways."""
+    passages = store.passages
+    if texts is None:
+        from ragshield.defenses.canary_marks import strip_canaries
+
+        texts = [strip_canaries(p.text) for p in passages]
+    return NoveltyIndex(
+        [p.id for p in passages], texts, store.vectors, index=store.neighbour_index()
+    )
+
+
 def knn(
     x: np.ndarray, k: int, index: Any = None, *, block: int = 4096
 ) -> tuple[np.ndarray, np.ndarray]:
