@@ -512,3 +512,26 @@ def test_reindex_records_the_profile_and_table_index_records(
     assert new.profile["quantiles"] != base.profile["quantiles"]
     if not symmetric:  # the same query encoder: the same injection thresholds
         assert new.profile["injection"] == base.profile["injection"]
+
+
+def test_ask_on_a_reindexed_index_hands_ragdefender_the_table(
+    built_index, tmp_path, caplog: pytest.LogCaptureFixture
+):
+    """The pipeline ``ask`` / ``serve`` open over a re-index: RAGDefender calibrated from
+    its profile and handed its table, without the "no novelty table" line."""
+    import logging
+
+    from ragshield.config import PipelineConfig, build_pipeline
+    from ragshield.defenses.ragdefender import RAGDefender
+    from ragshield.store import calibration_novelty as cn
+
+    out = tmp_path / "ragfort"
+    reindex(built_index, out, **TRAIN_KW | {"max_steps": 1})
+    cfg = PipelineConfig(index=out, defenses={"chain": ["ragdefender"]})
+    with caplog.at_level(logging.WARNING, logger=cn.__name__):
+        rag = build_pipeline(cfg, generator=object())
+    (rd,) = [f for f in rag.chain.filters if isinstance(f, RAGDefender)]
+    assert rd._novelty is not None and set(rd._novelty) == {f"p{i}" for i in range(len(TEXTS))}
+    assert not [r for r in caplog.records if "no novelty table" in r.getMessage()]
+    profile = FaissStore.load(out).profile
+    assert rd._neighbourhood == profile["neighbourhood_similarity"]  # calibrated from it
