@@ -141,7 +141,7 @@ def test_the_overlay_gives_the_values_the_copying_extension_gave(
     reference = _copying_extended(base, new_ids, new_texts, new_vectors)
     before = base.values_.copy()
     overlay = base.with_added(new_ids, new_texts, new_vectors)
-    assert dict(overlay) == reference.table
+    assert overlay == reference.table
     assert np.array_equal(base.extended(new_ids, new_texts, new_vectors).values_,
                           reference.values_)  # fmt: skip
     assert np.array_equal(base.values_, before) and len(base) == n  # the index untouched
