@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ragshield.corpus import MAX_CHARS, chunk_passages, read_corpus
 from ragshield.defenses.calibration import profile_index
@@ -15,6 +15,11 @@ from ragshield.store.base import VectorStore
 from ragshield.store.faiss_store import FaissStore
 from ragshield.store.persist import check_out_dir, load_store
 from ragshield.types import Passage
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ragshield.embed.base import Encoder
 
 IndexType = Literal["flat", "hnsw", "ivf"]
 
@@ -70,7 +75,7 @@ def build_index(
         )
     else:
         vectors = encoder.encode(texts, show_progress=show_progress)
-    plain = [p.text for p in passages]  # the novelty table reads the texts without canaries
+    plain = passages  # the statistics read the texts without canaries
     if canary_secret is not None:  # after encoding: the vectors are those of the plain texts
         from ragshield.defenses.canary import embed_canaries
 
@@ -89,15 +94,36 @@ def build_index(
     else:
         store = FaissStore(encoder.dim, index_type, encoder_name=encoder.name)
         store.add(passages, vectors)
-    store.profile = profile_index(texts, vectors, encoder, trusted_ids=trusted)
-    if isinstance(store, FaissStore):  # the novelty table beside the vectors (pgvector: none)
-        from ragshield.store.calibration_novelty import NoveltyIndex
-
-        store.novelty = NoveltyIndex(
-            [p.id for p in passages], plain, vectors, index=store.neighbour_index()
-        )
+    record_statistics(store, plain, vectors, encoder, trusted_ids=trusted)
     store.save(out)
     return store
+
+
+def record_statistics(
+    store: VectorStore,
+    passages: Sequence[Passage],
+    vectors: np.ndarray,
+    encoder: Encoder,
+    *,
+    trusted_ids: Collection[str] = (),
+) -> None:
+    """What ``ragshield index`` records about an index beside its vectors: the profile
+    (``meta.json`` → ``profile``: nearest-neighbour statistics of ``vectors``, the text
+    statistics, the injection thresholds of ``encoder``, the queries' encoder) and, for a
+    FAISS store, the novelty table (neighbours from the store's own index).
+
+    ``passages`` are the store's passages with their plain texts (no canary marks; the
+    vectors are those of these texts), in the store's order. One helper for
+    :func:`build_index` and RAGFort's :func:`~ragshield.reindex.reindex`, so an index and
+    its re-index record the same things the same way; a re-index's vector statistics are its
+    own because its vectors are re-encoded."""
+    texts = [index_text(p) for p in passages]
+    profile = profile_index(texts, vectors, encoder, trusted_ids=trusted_ids)
+    store.profile = profile  # type: ignore[attr-defined]  # FAISS and pgvector stores have it
+    if isinstance(store, FaissStore):  # the novelty table beside the vectors (pgvector: none)
+        from ragshield.store.calibration_novelty import store_novelty
+
+        store.novelty = store_novelty(store, [p.text for p in passages])
 
 
 def resolve_trusted(passages: Sequence[Passage], trusted_ids: Collection[str]) -> tuple[str, ...]:

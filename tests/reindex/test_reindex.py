@@ -452,3 +452,86 @@ class TestCli:
         assert res.exit_code == 0, res.output
         assert seen["symmetric"] is True and seen["epochs"] == 0.5 and seen["seed"] == 3
         assert "queries use the trained encoder" in res.output
+
+
+# ---------------------------------------------------------------------------------------
+# what `ragshield index` records, recorded by the re-index too
+# ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def built_index(tmp_path_factory, encoder):
+    """An index as ``ragshield index`` builds it: profile, novelty table, trusted ids and a
+    canary in every stored chunk."""
+    from ragshield.indexing import build_index
+
+    path = tmp_path_factory.mktemp("built") / "base"
+    passages = [Passage(f"p{i}", t) for i, t in enumerate(TEXTS)]
+    build_index(passages, path, encoder=encoder, trusted_ids=["p3"], canary_secret="k" * 32)
+    return path
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_reindex_records_the_profile_and_table_index_records(
+    built_index, tmp_path, encoder, symmetric
+):
+    from ragshield.defenses.calibration import profile_index
+    from ragshield.defenses.canary_marks import strip_canaries
+    from ragshield.store.calibration_novelty import NoveltyIndex
+
+    out = tmp_path / "ragfort"
+    reindex(built_index, out, symmetric=symmetric, **TRAIN_KW | {"max_steps": 1})
+    base, new = FaissStore.load(built_index), FaissStore.load(out)
+    assert base.profile is not None and base.novelty is not None  # the case: a full index
+    assert new.profile is not None and new.novelty is not None
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["novelty"]["count"] == len(TEXTS) and (out / "novelty.npy").is_file()
+    assert [p.text for p in new.passages] == [p.text for p in base.passages]  # canaries kept
+    plain = [strip_canaries(p.text) for p in new.passages]
+    assert plain == TEXTS and all(p.text != t for p, t in zip(new.passages, TEXTS, strict=True))
+
+    # equal to what `index` computes over the same plain texts with the re-index's vectors
+    # (and, for the profile, the queries' encoder)
+    _, queries = load_reindexed(out)
+    trained = load_reindexed(out, symmetric=True)[1]
+    assert np.allclose(trained.encode(TEXTS[:3]), new.vectors[:3], atol=1e-5)  # plain texts
+    expected = json.loads(
+        json.dumps(profile_index(TEXTS, new.vectors, queries, trusted_ids=["p3"]))
+    )
+    if symmetric:  # the trained encoder was measured in the work folder, then moved in
+        assert new.profile["injection"]["encoder"] == str((out / "encoder").resolve())
+        expected["injection"]["encoder"] = new.profile["injection"]["encoder"]
+    assert new.profile == expected
+    ids = [p.id for p in new.passages]
+    assert new.novelty.table == NoveltyIndex(ids, TEXTS, new.vectors).table
+
+    # equal to the source index where the texts decide; the vector statistics are the
+    # re-index's own (RAGFort re-encodes every chunk)
+    for key in ("trusted_ids", "question_share", "common_words", "n"):
+        assert new.profile[key] == base.profile[key], key
+    assert new.profile["trusted_ids"] == ["p3"]
+    assert np.array_equal(new.novelty.values_[:, 1], base.novelty.values_[:, 1])  # rare words
+    assert new.profile["quantiles"] != base.profile["quantiles"]
+    if not symmetric:  # the same query encoder: the same injection thresholds
+        assert new.profile["injection"] == base.profile["injection"]
+
+
+def test_ask_on_a_reindexed_index_hands_ragdefender_the_table(
+    built_index, tmp_path, caplog: pytest.LogCaptureFixture
+):
+    """The pipeline ``ask`` / ``serve`` open over a re-index: RAGDefender calibrated from
+    its profile and handed its table, without the "no novelty table" line."""
+    import logging
+
+    from ragshield.config import PipelineConfig, build_pipeline
+    from ragshield.defenses.ragdefender import RAGDefender
+    from ragshield.store import calibration_novelty as cn
+
+    out = tmp_path / "ragfort"
+    reindex(built_index, out, **TRAIN_KW | {"max_steps": 1})
+    cfg = PipelineConfig(index=out, defenses={"chain": ["ragdefender"]})
+    with caplog.at_level(logging.WARNING, logger=cn.__name__):
+        rag = build_pipeline(cfg, generator=object())
+    (rd,) = [f for f in rag.chain.filters if isinstance(f, RAGDefender)]
+    assert rd._novelty is not None and set(rd._novelty) == {f"p{i}" for i in range(len(TEXTS))}
+    assert not [r for r in caplog.records if "no novelty table" in r.getMessage()]
+    profile = FaissStore.load(out).profile
+    assert rd._neighbourhood == profile["neighbourhood_similarity"]  # calibrated from it

@@ -21,10 +21,10 @@ from ragshield.errors import DataFormatError
 from ragshield.indexing import build_index
 from ragshield.ingest import add_documents
 from ragshield.store import calibration_novelty as cn
-from ragshield.store.calibration_novelty import NOVELTY_FILE, Novelty, NoveltyIndex, knn
+from ragshield.store.calibration_novelty import NOVELTY_FILE, Novelty, NoveltyIndex
 from ragshield.store.faiss_store import FaissStore
+from ragshield.store.neighbours import knn
 from ragshield.store.persist import load_store
-from ragshield.store.profile import neighbour_blocks
 from ragshield.types import Passage
 
 VOCAB = [f"w{i}" for i in range(400)]
@@ -52,12 +52,12 @@ def _blockwise_table(ids: list[str], texts: list[str], vectors: np.ndarray) -> d
     bar = max(2.0, cn.RARE_SHARE * n)
     rare = [frozenset(w for w in ws if df[w] <= bar) for ws in words]
     bars = (cn.COPY_COSINE, cn.COPY_WORDS, cn.DERIVED_SHARE)
-    support: list[list[int]] = []
-    for rows, sim in neighbour_blocks(x, np.arange(n), 7):  # small blocks: several of them
-        top = np.argpartition(-sim, cn.NEIGHBOURS - 1, axis=1)[:, : cn.NEIGHBOURS]
-        for r, i in enumerate(rows.tolist()):
-            support.append([j for j in top[r].tolist()
-                            if cn._lends(words[i], words[j], rare[j], float(sim[r, j]), bars)])  # fmt: skip
+    sim = x @ x.T  # every pair
+    np.fill_diagonal(sim, -np.inf)
+    top = np.argpartition(-sim, cn.NEIGHBOURS - 1, axis=1)[:, : cn.NEIGHBOURS]
+    support = [[j for j in top[i].tolist()
+                if cn._lends(words[i], words[j], rare[j], float(sim[i, j]), bars)]
+               for i in range(n)]  # fmt: skip
     first = [cn._share(rare[i], words, support[i]) for i in range(n)]
     share = [
         cn._share(rare[i], words, [j for j in support[i] if first[j] >= cn.SOURCE_SHARE])
@@ -89,6 +89,63 @@ def test_knn_never_returns_a_passage_as_its_own_neighbour(index: str | None) -> 
     assert all(i not in rows[i] for i in range(12))
     assert all(rows[i][0] == (i + 6) % 12 for i in range(12))  # the twin comes first
     assert np.all(np.diff(sims, axis=1) <= 1e-6)
+
+
+def _copying_extended(nov: NoveltyIndex, ids: list[str], texts: list[str],
+                      vectors: np.ndarray) -> NoveltyIndex:  # fmt: skip
+    """``extended`` as poisoning-9 wrote it (the reference): every table, word count and
+    vector copied, one product of the added rows with all of them."""
+    new = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    m = len(nov.ids)
+    words = [*nov.words, *(cn._words(t) for t in texts)]
+    df = nov.df
+    for ws in words[m:]:
+        df.update(ws)
+    bar = max(2.0, nov.rare_share * len(words))
+    x = np.vstack([nov.x, new]) if m else new
+    rows = list(range(m, len(words)))
+    rare = {i: frozenset(w for w in words[i] if df[w] <= bar) for i in rows}
+    k = min(nov.neighbours, len(words) - 1)
+    sim = new @ x.T
+    sim[np.arange(len(rows)), rows] = -np.inf
+    top = np.argpartition(-sim, k - 1, axis=1)[:, :k]
+    support, first = {}, {}
+    for r, i in enumerate(rows):
+        support[i] = [j for j in top[r].tolist()
+                      if cn._lends(words[i], words[j], rare.get(j) or frozenset(
+                          w for w in words[j] if df[w] <= bar), float(sim[r, j]), nov.bars)]  # fmt: skip
+        first[i] = cn._share(rare[i], words, support[i])
+    added = []
+    for i in rows:
+        sources = [j for j in support[i]
+                   if (first[j] if j >= m else nov.first[j]) >= nov.source_share]  # fmt: skip
+        base = [j for j in support[i] if j < m]
+        added.append((round(cn._share(rare[i], words, sources), 4), len(rare[i]), first[i],
+                      cn._siblings(words, i, base, nov.sibling_words)))  # fmt: skip
+    values = np.vstack([nov.values_, np.asarray(added, np.float32).reshape(-1, 4)])
+    return NoveltyIndex.restore([*nov.ids, *ids], [*nov._texts, *texts], x, values, **nov.params)
+
+
+@pytest.mark.parametrize(("n", "added", "seed"), [(35, 5, 0), (60, 1, 1), (60, 12, 2), (8, 4, 3)])
+def test_the_overlay_gives_the_values_the_copying_extension_gave(
+    n: int, added: int, seed: int
+) -> None:
+    """``with_added`` reads the index's rows in place and computes only the added ones:
+    the same values as poisoning-9's copying ``extended``, pinned on clustered corpora
+    (planted passages reusing the index's words, some added near-copies of each other)."""
+    ids, texts, vectors = _corpus(n + added, seed)
+    base = NoveltyIndex(ids[:n], texts[:n], vectors[:n])
+    new_ids, new_texts, new_vectors = ids[n:], texts[n:], vectors[n:].copy()
+    if added > 1:  # a pair of added near-twins: they may neighbour each other
+        new_vectors[1] = near_vector(new_vectors[0], 0.95, seed)
+    reference = _copying_extended(base, new_ids, new_texts, new_vectors)
+    before = base.values_.copy()
+    overlay = base.with_added(new_ids, new_texts, new_vectors)
+    assert overlay == reference.table
+    assert np.array_equal(base.extended(new_ids, new_texts, new_vectors).values_,
+                          reference.values_)  # fmt: skip
+    assert np.array_equal(base.values_, before) and len(base) == n  # the index untouched
+    assert len({v.share for k, v in overlay.items() if k in new_ids} | {-1.0}) > 1
 
 
 def test_extended_gives_added_passages_what_with_added_gives() -> None:

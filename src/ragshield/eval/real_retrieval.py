@@ -335,13 +335,12 @@ def run_real_eval(
 def index_novelty(store: FaissStore, novelty: Any) -> Any:
     """The table ``run_real_eval``'s ``novelty`` names (see there)."""
     if novelty is True:
-        from ragshield.store.calibration_novelty import NoveltyIndex
+        from ragshield.store.calibration_novelty import store_novelty
 
         own = getattr(store, "novelty", None)
         if own is not None and len(own) == len(store):
             return own
-        return NoveltyIndex([p.id for p in store.passages], [p.text for p in store.passages],
-                            store.vectors, index=store.neighbour_index())  # fmt: skip
+        return store_novelty(store)  # what `ragshield index` would store
     return novelty or None
 
 

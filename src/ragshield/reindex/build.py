@@ -6,9 +6,12 @@ fine-tunes a copy of the base encoder with SupCon on those labels, re-encodes ev
 with it and writes a new index. The chunks' text is untouched, so the generator still reads
 the original chunk (§4.2, last paragraph).
 
-Layout of ``NEW_DIR`` (a normal ragshield index plus three files)::
+Layout of ``NEW_DIR`` (a normal ragshield index plus three entries)::
 
     index.faiss, vectors.npy, passages.jsonl, meta.json   the re-indexed FaissStore
+    novelty.npy     its novelty table; meta.json its profile (what ``ragshield index``
+                    records, :func:`ragshield.indexing.record_statistics`, over the new
+                    vectors; the operator's trusted ids carried over)
     encoder/        the fine-tuned sentence-transformers model
     labels.npy      HDBSCAN pseudo-label per row (-1 = noise), for audit and evaluation
     ragfort.json    which encoder must embed queries, clustering and training record
@@ -34,7 +37,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -168,9 +171,12 @@ def reindex(
     base_path = resolve_model_path(None if base_name == DEFAULT_ENCODER else base_name)
     y = training_labels(labels, store.vectors, noise=noise)
 
-    from ragshield.indexing import index_text
+    from ragshield.defenses.canary_marks import strip_canaries
+    from ragshield.indexing import index_text, record_statistics
 
-    texts = [index_text(p) for p in store.passages]
+    # the stored chunks may carry canaries; as `ragshield index`, encode the plain texts
+    plain = [replace(p, text=strip_canaries(p.text)) for p in store.passages]
+    texts = [index_text(p) for p in plain]
     keep = np.flatnonzero(y >= 0) if noise == "drop" else np.arange(len(texts))
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -197,6 +203,7 @@ def reindex(
         times["train"] = time.perf_counter() - t
 
         t = time.perf_counter()
+        new_encoder = SentenceTransformerEncoder(work / ENCODER_DIR, cache_size=0)
         if ray_address:
             from ragshield.distributed import ray_encode
 
@@ -209,7 +216,6 @@ def reindex(
                 show_progress=show_progress,
             )
         else:
-            new_encoder = SentenceTransformerEncoder(work / ENCODER_DIR, cache_size=0)
             vectors = new_encoder.encode(texts, show_progress=show_progress)
         times["encode"] = time.perf_counter() - t
 
@@ -224,6 +230,18 @@ def reindex(
             encoder_name=(str((out / ENCODER_DIR).resolve()) if symmetric else base_name),
         )
         new_store.add(store.passages, vectors)
+        t = time.perf_counter()  # what `ragshield index` records, over the new vectors
+        queries = (
+            new_encoder
+            if symmetric
+            else SentenceTransformerEncoder(None if base_name == DEFAULT_ENCODER else base_name)
+        )  # the injection thresholds are the query pipeline's encoder's (config.assemble)
+        trusted = (store.profile or {}).get("trusted_ids", ())  # the operator's, as ids
+        record_statistics(new_store, plain, vectors, queries, trusted_ids=trusted)
+        injection = (new_store.profile or {}).get("injection")
+        if symmetric and isinstance(injection, dict):  # the encoder's folder once moved
+            injection["encoder"] = new_store.encoder_name
+        times["statistics"] = time.perf_counter() - t
         stage = work / "index"
         new_store.save(stage)
         os.replace(work / ENCODER_DIR, stage / ENCODER_DIR)

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -63,6 +63,7 @@ import numpy as np
 
 from ragshield.embed.base import l2_normalize
 from ragshield.errors import InputError
+from ragshield.store.neighbours import knn
 
 QUANTILES = (0.5, 0.9, 0.99, 0.999)
 NATURAL_QUANTILE = 0.999  # the densest 0.1 % of natural neighbourhoods still pass
@@ -137,25 +138,11 @@ def _str_tuple(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-def neighbour_blocks(
-    x: np.ndarray, rows: np.ndarray, block: int = 1024
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """``(rows of the block, their cosines to every passage)`` for ``rows`` of the unit
-    vectors ``x``, ``block`` rows at a time (memory ``block × n`` floats), a passage's cosine
-    to itself set to ``-inf`` (it is not its own neighbour). Shared by the profile and the
-    index-side novelty (:mod:`.calibration_novelty`)."""
-    for start in range(0, rows.size, block):
-        idx = rows[start : start + block]
-        sim = x[idx] @ x.T
-        sim[np.arange(idx.size), idx] = -np.inf
-        yield idx, sim
-
-
 def profile_vectors(
     vectors: np.ndarray, *, sample: int = 5000, seed: int = 0, block: int = 1024
 ) -> IndexProfile | None:
     """1-NN (and 2nd-4th-NN, 9th-NN) cosine of (a seeded sample of) the passages against the
-    whole index, blockwise so memory stays at ``block × n`` floats. ``None`` for fewer than 3
+    whole index (exact: :func:`~ragshield.store.neighbours.knn`, ``block`` queries a call). ``None`` for fewer than 3
     passages; the group statistic needs more than ``max(GROUP_RANKS)`` passages, the
     neighbourhood statistic more than :data:`NEIGHBOURHOOD_RANK`."""
     x = l2_normalize(np.asarray(vectors, dtype=np.float32))
@@ -167,12 +154,8 @@ def profile_vectors(
         rows = np.sort(np.random.default_rng(seed).choice(n, sample, replace=False))
     deepest = max(*GROUP_RANKS, NEIGHBOURHOOD_RANK)
     ranks = deepest if n > deepest else max(GROUP_RANKS) if n > max(GROUP_RANKS) else 1
-    nn = np.empty((rows.size, ranks), dtype=np.float64)
-    start = 0
-    for idx, sim in neighbour_blocks(x, rows, block):
-        part = -np.partition(-sim, ranks - 1, axis=1)[:, :ranks]
-        nn[start : start + idx.size] = -np.sort(-part, axis=1)
-        start += idx.size
+    sims, _ = knn(x, ranks, rows=rows, block=block)  # the same search as the novelty table's
+    nn = sims.astype(np.float64)
     qs = {f"p{q * 100:g}": float(np.quantile(nn[:, 0], q)) for q in QUANTILES}
     natural = float(np.clip(np.quantile(nn[:, 0], NATURAL_QUANTILE), -1.0, 1.0))
     group: tuple[float, ...] = ()
