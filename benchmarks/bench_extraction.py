@@ -57,6 +57,7 @@ from extraction_logs import (
     served_logs,
 )
 from extraction_replay import replay_guard, stress_recovery
+from extraction_wormsim import worm_sim
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRID = (0.3, 0.4, 0.5, 0.6, 0.7)
@@ -194,6 +195,20 @@ def main() -> None:
         help="only compare the chunks each undefended query of a run's logs (OUT/logs/"
         "none__*.jsonl) was served with the chunks its answers recovered",
     )
+    ap.add_argument(
+        "--worm-sim",
+        type=int,
+        default=None,
+        metavar="ROUNDS",
+        help="only run the first of --attacks (a worm) for ROUNDS rounds without the LLM (a "
+        "perfect copier answers) and print the distinct chunks its queries were served",
+    )
+    ap.add_argument(
+        "--worm-sim-seeds",
+        type=int,
+        default=1,
+        help="with --worm-sim: instances started from seeds --seed, --seed + 1, ...",
+    )
     ap.add_argument("--plot", type=Path, default=None, help="with --score-logs: the curve PNG")
     ap.add_argument(
         "--rule",
@@ -311,6 +326,27 @@ def main() -> None:
             args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
         )
         served_logs(kb, SentenceTransformerEncoder(), args.served_logs, args.cache_dir, args.rule)
+        return
+    if args.worm_sim is not None:
+        kb = load_knowledge_base(
+            args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
+        )
+        encoder = SentenceTransformerEncoder()
+        name = args.attacks.split(",")[0].strip()
+        worm_sim(
+            kb,
+            encoder,
+            args.cache_dir,
+            args.worm_sim,
+            range(args.seed, args.seed + args.worm_sim_seeds),
+            lambda seed: ex.attack_factories(
+                [name],
+                encoder=encoder,
+                max_queries=args.worm_sim,
+                seed=seed,
+                worm_iterations=args.worm_iterations,
+            )[name](),
+        )
         return
     if args.score_logs is not None:
         kb = load_knowledge_base(
