@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ragshield.embed.base import Encoder
+from ragshield.errors import check_int
 from ragshield.eval.extraction_data import KnowledgeBase, encode_cached
 
 MARKS = (25, 50, 100, 200, 400, 600, 800, 1000, 1200, 1500, 2000)
@@ -68,6 +69,8 @@ def worm_sim(
 ) -> None:
     """Print the distinct chunks served after each mark, per seed and for the seeds
     together, with each instance's CPU seconds (the collision search's cost)."""
+    check_int(rounds, "rounds", "worm_sim (--worm-sim)", low=1)
+    check_int(len(seeds), "seeds", "worm_sim (--worm-sim-seeds)", low=1)
     vectors = encode_cached(kb.texts, encoder, cache_dir)
     texts = list(kb.texts)
     marks = [n for n in MARKS if n <= rounds]

@@ -87,3 +87,16 @@ def test_union_curve_counts_distinct_chunks_of_all_instances(
     runs: list[list[list[int]]], marks: tuple[int, ...], expect: list[int]
 ) -> None:
     assert sim.union_curve(runs, marks) == expect
+
+
+@pytest.mark.parametrize(("rounds", "seeds"), [(0, [0]), (5, [])])
+def test_a_budget_or_seed_count_below_one_is_refused_before_any_work(
+    rounds: int, seeds: list[int]
+) -> None:
+    from ragshield.errors import InputError
+
+    def never(seed: int) -> object:
+        raise AssertionError("no attack is built for a refused budget")
+
+    with pytest.raises(InputError, match="worm_sim"):
+        sim.worm_sim(None, WordHashEncoder(), Path("unused"), rounds, seeds, never)
