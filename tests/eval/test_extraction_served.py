@@ -26,7 +26,8 @@ def _logs_module() -> ModuleType:
     return mod
 
 
-served_table = _logs_module().served_table
+_logs = _logs_module()
+served_table = _logs.served_table
 
 
 def _session(n: int, served_of: object) -> list[list[int]]:
@@ -78,3 +79,19 @@ def test_served_against_recovered_at_each_mark(
     assert [r["queries"] for r in rows] == [25, 50]  # marks past the log are left out
     assert rows[0] == {"queries": 25, **expect_at_25}
     assert rows[1] == {"queries": 50, **expect_at_50}
+
+
+@pytest.mark.parametrize(
+    ("header", "rows", "expect"),
+    [
+        ("| a | b |", ["| 1 | 2 |"], "| a | b |\n|---|---|\n| 1 | 2 |\n"),
+        # a caption before the first bar is not a column; no rows, no row lines
+        ("\ncaption: | a | b | c |", [], "\ncaption: | a | b | c |\n|---|---|---|\n"),
+        ("| only |", ("| x |", "| y |"), "| only |\n|---|\n| x |\n| y |\n"),
+    ],
+)
+def test_a_table_separator_has_as_many_columns_as_its_header(
+    header: str, rows: list[str], expect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _logs.print_table(header, rows)
+    assert capsys.readouterr().out == expect
