@@ -446,6 +446,13 @@ def main() -> None:
             if args.cascade_draft and args.cascade_reference
             else None
         )
+        if cascade is not None and args.answer_cache is not None:
+            from ragshield.generate.cache import CachedGenerator
+
+            # keyed by the cascade's identity (draft, reference, rule): a stopped cascade row
+            # resumes (16.7 CPU-s an answer on llama.cpp, Session 9) and never reads the
+            # draft's own answers
+            cascade = CachedGenerator(cascade, args.answer_cache)
         configs += exd.ragfort_defenses(
             rows[0],
             reindexed_store=reindexed[0] if reindexed else None,
