@@ -19,19 +19,26 @@ from typing import Any
 
 import numpy as np
 
+from extraction_logs import print_table
 from ragshield.embed.base import Encoder
 from ragshield.errors import check_int
 from ragshield.eval.extraction_data import KnowledgeBase, encode_cached
 
-MARKS = (25, 50, 100, 200, 400, 600, 800, 1000, 1200, 1500, 2000)
+MARKS = (25, 50, 100, 200, 300, 400, 500, 600, 800, 1000, 1200, 1500, 2000)
 
 
 def served_by_simulation(
-    attack: Any, texts: Sequence[str], vectors: np.ndarray, encoder: Encoder, top_k: int = 5
+    attack: Any,
+    texts: Sequence[str],
+    vectors: np.ndarray,
+    encoder: Encoder,
+    top_k: int = 5,
+    progress: Callable[[list[list[int]]], None] | None = None,
 ) -> list[list[int]]:
     """Run ``attack`` (anything with ``run(ask)``) against an exact inner-product top
     ``top_k`` over ``vectors``, answered by a perfect copier; return the chunk ids each
-    query was served, in query order."""
+    query was served, in query order. ``progress`` sees the served lists after each query
+    (a long run reports its curve as it goes: a run stopped early still says how far)."""
     import faiss
 
     index = faiss.IndexFlatIP(vectors.shape[1])
@@ -42,6 +49,8 @@ def served_by_simulation(
         q = np.ascontiguousarray(encoder.encode([query]), dtype=np.float32)
         ids = [int(c) for c in index.search(q, top_k)[1][0] if c >= 0]
         served.append(ids)
+        if progress is not None:
+            progress(served)
         return "\n".join(f"[{i + 1}] {texts[c]}" for i, c in enumerate(ids))
 
     attack.run(ask)
@@ -78,16 +87,23 @@ def worm_sim(
         f"knowledge base {kb.name}: {len(texts)} chunks; worm simulated without the LLM "
         f"(perfect copier), top {top_k}, {rounds} rounds, seeds {list(seeds)}"
     )
-    print(
-        "| instance | CPU-s | distinct chunks served after "
-        + " / ".join(map(str, marks))
-        + " rounds |"
+    print_table(
+        f"| instance | CPU-s | distinct chunks served after {' / '.join(map(str, marks))} rounds |"
     )
-    print("|---|---|---|")  # fmt: skip
     runs = []
     for seed in seeds:
         t0 = time.process_time()
-        runs.append(served_by_simulation(make_attack(seed), texts, vectors, encoder, top_k))
+
+        def report(served: list[list[int]], seed: int = seed, t0: float = t0) -> None:
+            if len(served) in marks:
+                n = union_curve([served], [len(served)])[0]
+                cpu = time.process_time() - t0
+                print(
+                    f"  seed {seed}: {n} distinct after {len(served)} rounds, {cpu:.0f} CPU-s",
+                    flush=True,
+                )
+
+        runs.append(served_by_simulation(make_attack(seed), texts, vectors, encoder, top_k, report))
         row = union_curve(runs[-1:], marks)
         print(f"| seed {seed} | {time.process_time() - t0:.0f} | {' / '.join(map(str, row))} |")
     if len(runs) > 1:

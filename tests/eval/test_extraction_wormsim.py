@@ -60,6 +60,15 @@ def test_each_query_is_served_its_nearest_chunks_and_answered_with_them() -> Non
     assert attack.answers[1] == f"[1] {TEXTS[0]}"
 
 
+def test_progress_sees_the_served_lists_after_every_query() -> None:
+    enc = WordHashEncoder()
+    seen: list[list[list[int]]] = []
+    sim.served_by_simulation(
+        _Scripted(TEXTS[:3]), TEXTS, enc.encode(TEXTS), enc, 1, lambda s: seen.append(list(s))
+    )
+    assert seen == [[[0]], [[0], [1]], [[0], [1], [2]]]
+
+
 def test_the_worm_runs_its_budget_against_the_simulated_store() -> None:
     enc = WordHashEncoder()
     vocab = sorted({w for t in TEXTS for w in t.split()})
