@@ -3,27 +3,13 @@ generation (the keys the benchmark's JSON has always carried)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 
 import pytest
 
+from bench_modules import benchmark
 
-def _module() -> ModuleType:
-    bench_dir = str(Path(__file__).resolve().parents[2] / "benchmarks")
-    if bench_dir not in sys.path:  # a benchmark imports its siblings by name
-        sys.path.insert(0, bench_dir)
-    spec = importlib.util.spec_from_file_location("bench_ragfort", f"{bench_dir}/bench_ragfort.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-cascade_measures = _module().cascade_measures
+cascade_measures = benchmark("bench_ragfort").cascade_measures
 
 DETAILS = {
     "draft_forwards": 7,

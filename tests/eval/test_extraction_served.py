@@ -3,30 +3,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import numpy as np
 import pytest
 
+from bench_modules import benchmark
 
-def _logs_module() -> ModuleType:
-    bench_dir = str(Path(__file__).resolve().parents[2] / "benchmarks")
-    if bench_dir not in sys.path:  # a benchmark imports its siblings by name
-        sys.path.insert(0, bench_dir)
-    spec = importlib.util.spec_from_file_location(
-        "extraction_logs", f"{bench_dir}/extraction_logs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_logs = _logs_module()
+_logs = benchmark("extraction_logs")
 served_table = _logs.served_table
 
 

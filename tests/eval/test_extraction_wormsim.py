@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from bench_modules import benchmark
 from fakes import WordHashEncoder
 from ragshield.attacks.extraction import WormAttack
 
@@ -23,21 +21,7 @@ TEXTS = [
 ]
 
 
-def _module() -> ModuleType:
-    bench_dir = str(Path(__file__).resolve().parents[2] / "benchmarks")
-    if bench_dir not in sys.path:  # a benchmark imports its siblings by name
-        sys.path.insert(0, bench_dir)
-    spec = importlib.util.spec_from_file_location(
-        "extraction_wormsim", f"{bench_dir}/extraction_wormsim.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-sim = _module()
+sim = benchmark("extraction_wormsim")
 
 
 class _Scripted:
