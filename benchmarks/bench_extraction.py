@@ -31,10 +31,12 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from ragshield.embed.base import Encoder
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.errors import InputError
 from ragshield.eval import extraction as ex
@@ -57,6 +59,7 @@ from extraction_logs import (
     served_logs,
 )
 from extraction_replay import replay_guard, stress_recovery
+from extraction_wormsim import worm_sim
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRID = (0.3, 0.4, 0.5, 0.6, 0.7)
@@ -91,6 +94,82 @@ def tune_threshold(
             best = t
     recall[-1.0] = ref
     return best, recall
+
+
+def _llm_options(args: argparse.Namespace) -> dict[str, object]:
+    """The run's LLM settings, as every row's generator and the log replays load it."""
+    return {
+        "max_new_tokens": args.max_new_tokens,
+        "stop_at_newline": False,
+        "prompt_style": args.prompt_style,
+        "dtype": args.dtype,
+        **({"threads": args.threads} if args.threads else {}),
+        **({"weights": args.weights} if args.weights else {}),
+    }
+
+
+def _replay_guard(args: argparse.Namespace, kb: KnowledgeBase, enc: Encoder) -> None:
+    replay_guard(
+        kb,
+        enc,
+        args.replay_guard,
+        args.cache_dir,
+        args.answer_cache,
+        _llm_options(args),
+        args.generator,
+    )
+
+
+def _check_logs(args: argparse.Namespace, kb: KnowledgeBase, enc: Encoder) -> None:
+    check_logs(
+        kb,
+        enc,
+        args.check_logs,
+        args.seed,
+        args.cache_dir,
+        args.answer_cache,
+        _llm_options(args),
+        args.generator,
+        args.semantic_threshold,
+        args.breadth_span_words,
+    )
+
+
+def _worm_sim(args: argparse.Namespace, kb: KnowledgeBase, enc: Encoder) -> None:
+    name = args.attacks.split(",")[0].strip()
+    worm_sim(
+        kb,
+        enc,
+        args.cache_dir,
+        args.worm_sim,
+        range(args.seed, args.seed + args.worm_sim_seeds),
+        lambda seed: ex.attack_factories(
+            [name],
+            encoder=enc,
+            max_queries=args.worm_sim,
+            seed=seed,
+            worm_iterations=args.worm_iterations,
+        )[name](),
+    )
+
+
+OfflineMode = Callable[[argparse.Namespace, KnowledgeBase, Encoder], None]
+
+#: The modes that read logs or the knowledge base and never run the attacks: flag -> what
+#: it runs (the knowledge base loaded once for all of them, in this order of precedence).
+OFFLINE_MODES: dict[str, OfflineMode] = {
+    "stress_recovery": lambda a, kb, enc: stress_recovery(kb, enc, a.cache_dir, a.seed),
+    "replay_guard": _replay_guard,
+    "check_logs": _check_logs,
+    "quote_check": lambda a, kb, enc: quote_check(
+        kb, enc, a.cache_dir, a.canary_span_words, len(kb.passages), a.seed
+    ),
+    "served_logs": lambda a, kb, enc: served_logs(kb, enc, a.served_logs, a.cache_dir, a.rule),
+    "worm_sim": _worm_sim,
+    "score_logs": lambda a, kb, enc: score_logs(
+        kb, enc, a.score_logs, a.seed, a.cache_dir, a.plot, a.rule
+    ),
+}
 
 
 def main() -> None:
@@ -194,6 +273,20 @@ def main() -> None:
         help="only compare the chunks each undefended query of a run's logs (OUT/logs/"
         "none__*.jsonl) was served with the chunks its answers recovered",
     )
+    ap.add_argument(
+        "--worm-sim",
+        type=int,
+        default=None,
+        metavar="ROUNDS",
+        help="only run the first of --attacks (a worm) for ROUNDS rounds without the LLM (a "
+        "perfect copier answers) and print the distinct chunks its queries were served",
+    )
+    ap.add_argument(
+        "--worm-sim-seeds",
+        type=int,
+        default=1,
+        help="with --worm-sim: instances started from seeds --seed, --seed + 1, ...",
+    )
     ap.add_argument("--plot", type=Path, default=None, help="with --score-logs: the curve PNG")
     ap.add_argument(
         "--rule",
@@ -251,81 +344,16 @@ def main() -> None:
     if args.paired_utility:
         paired_utility(*args.paired_utility)
         return
-    if args.stress_recovery:
-        kb = load_knowledge_base(
-            args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
-        )
-        stress_recovery(kb, SentenceTransformerEncoder(), args.cache_dir, args.seed)
-        return
-    if args.check_logs is not None or args.replay_guard is not None:
-        kb = load_knowledge_base(
-            args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
-        )
-        options: dict[str, object] = {
-            "max_new_tokens": args.max_new_tokens,
-            "stop_at_newline": False,
-            "prompt_style": args.prompt_style,
-            "dtype": args.dtype,
-            **({"threads": args.threads} if args.threads else {}),
-            **({"weights": args.weights} if args.weights else {}),
-        }
-        if args.replay_guard is not None:
-            replay_guard(
-                kb,
+    for flag, mode in OFFLINE_MODES.items():  # the first flag given runs, alone
+        if getattr(args, flag) is not None and getattr(args, flag) is not False:
+            mode(
+                args,
+                load_knowledge_base(
+                    args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
+                ),
                 SentenceTransformerEncoder(),
-                args.replay_guard,
-                args.cache_dir,
-                args.answer_cache,
-                options,
-                args.generator,
             )
             return
-        check_logs(
-            kb,
-            SentenceTransformerEncoder(),
-            args.check_logs,
-            args.seed,
-            args.cache_dir,
-            args.answer_cache,
-            options,
-            args.generator,
-            args.semantic_threshold,
-            args.breadth_span_words,
-        )
-        return
-    if args.quote_check:
-        kb = load_knowledge_base(
-            args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
-        )
-        quote_check(
-            kb,
-            SentenceTransformerEncoder(),
-            args.cache_dir,
-            args.canary_span_words,
-            len(kb.passages),
-            args.seed,
-        )
-        return
-    if args.served_logs is not None:
-        kb = load_knowledge_base(
-            args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
-        )
-        served_logs(kb, SentenceTransformerEncoder(), args.served_logs, args.cache_dir, args.rule)
-        return
-    if args.score_logs is not None:
-        kb = load_knowledge_base(
-            args.kb, data_dir=args.data_dir, limit=args.limit or None, seed=args.seed
-        )
-        score_logs(
-            kb,
-            SentenceTransformerEncoder(),
-            args.score_logs,
-            args.seed,
-            args.cache_dir,
-            args.plot,
-            args.rule,
-        )
-        return
 
     # claimed (created and marked) before any work: the per-query logs go inside it as the
     # run goes, and an unmarked folder holding them would be refused when the report is saved
@@ -358,16 +386,7 @@ def main() -> None:
 
     from ragshield.generate.factory import make_generator
 
-    llm_options = {
-        "max_new_tokens": args.max_new_tokens,
-        "stop_at_newline": False,
-        "prompt_style": args.prompt_style,
-        "dtype": args.dtype,
-    }
-    if args.threads:
-        llm_options["threads"] = args.threads
-    if args.weights:
-        llm_options["weights"] = args.weights
+    llm_options = _llm_options(args)
     options = {} if args.generator == "extractive" else llm_options
     gen = make_generator(args.generator, encoder, **options)
     if args.concurrency > 1 and callable(getattr(gen, "generate_many", None)):
@@ -427,6 +446,13 @@ def main() -> None:
             if args.cascade_draft and args.cascade_reference
             else None
         )
+        if cascade is not None and args.answer_cache is not None:
+            from ragshield.generate.cache import CachedGenerator
+
+            # keyed by the cascade's identity (draft, reference, rule): a stopped cascade row
+            # resumes (16.7 CPU-s an answer on llama.cpp, Session 9) and never reads the
+            # draft's own answers
+            cascade = CachedGenerator(cascade, args.answer_cache)
         configs += exd.ragfort_defenses(
             rows[0],
             reindexed_store=reindexed[0] if reindexed else None,

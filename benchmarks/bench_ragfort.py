@@ -315,22 +315,12 @@ def run_cascade(args: argparse.Namespace, enc: Any) -> dict[str, Any]:
             rows.append(
                 {
                     "correct": bool(ok),
-                    "seconds": g.timings["generate"],
-                    "attack_seconds": a.timings["generate"],
-                    "completion_tokens": g.completion_tokens,
-                    "draft_forwards": g.details["draft_forwards"],
-                    "reference_forwards": g.details["reference_forwards"],
-                    "flops": g.details["flops"],
-                    "flops_reference_only": g.details["flops_reference_only"],
-                    "acceptance_rate": g.details["acceptance_rate"],
-                    "deferrals": g.details["deferrals"],
-                    "attack_copy_positions": a.details["copy_positions"],
-                    "attack_copy_deferrals": a.details["copy_deferrals"],
-                    "attack_tokens": a.completion_tokens,
-                    "attack_flops": a.details["flops"],
-                    "attack_draft_forwards": a.details["draft_forwards"],
-                    "attack_reference_forwards": a.details["reference_forwards"],
-                    "attack_acceptance_rate": a.details["acceptance_rate"],
+                    **cascade_measures(
+                        g, "", "completion_tokens", "flops_reference_only", "deferrals"
+                    ),
+                    **cascade_measures(
+                        a, "attack_", "attack_tokens", "copy_positions", "copy_deferrals"
+                    ),
                     "answer": g.text,
                     "attack_output": a.text,
                 }
@@ -354,6 +344,18 @@ def run_cascade(args: argparse.Namespace, enc: Any) -> dict[str, Any]:
             "rows": rows,
         }
     return out
+
+
+def cascade_measures(g: Any, prefix: str, tokens_key: str, *extra: str) -> dict[str, Any]:
+    """One cascade generation's cost and decisions under ``prefix`` (the answer's with none,
+    the repeat attack's with ``attack_``): its seconds, its tokens under ``tokens_key``, the
+    forwards of each model, FLOPs, acceptance rate, and the ``extra`` details named."""
+    keys = ("draft_forwards", "reference_forwards", "flops", "acceptance_rate", *extra)
+    return {
+        f"{prefix}seconds": g.timings["generate"],
+        tokens_key: g.completion_tokens,
+        **{prefix + k: g.details[k] for k in keys},
+    }
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,16 @@ from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.eval import extraction_defenses as exd
 from ragshield.eval import figures
 from ragshield.eval.extraction_data import KnowledgeBase, encode_cached
+
+
+def print_table(header: str, rows: Sequence[str] = ()) -> None:
+    """A markdown table: ``header`` (text before its first ``|`` is a caption), the
+    separator with as many columns as the header has, then ``rows`` (each a printed line).
+    Why: the separator is derived, so a column added to a header cannot leave it short."""
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    if rows:
+        print("\n".join(rows))
 
 
 def score_logs(
@@ -45,10 +55,9 @@ def score_logs(
         f"CRR rule {rule!r}: any of {RULES[rule]} (ChunkRecoveryScorer arguments; "
         "{} = RAGFort §5.1, ROUGE-L > 0.5 and cosine > 0.85)"
     )
-    print("| defense × attack | queries | CRR | 95 % CI (chunks resampled) | caught | "
-          "first caught at | CRR after 25 / 50 / 100 / 150 / 200 queries | chunks per query, "
-          "last 25 |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    print_table("| defense × attack | queries | CRR | 95 % CI (chunks resampled) | caught | "
+                "first caught at | CRR after 25 / 50 / 100 / 150 / 200 queries | chunks per "
+                "query, last 25 |")  # fmt: skip
     curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for path in sorted(logs.glob("*.jsonl")):
         if path.stem.endswith("__utility"):
@@ -183,9 +192,10 @@ def served_logs(
     scorer = RuleScorer(encoder, rule, list(kb.texts), vectors)
     marks = (25, 50, 100, 150, 200, 400, 1000)
     print(f"knowledge base {kb.name}: {len(kb.passages)} chunks; logs {logs}; top {top_k}")
-    print("| log | queries | distinct queries | chunks served (new in the last 25) | "
-          "recovered (of them served) | queries served nothing new |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+    print_table(
+        "| log | queries | distinct queries | chunks served (new in the last 25) | "
+        "recovered (of them served) | queries served nothing new |"
+    )
     for path in sorted(logs.glob("none__*.jsonl")):
         if path.stem.endswith("__utility"):
             continue
@@ -267,12 +277,11 @@ def check_logs(
         f"semantic check: cosine > {semantic_threshold}, min_chunks 2; verbatim: 40 words, 2 chunks; "
         f"breadth: {breadth_span_words} words, 3 chunks"
     )
-    print(
+    print_table(
         "| log | answers | caught as run (canary / verbatim) | not caught | semantic flags among "
         "those | CRR as run (RAGFort / paraphrase rule) | CRR with the semantic check too | "
         "breadth flags among those | CRR with the breadth rule | CRR with breadth + semantic |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
 
     def breadth(text: str, ctx: list[str]) -> bool:
         leak = check_output(text, ctx, min_span_words=40, breadth_span_words=breadth_span_words)
@@ -352,18 +361,22 @@ def check_logs(
         )
     tactics = {k: v for k, v in by_tactic.items() if k[1] != "-"}  # the canary-aware attack
     if tactics:
-        print(
+        print_table(
             "\n| log | tactic | answers | caught as run (canary or verbatim) | semantic flags "
-            "among the rest |"
+            "among the rest |",
+            [
+                f"| {stem.replace('__', ' × ')} | {tactic} | {n} | {caught} | {f} |"
+                for (stem, tactic), (n, caught, f) in sorted(tactics.items())
+            ],
         )
-        print("|---|---|---|---|---|")
-        for (stem, tactic), (n, caught, f) in sorted(tactics.items()):
-            print(f"| {stem.replace('__', ' × ')} | {tactic} | {n} | {caught} | {f} |")
     if fp_rows:
-        print("\nnormal (utility) answers: | row | answers | caught by canary / verbatim | "
-              "semantic flags | breadth flags | judged correct |")  # fmt: skip
-        print("|---|---|---|---|---|---|")
-        print("\n".join(fp_rows))
+        print_table(
+            (
+                "\nnormal (utility) answers: | row | answers | caught by canary / verbatim | "
+                "semantic flags | breadth flags | judged correct |"
+            ),
+            fp_rows,
+        )
     print(f"{time.perf_counter() - t0:.0f} s")
 
 

@@ -18,7 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from extraction_logs import RULES, RuleScorer, as_generated, attack_decoder, stress_parts
+from extraction_logs import (
+    RULES,
+    RuleScorer,
+    as_generated,
+    attack_decoder,
+    print_table,
+    stress_parts,
+)
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.eval import extraction_defenses as exd
 from ragshield.eval.extraction_data import KnowledgeBase, encode_cached
@@ -75,9 +82,10 @@ def replay_guard(
         "RAGFort's rule / the paraphrase-tolerant rule (ROUGE-L > 0.3: not the recovery "
         "check's own rule); trajectories fixed (an estimate, not a run)"
     )
-    print("| log | answers | flagged as run | flags of the shipped guard: canary / verbatim / "
-          "breadth / recovery | CRR as run | **CRR with the shipped guard** |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+    print_table(
+        "| log | answers | flagged as run | flags of the shipped guard: canary / verbatim / "
+        "breadth / recovery | CRR as run | **CRR with the shipped guard** |"
+    )
     normal: list[str] = []
     t0 = time.perf_counter()
     for path in sorted(logs.rglob("*.jsonl")):
@@ -115,10 +123,13 @@ def replay_guard(
             f"{counts} | {before} | **{after}** |"
         )
     if normal:
-        print("\nnormal (utility) answers: | log | answers | flagged as run | flags: canary / "
-              "verbatim / breadth / recovery | **flagged by the shipped guard** |")  # fmt: skip
-        print("|---|---|---|---|---|")
-        print("\n".join(normal))
+        print_table(
+            (
+                "\nnormal (utility) answers: | log | answers | flagged as run | flags: canary / "
+                "verbatim / breadth / recovery | **flagged by the shipped guard** |"
+            ),
+            normal,
+        )
     print(f"{time.perf_counter() - t0:.0f} s")
 
 

@@ -3,30 +3,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import numpy as np
 import pytest
 
+from bench_modules import benchmark
 
-def _logs_module() -> ModuleType:
-    bench_dir = str(Path(__file__).resolve().parents[2] / "benchmarks")
-    if bench_dir not in sys.path:  # a benchmark imports its siblings by name
-        sys.path.insert(0, bench_dir)
-    spec = importlib.util.spec_from_file_location(
-        "extraction_logs", f"{bench_dir}/extraction_logs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-served_table = _logs_module().served_table
+_logs = benchmark("extraction_logs")
+served_table = _logs.served_table
 
 
 def _session(n: int, served_of: object) -> list[list[int]]:
@@ -78,3 +61,19 @@ def test_served_against_recovered_at_each_mark(
     assert [r["queries"] for r in rows] == [25, 50]  # marks past the log are left out
     assert rows[0] == {"queries": 25, **expect_at_25}
     assert rows[1] == {"queries": 50, **expect_at_50}
+
+
+@pytest.mark.parametrize(
+    ("header", "rows", "expect"),
+    [
+        ("| a | b |", ["| 1 | 2 |"], "| a | b |\n|---|---|\n| 1 | 2 |\n"),
+        # a caption before the first bar is not a column; no rows, no row lines
+        ("\ncaption: | a | b | c |", [], "\ncaption: | a | b | c |\n|---|---|---|\n"),
+        ("| only |", ("| x |", "| y |"), "| only |\n|---|\n| x |\n| y |\n"),
+    ],
+)
+def test_a_table_separator_has_as_many_columns_as_its_header(
+    header: str, rows: list[str], expect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _logs.print_table(header, rows)
+    assert capsys.readouterr().out == expect

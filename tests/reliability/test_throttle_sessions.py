@@ -11,12 +11,12 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
+from bench_modules import benchmark
 from ragshield.defenses.canary import CanaryGuard, canary_code, embed_canary, strip_canaries
 from ragshield.server.config import ThrottleConfig
 from ragshield.server.db import AuditRecord, Database
@@ -260,22 +260,6 @@ def test_canary_signal_blocks_a_copying_session_at_the_next_query(
     assert _served_session(index, queries, tmp_path, copy_from, cfg) == expect, who
 
 
-def _benchmark(name: str) -> ModuleType:
-    """``benchmarks/<name>.py`` loaded as a module (the benchmarks are scripts, not a package)."""
-    import importlib.util
-    import sys
-
-    bench_dir = str(Path(__file__).resolve().parents[2] / "benchmarks")
-    if bench_dir not in sys.path:  # a benchmark imports its siblings by name
-        sys.path.insert(0, bench_dir)
-    spec = importlib.util.spec_from_file_location(name, Path(bench_dir) / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize(
     ("leaks", "signal", "flag"),
     [
@@ -287,7 +271,7 @@ def _benchmark(name: str) -> ModuleType:
 def test_bench_replays_llm_sessions_with_the_canary_signal(
     tmp_path: Path, leaks: list[bool], signal: bool, flag: tuple[int, str] | None
 ) -> None:
-    bench = _benchmark("bench_throttle")
+    bench = benchmark("bench_throttle")
     queries = [f"what helps with symptom {i}?" for i in range(5)]
     served = [[f"c{i}"] for i in range(5)]
     got = bench.replay_llm(
@@ -300,7 +284,7 @@ def test_bench_replays_llm_sessions_with_the_canary_signal(
 def test_topical_sessions_are_runs_of_neighbours(n: int, runs: int) -> None:
     """A topical user of the LLM-answered bench asks ``runs`` runs of follow-ups: each run
     is a seed question and the questions nearest to it, no question twice."""
-    bench = _benchmark("throttle_llm")
+    bench = benchmark("throttle_llm")
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(runs, 16))
     # one tight group of 20 questions per complaint, the groups far apart
@@ -317,7 +301,7 @@ def test_topical_sessions_are_runs_of_neighbours(n: int, runs: int) -> None:
 
 
 def test_normal_sessions_keep_the_logged_verdicts() -> None:
-    bench = _benchmark("throttle_llm")
+    bench = benchmark("throttle_llm")
     recs = [{"query": f"q{i}", "leak": i == 3} for i in range(12)]
     served = [(f"c{i}",) for i in range(12)]
     vecs = np.eye(12, dtype=np.float32)
@@ -343,7 +327,7 @@ def test_pooled_counts_say_x_of_n(
     """Issue #26, Session 8: the pooled throttle bench reports counts, not only rates — a
     normal session flagged is a false positive, an attack session never flagged a miss,
     and both benches' counts add up."""
-    bench = _benchmark("throttle_pooled")
+    bench = benchmark("throttle_pooled")
     labels = ["normal", "normal", "extraction", "extraction"]
     kinds = ["normal-diverse", "normal-topical", "sweep-opening", "worm-one"]
     c = bench.count(labels, kinds, flags)
@@ -356,7 +340,7 @@ def test_pooled_counts_say_x_of_n(
 def test_extra_attack_sessions_use_fresh_seeds() -> None:
     """``--extra-attacks`` adds every kind, worm-one included, on seeds the first build
     never used (``seed * 1000 + i`` with i < per_kind), so no added session repeats one."""
-    bench = _benchmark("bench_throttle")
+    bench = benchmark("bench_throttle")
     makers = bench.attack_makers(None, 5)
     assert list(makers) == ["rag-thief-plain", "rag-thief", "worm", "worm-one"]
     assert bench.EXTRA_SEED_OFFSET > 100  # above any --per-kind the bench is run with
