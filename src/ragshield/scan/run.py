@@ -206,14 +206,7 @@ def recommend(
         lost = ", ".join(f"{c} ({clean[c][quality]:.3f})" for c in dropped)
         reason += f"; excluded for {quality} loss: {lost}"
     return Recommendation(
-        best,
-        mean_risk(best),
-        clean[best][quality],
-        base,
-        quality,
-        tuple(eligible),
-        reason,
-        risk,
+        best, mean_risk(best), clean[best][quality], base, quality, tuple(eligible), reason, risk
     )
 
 
@@ -366,8 +359,7 @@ def run_scan(
             attack_writer.on_chunk = rbar.update
             cases = attack_writer.fill(
                 cases, questions, golden, seed=seed, on_case=lambda _c: wbar.update(1),
-                kinds=texts_for(settings),  # only what the settings plant
-            )  # fmt: skip
+                kinds=texts_for(settings))  # fmt: skip
         notes["attack_writer"] = attack_writer.writer.generated_by
         notes["attack_texts"] = dict(attack_writer.stats)
     if WHITEBOX in settings:  # opt-in: HotFlip steps against the index's own encoder
@@ -388,8 +380,8 @@ def run_scan(
 
     bar = _bar(show_progress, "scan", "q", len(settings) * len(chains) * len(cases))
 
-    by_cell = CellCost()
-    notes["cell_cost"] = by_cell.cells  # engine counts and CPU s per (setting, chain)
+    by_cell = CellCost()  # engine counts and CPU s per (setting, chain)
+    notes["cell_cost"] = by_cell.cells
 
     def on_question(t: QuestionTrace) -> None:
         by_cell.charge(f"{t.setting} / {t.defense}")
