@@ -288,30 +288,14 @@ def section_trim(args: argparse.Namespace) -> None:
     enc.save()
 
 
-def section_prefixed(args: argparse.Namespace) -> None:
-    import random
-    from dataclasses import replace
-
-    import numpy as np
-
+def _lofo_setup() -> tuple[Any, Any, list[Any], dict[str, Any], dict[str, Any]]:
+    """The dev reading both placement sections share: the encoder, the 1,888-paragraph
+    index, the dev questions, one head per family trained without it and its calibration."""
     from bench_ecosaferag import ontopic_split
-    from bench_injection import carriers_for, make_guard, ontopic_index, survives
-    from ragshield.attacks.injection_families import (
-        FAMILIES,
-        canary_word,
-        family_rows,
-        fill,
-        plant,
-    )
+    from bench_injection import ontopic_index
+    from ragshield.attacks.injection_families import FAMILIES
     from ragshield.defenses.injection.calibration import calibrate_index
-    from ragshield.eval.injection_detection import detection_rate
-    from ragshield.types import Passage, RetrievedPassage
-    from train_injection_head import (
-        DEV_HARD_NEGATIVES,
-        DEV_HARD_NEGATIVES_2,
-        cached_encoder,
-        train_head,
-    )
+    from train_injection_head import cached_encoder, train_head
 
     enc = cached_encoder()
     idx = ontopic_index(DATA, enc)
@@ -319,6 +303,55 @@ def section_prefixed(args: argparse.Namespace) -> None:
     heads = {f: train_head(DATA, enc, kind="lr", c=3.0, leave_out=f, seed=0) for f in FAMILIES}
     cals = {f: calibrate_index(idx.texts, enc, head=h, sample=10**9) for f, h in heads.items()}
     enc.save()
+    return enc, idx, qs, heads, cals
+
+
+def _family_row(fam: str, n: int, label: str, cells: list[float]) -> None:
+    print(f"| {fam} ({n}) | {label} | " + " | ".join(f"{c:.3f}" for c in cells) + " |", flush=True)
+
+
+def _mean_rows(
+    means: dict[tuple[str, str], list[float]], labels: list[str], placements: tuple[str, ...]
+) -> None:
+    import numpy as np
+
+    for label in labels:
+        cells = " | ".join(f"{np.mean(means[(label, pl)]):.3f}" for pl in placements)
+        print(f"| **mean** | {label} | {cells} |")
+
+
+def _benign_top10(idx: Any, enc: Any, qs: list[Any], n: int) -> tuple[Any, Any, list[Any], Any]:
+    """The packaged head, its calibration on the index, the first ``n`` dev questions and
+    their real top-10 (the benign-cost reading of the prefixed / reworded sections)."""
+    from ragshield.defenses.injection.calibration import calibrate_index
+    from ragshield.defenses.injection.head import InjectionHead
+
+    head = InjectionHead.packaged()
+    cal = calibrate_index(idx.texts, enc, head=head, sample=10**9)
+    assert cal is not None
+    some = qs[:n]
+    return head, cal, some, idx.store.search(enc.encode([q.question for q in some]), 10)
+
+
+def section_prefixed(args: argparse.Namespace) -> None:
+    import random
+    from dataclasses import replace
+
+    import numpy as np
+
+    from bench_injection import carriers_for, make_guard, survives
+    from ragshield.attacks.injection_families import (
+        FAMILIES,
+        canary_word,
+        family_rows,
+        fill,
+        plant,
+    )
+    from ragshield.eval.injection_detection import detection_rate
+    from ragshield.types import Passage, RetrievedPassage
+    from train_injection_head import DEV_HARD_NEGATIVES, DEV_HARD_NEGATIVES_2
+
+    enc, idx, qs, heads, cals = _lofo_setup()
     scopes = ("sentence", "restated")
     placements = ("prefixed", "in-passage", "mid-paragraph", "split")
     rng = np.random.default_rng(0)
@@ -360,26 +393,10 @@ def section_prefixed(args: argparse.Namespace) -> None:
                         print(f"    windows {np.round(sc.pair, 3).tolist()}")
                 cells.append(detection_rate(caught))
                 means.setdefault((scope, pl), []).append(cells[-1])
-            print(
-                f"| {fam} ({len(rows)}) | {scope} | "
-                + " | ".join(f"{c:.3f}" for c in cells)
-                + " |",
-                flush=True,
-            )
-    for scope in scopes:
-        print(
-            f"| **mean** | {scope} | "
-            + " | ".join(f"{np.mean(means[(scope, pl)]):.3f}" for pl in placements)
-            + " |"
-        )
+            _family_row(fam, len(rows), scope, cells)
+    _mean_rows(means, list(scopes), placements)
     # benign cost: every retrieved passage restates the question (the FAQ worst case)
-    from ragshield.defenses.injection.head import InjectionHead
-
-    head = InjectionHead.packaged()
-    cal = calibrate_index(idx.texts, enc, head=head, sample=10**9)
-    assert cal is not None
-    some = qs[: args.questions]
-    hits = idx.store.search(enc.encode([q.question for q in some]), 10)
+    head, cal, some, hits = _benign_top10(idx, enc, qs, args.questions)
     hard = [*DEV_HARD_NEGATIVES, *DEV_HARD_NEGATIVES_2]
     print(
         f"\n# Benign cost (packaged head, fpr0.1): {len(some)} dev questions' top-10, each "
@@ -427,8 +444,7 @@ def section_reworded(args: argparse.Namespace) -> None:
 
     import numpy as np
 
-    from bench_ecosaferag import ontopic_split
-    from bench_injection import carriers_for, make_guard, ontopic_index, survives
+    from bench_injection import carriers_for, make_guard, survives
     from ragshield.attacks.injection_families import (
         FAMILIES,
         canary_word,
@@ -437,18 +453,10 @@ def section_reworded(args: argparse.Namespace) -> None:
         plant,
     )
     from ragshield.attacks.rewrite import REWRITES
-    from ragshield.defenses.injection.calibration import calibrate_index
-    from ragshield.defenses.injection.head import InjectionHead
     from ragshield.eval.injection_detection import detection_rate
     from ragshield.types import Passage, RetrievedPassage
-    from train_injection_head import cached_encoder, train_head
 
-    enc = cached_encoder()
-    idx = ontopic_index(DATA, enc)
-    qs = ontopic_split(idx.data, "dev", 10**6, 0)
-    heads = {f: train_head(DATA, enc, kind="lr", c=3.0, leave_out=f, seed=0) for f in FAMILIES}
-    cals = {f: calibrate_index(idx.texts, enc, head=h, sample=10**9) for f, h in heads.items()}
-    enc.save()
+    enc, idx, qs, heads, cals = _lofo_setup()
     bars = [float(b) for b in args.bars.split(",")]
     # (label, scope, restated_coverage, restated_echo)
     scopes: list[tuple[str, str, float | None, float | None]] = [
@@ -499,24 +507,10 @@ def section_reworded(args: argparse.Namespace) -> None:
                 ]
                 cells.append(detection_rate(caught))
                 means.setdefault((label, pl), []).append(cells[-1])
-            print(
-                f"| {fam} ({len(rows)}) | {label} | "
-                + " | ".join(f"{c:.3f}" for c in cells)
-                + " |",
-                flush=True,
-            )
-    for label, *_ in scopes:
-        print(
-            f"| **mean** | {label} | "
-            + " | ".join(f"{np.mean(means[(label, pl)]):.3f}" for pl in placements)
-            + " |"
-        )
+            _family_row(fam, len(rows), label, cells)
+    _mean_rows(means, [label for label, *_ in scopes], placements)
     # benign cost: dev questions' genuine top-10 as retrieved (no prefix: the real case)
-    head = InjectionHead.packaged()
-    cal = calibrate_index(idx.texts, enc, head=head, sample=10**9)
-    assert cal is not None
-    some = qs[: args.questions]
-    hits = idx.store.search(enc.encode([q.question for q in some]), 10)
+    head, cal, some, hits = _benign_top10(idx, enc, qs, args.questions)
     print(
         f"\n# Benign cost (packaged head, fpr0.1): {len(some)} dev questions' top-10 as retrieved"
     )
