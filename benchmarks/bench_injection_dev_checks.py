@@ -340,13 +340,7 @@ def section_prefixed(args: argparse.Namespace) -> None:
     import numpy as np
 
     from bench_injection import carriers_for, make_guard, survives
-    from ragshield.attacks.injection_families import (
-        FAMILIES,
-        canary_word,
-        family_rows,
-        fill,
-        plant,
-    )
+    from ragshield.attacks.injection_families import FAMILIES, canary_word, family_rows, fill, plant
     from ragshield.eval.injection_detection import detection_rate
     from ragshield.types import Passage, RetrievedPassage
     from train_injection_head import DEV_HARD_NEGATIVES, DEV_HARD_NEGATIVES_2
@@ -445,13 +439,7 @@ def section_reworded(args: argparse.Namespace) -> None:
     import numpy as np
 
     from bench_injection import carriers_for, make_guard, survives
-    from ragshield.attacks.injection_families import (
-        FAMILIES,
-        canary_word,
-        family_rows,
-        fill,
-        plant,
-    )
+    from ragshield.attacks.injection_families import FAMILIES, canary_word, family_rows, fill, plant
     from ragshield.attacks.rewrite import REWRITES
     from ragshield.eval.injection_detection import detection_rate
     from ragshield.types import Passage, RetrievedPassage
