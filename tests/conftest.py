@@ -41,7 +41,8 @@ def pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server cannot start (no [pg] extra, no initdb).
 
     Shared by every module, so each keeps to its own names: tables (``t<N>``, ``scan_demo``,
-    ``ragshield_srv_test``) or schemas (``ragshield_test_<N>``, ``ragshield_rel_<N>``).
+    ``ragshield_srv_test``) or schemas (``ragshield_rel_<random hex>``, from
+    ``_server_env.fresh_pg_url``).
     """
     try:
         from ragshield.store import pgserver_local
