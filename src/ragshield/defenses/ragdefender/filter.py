@@ -376,8 +376,10 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         """The index-side novelty of the index's passages (the table ``ragshield index``
         stores and ``add`` extends, :mod:`ragshield.store.calibration_novelty`; every pipeline
         opening the index hands it over), read by the ``derivative`` stage; ``None``
-        switches the stage off (no table)."""
-        self._novelty = None if table is None else dict(table)
+        switches the stage off (no table). Kept as handed (read, never written): a copy of
+        one entry per passage at every call would cost the filter-aware oracle what
+        ``NoveltyIndex.with_added``'s overlay saves."""
+        self._novelty = table
 
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0, items, vectors, scores, mode = self._begin(query, retrieved)

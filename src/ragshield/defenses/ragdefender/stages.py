@@ -18,7 +18,7 @@ one ordered sequence over one shared :class:`Work`; a module per stage would hid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -105,7 +105,7 @@ class EvidenceStages(StagedParams):
     _group_bars: tuple[float, ...] = DEFAULT_BARS
     _index_words: frozenset[str] = frozenset()  # the index's common words (calibrate)
     _neighbourhood: float | None = None  # the index's median 9th-NN cosine (calibrate)
-    _novelty: dict[str, Novelty] | None = None  # index-side novelty per passage (use_novelty)
+    _novelty: Mapping[str, Novelty] | None = None  # index-side novelty per passage (use_novelty)
     _stages = STAGES
 
     def __init__(self) -> None:
