@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,17 +56,25 @@ def generator_identity(generator: Generator) -> dict[str, Any]:
     }
 
 
+def wrapper_chain(generator: Any) -> Iterator[Any]:
+    """``generator`` and each generator it wraps (``.inner``), outermost first: what reads
+    a property of the model behind the answer cache, the micro-batcher or an output check.
+    At most 16 deep (a chain is a few deep; a cycle must not hang)."""
+    seen = generator
+    for _ in range(16):
+        if seen is None:
+            return
+        yield seen
+        seen = getattr(seen, "inner", None)
+
+
 def prompt_style_of(generator: Generator) -> str:
     """The prompt template a generator renders, read through wrappers (``.inner``): the
     cache can then sit outside the micro-batcher and still key on the model's prompt."""
-    seen: Any = generator
-    for _ in range(16):  # a wrapper chain is a few deep; a cycle must not hang
+    for seen in wrapper_chain(generator):
         style = getattr(seen, "prompt_style", None)
         if isinstance(style, str):
             return style
-        seen = getattr(seen, "inner", None)
-        if seen is None:
-            break
     return "poisonedrag"
 
 

@@ -45,6 +45,7 @@ from ragshield.attacks.writer import TextWriter, write_in_batches
 from ragshield.embed.base import Encoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import QACase
+from ragshield.generate.cache import wrapper_chain
 from ragshield.generate.engine_options import usable_cores
 from ragshield.scan.questions import ScanQuestion
 from ragshield.types import Passage
@@ -325,12 +326,11 @@ def _yield_a_core(writer: TextWriter, job: Future[Any]) -> None:
     idle machine). Only llama.cpp's: a transformers generator's thread count is torch's,
     process-wide.
     """
-    gen: Any = writer.generator_
-    for _ in range(16):  # through wrappers (the answer cache) to the engine's generator
-        if gen is None or getattr(gen, "backend", None) == "llama.cpp":
-            break
-        gen = getattr(gen, "inner", None)
-    if gen is None or getattr(gen, "backend", None) != "llama.cpp":
+    gen: Any = next(  # through wrappers (the answer cache) to the engine's generator
+        (g for g in wrapper_chain(writer.generator_) if getattr(g, "backend", None) == "llama.cpp"),
+        None,
+    )
+    if gen is None:
         return
     threads = getattr(gen, "threads", None)
     own = usable_cores() if threads is None else threads
