@@ -34,17 +34,21 @@ def fail_line(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """Every path under ``root`` (and its siblings' names) with a hash of its content, to
-    prove a refused command touched nothing."""
-    out: dict[str, str] = {}
+    """Every path under ``root`` with a hash of its content, and the names of its siblings,
+    to prove a refused command touched nothing and made nothing beside it.
+
+    Siblings are named, not hashed: they are other tests' folders under the same pytest
+    basetemp, among them the session's PostgreSQL data folder, whose WAL the running server
+    writes at any moment (hashing it made these tests fail at random in a full run)."""
     parent = root.parent
-    for p in sorted(parent.rglob("*")):
+    out = {f"sibling:{p.name}": "" for p in parent.iterdir() if p != root}
+    for p in sorted([root, *root.rglob("*")]):
         rel = p.relative_to(parent).as_posix()
         if p.is_symlink():
             out[rel] = "link:" + os.readlink(p)
         elif p.is_file():
             out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-        else:
+        elif p.exists():
             out[rel] = "dir"
     return out
 
