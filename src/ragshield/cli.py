@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ragshield.cli_options import EncoderActorsOpt, GeneratorOpt, JsonOpt
+from ragshield.cli_options import AskGeneratorOpt, EncoderActorsOpt, JsonOpt
 from ragshield.errors import InputError, RagshieldError
 from ragshield.eval.cli import app as eval_app
 
@@ -221,7 +221,7 @@ def ask(
             help="Comma-separated defenses, e.g. ragdefender,ecosaferag or ragfort [none].",
         ),
     ] = None,
-    generator: GeneratorOpt = None,  # [extractive]
+    generator: AskGeneratorOpt = None,
     context_k: Annotated[
         int | None, typer.Option(help="Survivors (nearest first) passed to the generator.")
     ] = None,
