@@ -78,6 +78,7 @@ GENERATOR_HELP = (
     "Answer end to end with extractive, a packaged model name, a local model folder or "
     "openai:URL#MODEL."
 )
+SPLIT_HELP = "--split <str> dev (tune here), test (report here) or all"
 
 
 @pytest.mark.parametrize(
@@ -85,8 +86,8 @@ GENERATOR_HELP = (
     [
         # ask always answers, so its help names the default (lost once, restored)
         (["ask"], ["-g, --generator", "Answer with extractive (default), a packaged model"]),
-        (["eval", "poisoning"], ["-g, --generator", GENERATOR_HELP]),
-        (["eval", "retrieval"], [GENERATOR_HELP, "--context-k <int> Survivors that reach the"]),
+        (["eval", "poisoning"], ["-g, --generator", GENERATOR_HELP, SPLIT_HELP]),
+        (["eval", "retrieval"], [GENERATOR_HELP, "--context-k <int> Survivors that", SPLIT_HELP]),
         (["eval", "extraction"], [GENERATOR_HELP, "[default: extractive]"]),
         (["scan"], [GENERATOR_HELP, "--k <int> Passages retrieved per question."]),
         (["index"], ["--ray-workers <int> Encoder actors when --ray is set."]),
