@@ -24,6 +24,10 @@ AskGeneratorOpt = Annotated[
     str | None,
     typer.Option("--generator", "-g", help=f"Answer with extractive (default), {GENERATOR_FORMS}."),
 ]
+# `ragshield ask` and `ragshield eval extraction` load the same local engines
+DtypeOpt = Annotated[
+    str, typer.Option(help="LLM weights: float32, bfloat16 or auto (bf16 on AMX/AVX512-BF16 CPUs).")
+]
 # `ragshield eval retrieval` and `ragshield scan`: the same retrieval, the same two knobs
 RetrievedKOpt = Annotated[int, typer.Option("--k", help="Passages retrieved per question.")]
 ContextKOpt = Annotated[int, typer.Option(help="Survivors that reach the generator.")]
