@@ -15,21 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.documents import Document
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 
 from ragshield.corpus import read_corpus
 from ragshield.demo import demo_files
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 from ragshield.generate.factory import make_generator
-from ragshield.integrations.langchain import RagshieldToolMiddleware
+from ragshield.integrations.langchain import GeneratorChat, RagshieldToolMiddleware
 from ragshield.store.faiss_store import FaissStore
 from ragshield.types import Passage
 
@@ -50,34 +47,7 @@ def search_docs(query: str) -> tuple[str, list[Document]]:
     return "\n\n".join(d.page_content for d in docs), docs
 
 
-class LocalChat(BaseChatModel):
-    """A chat model over a ragshield generator: calls ``search_docs`` on the user's
-    question, then answers from the tool's passages."""
-
-    generator: Any
-
-    @property
-    def _llm_type(self) -> str:
-        return "ragshield-local"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> LocalChat:
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        question = next(m.content for m in reversed(messages) if m.type == "human")
-        results = [m for m in messages if isinstance(m, ToolMessage)]
-        if not results:  # fixed policy: retrieve first
-            call = {"name": "search_docs", "args": {"query": question}, "id": "call-1"}
-            msg = AIMessage("", tool_calls=[call])
-        else:
-            contexts = [c for c in str(results[-1].content).split("\n\n") if c.strip()]
-            msg = AIMessage(self.generator.generate(str(question), contexts).text)
-        return ChatResult(generations=[ChatGeneration(message=msg)])
-
-
-def run(middleware: list[Any], model: LocalChat) -> None:
+def run(middleware: list[Any], model: GeneratorChat) -> None:
     agent = create_agent(model, tools=[search_docs], middleware=middleware)
     out = agent.invoke({"messages": [{"role": "user", "content": attack["question"]}]})
     tool_msg = next(m for m in out["messages"] if isinstance(m, ToolMessage))
@@ -93,7 +63,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--generator", default="smollm2-135m", help="smollm2-135m or extractive")
     args = ap.parse_args()
-    model = LocalChat(generator=make_generator(args.generator, encoder))
+    # calls search_docs on the question, then answers from its passages
+    model = GeneratorChat(generator=make_generator(args.generator, encoder))
     print(f"question: {attack['question']} (planted answer: {attack['incorrect_answer']})")
     print("without ragshield:")
     run([], model)

@@ -78,15 +78,21 @@ GENERATOR_HELP = (
     "Answer end to end with extractive, a packaged model name, a local model folder or "
     "openai:URL#MODEL."
 )
+DTYPE_HELP = "--dtype <str> LLM weights: float32, bfloat16 or auto (bf16 on AMX/AVX512-BF16 CPUs)."
+SPLIT_HELP = "--split <str> dev (tune here), test (report here) or all"
 
 
 @pytest.mark.parametrize(
     ("command", "texts"),
     [
-        (["ask"], ["-g, --generator", GENERATOR_HELP]),
-        (["eval", "poisoning"], ["-g, --generator", GENERATOR_HELP]),
-        (["eval", "retrieval"], [GENERATOR_HELP, "--context-k <int> Survivors that reach the"]),
-        (["eval", "extraction"], [GENERATOR_HELP, "[default: extractive]"]),
+        # ask always answers, so its help names the default (lost once, restored)
+        (
+            ["ask"],
+            ["-g, --generator", "Answer with extractive (default), a packaged model", DTYPE_HELP],
+        ),
+        (["eval", "poisoning"], ["-g, --generator", GENERATOR_HELP, SPLIT_HELP]),
+        (["eval", "retrieval"], [GENERATOR_HELP, "--context-k <int> Survivors that", SPLIT_HELP]),
+        (["eval", "extraction"], [GENERATOR_HELP, "[default: extractive]", DTYPE_HELP]),
         (["scan"], [GENERATOR_HELP, "--k <int> Passages retrieved per question."]),
         (["index"], ["--ray-workers <int> Encoder actors when --ray is set."]),
         (["reindex"], ["--ray-workers <int> Encoder actors when --ray is set."]),

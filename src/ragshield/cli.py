@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ragshield.cli_options import EncoderActorsOpt, GeneratorOpt, JsonOpt
+from ragshield.cli_options import AskGeneratorOpt, DtypeOpt, EncoderActorsOpt, JsonOpt
 from ragshield.errors import InputError, RagshieldError
 from ragshield.eval.cli import app as eval_app
 
@@ -221,17 +221,12 @@ def ask(
             help="Comma-separated defenses, e.g. ragdefender,ecosaferag or ragfort [none].",
         ),
     ] = None,
-    generator: GeneratorOpt = None,  # [extractive]
+    generator: AskGeneratorOpt = None,
     context_k: Annotated[
         int | None, typer.Option(help="Survivors (nearest first) passed to the generator.")
     ] = None,
     encoder: EncoderOpt = None,
-    dtype: Annotated[
-        str | None,
-        typer.Option(
-            help="LLM weights: float32 (default), bfloat16 or auto (bf16 on AMX/AVX512-BF16 CPUs)."
-        ),
-    ] = None,
+    dtype: DtypeOpt = "float32",  # float32 keeps a --config file's generator_options
     as_json: JsonOpt = False,
 ) -> None:
     """Answer a question from an index, through the chosen defenses."""
@@ -254,7 +249,7 @@ def ask(
         generator=generator,
         encoder=encoder,
     )
-    if dtype and dtype != "float32" and cfg.generator not in ("", "extractive"):
+    if dtype != "float32" and cfg.generator not in ("", "extractive"):
         cfg = cfg.with_overrides(generator_options={"dtype": dtype})
     ans = build_pipeline(cfg).answer(question, k=cfg.k)
     payload = _answer_payload(ans)

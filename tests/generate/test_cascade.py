@@ -266,6 +266,11 @@ class TestCascadeOnCallables:
         p[[a, b, c]] = [0.1, 0.2, 0.7]
         return q / q.sum(), p / p.sum(), (a, b, c)
 
+    def _cascade(self, tokenizer, **kw):
+        """A cascade over the two fixed laws of :meth:`_two_dists`: draft q, reference p."""
+        q, p, _ = self._two_dists(tokenizer)
+        return CascadeGenerator(_fixed(q), _fixed(p), tokenizer, **kw)
+
     def test_deferring_everywhere_emits_the_reference_law(self, tokenizer):
         q, p, toks = self._two_dists(tokenizer)
         # max q = .6 < max p = .7 with alpha = 0: r = 1 at every position
@@ -327,15 +332,8 @@ class TestCascadeOnCallables:
         assert longest_copy(b.text) < 4  # span=4: a 4-token copy is never completed
 
     def test_forward_counts(self, tokenizer):
-        q, p, _ = self._two_dists(tokenizer)
-        gen = CascadeGenerator(
-            _fixed(q),
-            _fixed(p),
-            tokenizer,
-            gamma=3,
-            max_new_tokens=10,
-            use_chat_template=False,
-            alpha=1e6,
+        gen = self._cascade(
+            tokenizer, gamma=3, max_new_tokens=10, use_chat_template=False, alpha=1e6
         )
         d = gen.generate("What?", ["ctx"]).details
         assert d["draft_forwards"] == d["drafted"]
@@ -344,24 +342,17 @@ class TestCascadeOnCallables:
         assert d["flops"] is None  # callables carry no parameter count
 
     def test_prompt_style_and_cache_identity(self, tokenizer):
-        q, p, _ = self._two_dists(tokenizer)
-        plain = CascadeGenerator(_fixed(q), _fixed(p), tokenizer, use_chat_template=False)
-        bare = CascadeGenerator(
-            _fixed(q), _fixed(p), tokenizer, use_chat_template=False, prompt_style="ragfort"
-        )
+        plain = self._cascade(tokenizer, use_chat_template=False)
+        bare = self._cascade(tokenizer, use_chat_template=False, prompt_style="ragfort")
         assert tokenizer.decode(bare._prompt_ids("What?", ["ctx"])).startswith("Context:")
         assert "helpful assistant" in tokenizer.decode(plain._prompt_ids("What?", ["ctx"]))
         assert plain.cache_identity() != bare.cache_identity()
-        other = CascadeGenerator(_fixed(q), _fixed(p), tokenizer, gamma=2)
-        assert other.cache_identity()["gamma"] == 2
+        assert self._cascade(tokenizer, gamma=2).cache_identity()["gamma"] == 2
         with pytest.raises(InputError, match="unknown prompt style"):
-            CascadeGenerator(_fixed(q), _fixed(p), tokenizer, prompt_style="x").warm_up()
+            self._cascade(tokenizer, prompt_style="x").warm_up()
 
     def test_gamma_zero_is_reference_only(self, tokenizer):
-        q, p, _toks = self._two_dists(tokenizer)
-        gen = CascadeGenerator(
-            _fixed(q),
-            _fixed(p),
+        gen = self._cascade(
             tokenizer,
             gamma=0,
             max_new_tokens=5,
@@ -376,15 +367,11 @@ class TestCascadeOnCallables:
         assert out.details["flops"] == pytest.approx(2 * 1000 * 5)
 
     def test_sampling_is_deterministic_under_a_seed(self, tokenizer):
-        q, p, _ = self._two_dists(tokenizer)
         kw = {"do_sample": True, "max_new_tokens": 12, "use_chat_template": False, "alpha": 0.1}
-        one = CascadeGenerator(_fixed(q), _fixed(p), tokenizer, seed=7, **kw)
-        two = CascadeGenerator(_fixed(q), _fixed(p), tokenizer, seed=7, **kw)
+        one = self._cascade(tokenizer, seed=7, **kw)
+        two = self._cascade(tokenizer, seed=7, **kw)
         texts = {
-            CascadeGenerator(_fixed(q), _fixed(p), tokenizer, seed=s, **kw)
-            .generate("Q?", ["c"])
-            .text
-            for s in range(6)
+            self._cascade(tokenizer, seed=s, **kw).generate("Q?", ["c"]).text for s in range(6)
         }
         assert one.generate("Q?", ["c"]).text == two.generate("Q?", ["c"]).text
         assert len(texts) > 1

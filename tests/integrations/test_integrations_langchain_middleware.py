@@ -17,14 +17,17 @@ pytest.importorskip("langchain.agents")
 
 from langchain.agents import create_agent
 from langchain_core.documents import Document
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from test_integrations_core import KeywordFilter, run_python
 
 from ragshield.demo import demo_files
-from ragshield.integrations.langchain import EMPTY_TOOL_RESULT, RagshieldToolMiddleware
+from ragshield.integrations.langchain import (
+    EMPTY_TOOL_RESULT,
+    GeneratorChat,
+    RagshieldToolMiddleware,
+)
+from ragshield.types import Generation
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTACK = json.loads(demo_files()[1].read_text(encoding="utf-8"))
@@ -122,25 +125,29 @@ class _HashEnc:
         return out
 
 
-class _ScriptedChat(BaseChatModel):
-    """Test-only chat model: calls ``search`` once, then echoes the tool output."""
+class _Reader:
+    """Test-only generator: answers with the passages it was given, so the agent's final
+    message shows exactly what the model read."""
 
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
+    name = "reader"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> _ScriptedChat:
-        return self
+    def generate(self, question: str, contexts: Sequence[str]) -> Generation:
+        return Generation("READ: " + "\n\n".join(contexts))
 
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        done = [m for m in messages if isinstance(m, ToolMessage)]
-        if done:
-            msg = AIMessage(f"READ: {done[-1].content}")
-        else:
-            msg = AIMessage("", tool_calls=[{"name": "search", "args": {"query": "q"}, "id": "1"}])
-        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+def _scripted() -> GeneratorChat:
+    return GeneratorChat(generator=_Reader(), tool_name="search")
+
+
+def test_generator_chat_calls_the_tool_then_answers_from_its_passages() -> None:
+    from langchain_core.messages import HumanMessage
+
+    chat = _scripted()
+    first = chat.invoke([HumanMessage("who?")])
+    assert [(c["name"], c["args"]) for c in first.tool_calls] == [("search", {"query": "who?"})]
+    tool_out = ToolMessage("one\n\n  \n\ntwo", tool_call_id="call-1")
+    done = chat.invoke([HumanMessage("who?"), first, tool_out])
+    assert done.content == "READ: one\n\ntwo" and not done.tool_calls  # blank passage dropped
 
 
 @tool(response_format="content_and_artifact")
@@ -153,7 +160,7 @@ def search(query: str) -> tuple[str, list[Document]]:
 @pytest.mark.parametrize("use_async", [False, True])
 def test_inside_a_create_agent_graph(use_async: bool) -> None:
     mw = RagshieldToolMiddleware(KeywordFilter(), encoder=_HashEnc())
-    agent = create_agent(_ScriptedChat(), tools=[search], middleware=[mw])
+    agent = create_agent(_scripted(), tools=[search], middleware=[mw])
     inp = {"messages": [{"role": "user", "content": "q"}]}
     if use_async:
         import asyncio
@@ -163,7 +170,7 @@ def test_inside_a_create_agent_graph(use_async: bool) -> None:
         out = agent.invoke(inp)
     final = out["messages"][-1].content
     assert final == "READ: clean fact one\n\nclean fact two" and "POISON" not in final
-    bare = create_agent(_ScriptedChat(), tools=[search]).invoke(inp)
+    bare = create_agent(_scripted(), tools=[search]).invoke(inp)
     assert "POISON" in bare["messages"][-1].content  # the middleware made the difference
 
 

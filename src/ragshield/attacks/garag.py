@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragshield.embed.base import Encoder
+from ragshield.embed.sentence_transformer import DefaultEncoder
 from ragshield.errors import InputError, check_float, check_int, check_query
 from ragshield.text import normalize_answer
 
@@ -99,7 +100,7 @@ class TypoCopy:
     edited_words: int
 
 
-class TypoAttack:
+class TypoAttack(DefaultEncoder):
     """Typo copies of a source passage (a :class:`~ragshield.attacks.base.CorpusAttack`).
 
     Parameters
@@ -133,15 +134,6 @@ class TypoAttack:
         self.penalty = penalty
         self.tournament = tournament
         self.sources = sources
-        self._encoder: Encoder | None = None
-
-    @property
-    def encoder_(self) -> Encoder:
-        if self._encoder is None:
-            from ragshield.embed.sentence_transformer import encoder_or_default
-
-            self._encoder = encoder_or_default(self.encoder)
-        return self._encoder
 
     def _check(self, n: int) -> None:
         owner = type(self).__name__

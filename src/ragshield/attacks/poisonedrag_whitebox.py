@@ -36,6 +36,7 @@ import numpy as np
 from ragshield.attacks.llm_passages import CraftedPassage
 from ragshield.attacks.poisonedrag import PoisonedRAGAttack
 from ragshield.embed.base import Encoder
+from ragshield.embed.sentence_transformer import DefaultEncoder
 from ragshield.errors import InputError, check_int, check_query
 
 
@@ -53,7 +54,7 @@ class WhiteBoxPassage:
     generated_by: str
 
 
-class PoisonedRAGWhiteBoxAttack:
+class PoisonedRAGWhiteBoxAttack(DefaultEncoder):
     """PoisonedRAG white-box passages (a :class:`~ragshield.attacks.base.CorpusAttack`).
 
     Parameters
@@ -80,16 +81,7 @@ class PoisonedRAGWhiteBoxAttack:
         self.generator = generator
         self.steps = steps
         self.candidates = candidates
-        self._encoder: Encoder | None = None
         self._blackbox: PoisonedRAGAttack | None = None
-
-    @property
-    def encoder_(self) -> Encoder:
-        if self._encoder is None:
-            from ragshield.embed.sentence_transformer import encoder_or_default
-
-            self._encoder = encoder_or_default(self.encoder)
-        return self._encoder
 
     @property
     def blackbox_(self) -> PoisonedRAGAttack:

@@ -153,3 +153,18 @@ def _bars_disabled() -> bool:
 def encoder_or_default(encoder: Encoder | None) -> Encoder:
     """``encoder``, or the packaged MiniLM encoder when none was given."""
     return encoder if encoder is not None else SentenceTransformerEncoder()
+
+
+class DefaultEncoder:
+    """Mixin for an object whose ``encoder=None`` means the packaged MiniLM: :attr:`encoder_`
+    resolves it on first use, so building the object (e.g. from the attack registry) loads
+    no model, and every later call reuses the same encoder."""
+
+    encoder: Encoder | None
+    _encoder: Encoder | None = None
+
+    @property
+    def encoder_(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = encoder_or_default(self.encoder)
+        return self._encoder

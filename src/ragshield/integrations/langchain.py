@@ -55,6 +55,9 @@ try:
     )
     from langchain_core.documents import BaseDocumentCompressor, Document
     from langchain_core.embeddings import Embeddings
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.runnables import RunnableConfig, RunnableSerializable
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise missing_extra("langchain-core", extra="langchain", framework="LangChain") from exc
@@ -63,6 +66,7 @@ EVENT_NAME = "ragshield_filter"
 
 __all__ = [
     "EVENT_NAME",
+    "GeneratorChat",
     "RagshieldCompressor",
     "RagshieldEmbeddings",
     "RagshieldRunnable",
@@ -400,3 +404,44 @@ class RagshieldToolMiddleware(AgentMiddleware):
 
 def _is_documents(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(d, Document) for d in value)
+
+
+class GeneratorChat(BaseChatModel):
+    """A LangChain chat model over a ragshield generator, with a fixed tool policy: it calls
+    the tool ``tool_name`` with the user's question, then answers from that tool's passages.
+
+    Example::
+
+        model = GeneratorChat(generator=make_generator("smollm2-135m", encoder))
+        agent = create_agent(model, tools=[search_docs], middleware=[RagshieldToolMiddleware()])
+
+    Why: a small local model cannot choose tools itself, yet an offline agent (the shipped
+    example, the middleware's tests) needs one whose answer comes only from what the tool
+    returned, so the middleware's effect is what changes the answer. A real agent's model
+    decides its own calls; the middleware is the same. The passages are the tool text split
+    on :data:`TOOL_SEPARATOR`, as the middleware reads them.
+    """
+
+    generator: Any
+    tool_name: str = "search_docs"  # the example's retrieval tool
+
+    @property
+    def _llm_type(self) -> str:
+        return "ragshield-generator"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> GeneratorChat:
+        return self  # the policy is fixed: nothing to bind
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        question = str(next(m.content for m in reversed(messages) if m.type == "human"))
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        if not results:  # retrieve first
+            call = {"name": self.tool_name, "args": {"query": question}, "id": "call-1"}
+            msg = AIMessage("", tool_calls=[call])
+        else:
+            text = str(results[-1].content)
+            contexts = [c for c in text.split(TOOL_SEPARATOR) if c.strip()]
+            msg = AIMessage(self.generator.generate(question, contexts).text)
+        return ChatResult(generations=[ChatGeneration(message=msg)])

@@ -37,6 +37,13 @@ from ragshield.errors import InputError
 
 metadata = MetaData()
 
+
+def _key_id(*, primary_key: bool = True) -> Column[str]:
+    """The ``key_id`` column every per-key table carries: the type of ``api_keys.id``,
+    written once so the tables that point at a key cannot disagree on it."""
+    return Column("key_id", String(32), primary_key=primary_key, nullable=False)
+
+
 schema_version = Table(
     "schema_version",
     metadata,
@@ -61,7 +68,7 @@ api_keys = Table(
 rate_windows = Table(
     "rate_windows",
     metadata,
-    Column("key_id", String(32), primary_key=True),
+    _key_id(),
     Column("window", String(10), primary_key=True),
     Column("start", Float, nullable=False),
     Column("count", Integer, nullable=False),
@@ -70,7 +77,7 @@ rate_windows = Table(
 served_chunks = Table(
     "served_chunks",
     metadata,
-    Column("key_id", String(32), primary_key=True),
+    _key_id(),
     Column("chunk_id", Text, primary_key=True),  # ids are the corpus's own: no length cap
     Column("first_at", Float, nullable=False),
     Column("last_at", Float, nullable=False),
@@ -80,7 +87,7 @@ served_chunks = Table(
 key_state = Table(
     "key_state",
     metadata,
-    Column("key_id", String(32), primary_key=True),
+    _key_id(),
     Column("blocked_until", Float, nullable=True),
     Column("block_reason", Text, nullable=True),
     Column("strikes", Integer, nullable=False, default=0),
@@ -98,7 +105,7 @@ audit_log = Table(
         autoincrement=True,
     ),
     Column("request_id", String(32), nullable=False),
-    Column("key_id", String(32), nullable=False),
+    _key_id(primary_key=False),
     Column("ts", Float, nullable=False),
     Column("endpoint", String(20), nullable=False),
     Column("status", Integer, nullable=False),

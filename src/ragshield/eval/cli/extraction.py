@@ -23,7 +23,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ragshield.cli_options import GeneratorOpt
+from ragshield.cli_options import DtypeOpt, GeneratorOpt
 from ragshield.defenses.registry import chain_labels
 from ragshield.errors import InputError
 from ragshield.eval.cli.options import RayOpt, RayWorkersOpt
@@ -92,9 +92,7 @@ def extraction(
             "models refuse to repeat their context)."
         ),
     ] = "ragfort",
-    dtype: Annotated[
-        str, typer.Option(help="LLM weights: float32, bfloat16 or auto (bf16 on AMX CPUs).")
-    ] = "float32",
+    dtype: DtypeOpt = "float32",
     threshold: Annotated[
         float, typer.Option(help="Distance-threshold baseline: minimum query cosine.")
     ] = 0.5,

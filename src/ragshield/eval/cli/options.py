@@ -19,3 +19,12 @@ DefensesOpt = Annotated[
         "defense, e.g. 'none;ragdefender,ecosaferag'."
     ),
 ]
+# `eval poisoning` and `eval retrieval`: the project's one split rule (tune on dev, report
+# on test), each dataset's cut named so the help says which questions a figure comes from
+SplitOpt = Annotated[
+    str,
+    typer.Option(
+        help="dev (tune here), test (report here) or all: even/odd questions of a poisoning "
+        "set, even/odd SQuAD articles, HotpotQA non-targets/targets."
+    ),
+]

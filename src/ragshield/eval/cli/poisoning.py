@@ -21,7 +21,7 @@ import typer
 
 from ragshield.cli_options import GeneratorOpt
 from ragshield.errors import InputError
-from ragshield.eval.cli.options import DefensesOpt, RayOpt, RayWorkersOpt
+from ragshield.eval.cli.options import DefensesOpt, RayOpt, RayWorkersOpt, SplitOpt
 
 if TYPE_CHECKING:
     from ragshield.eval.poisoning import PoisoningResults
@@ -43,9 +43,7 @@ def poisoning(
     limit: Annotated[
         int | None, typer.Option(help="Only the first N questions of the split.")
     ] = None,
-    split: Annotated[
-        str, typer.Option(help="all, dev (even ids: tuning) or test (odd ids).")
-    ] = "test",
+    split: SplitOpt = "test",
     generator: GeneratorOpt = None,  # end-to-end ASR/accuracy; None: filter level only
     cache_dir: Annotated[Path, typer.Option(help="Answer cache (generator runs).")] = Path(
         "runs/answer-cache"

@@ -22,7 +22,7 @@ import typer
 
 from ragshield.cli_options import ContextKOpt, GeneratorOpt, RetrievedKOpt
 from ragshield.errors import InputError
-from ragshield.eval.cli.options import DefensesOpt
+from ragshield.eval.cli.options import DefensesOpt, SplitOpt
 from ragshield.eval.outdir import check_cache_dir, check_results_dir, claim_out_dir
 
 DEFAULT_DEFENSES = "none;ragdefender-paper;ragdefender;ecosaferag;ragdefender,ecosaferag"
@@ -43,9 +43,7 @@ def retrieval(
     poisoning_dir: Annotated[
         Path | None, typer.Option(help="Shared poisoning folder whose attack texts to plant.")
     ] = None,
-    split: Annotated[
-        str, typer.Option(help="dev, test or all (see ragshield.eval.ontopic).")
-    ] = "test",
+    split: SplitOpt = "test",
     per_topic: Annotated[int | None, typer.Option(help="At most N questions per topic.")] = None,
     settings: Annotated[
         str, typer.Option(help="Comma-separated settings or groups (adaptive, ...), or all.")
