@@ -25,6 +25,7 @@ import numpy as np
 
 from ragshield.defenses.params import StagedParams
 from ragshield.defenses.ragdefender.claims import (
+    claim_words,
     near_copy_conflicts,
     number_conflicts,
     union_consensus,
@@ -515,8 +516,9 @@ class EvidenceStages(StagedParams):
         rules = [(p.consensus_echo, p.consensus_min_group)]
         if p.consensus_pair_echo <= 1.0 and p.consensus_min_group > 2:
             rules.append((p.consensus_pair_echo, 2))  # a pair, both closer to the question
+        words = claim_words(query, texts, vocabulary)  # once for both rules
         found = [unsupported_consensus(query, texts, work.echo, bar + shift, size, work.lex,
-                                       self.knn.group_lexical, vocabulary, disagree)
+                                       self.knn.group_lexical, vocabulary, disagree, words)
                  for bar, size in rules]  # fmt: skip
         c = union_consensus(found)
         if not c.members:
