@@ -28,7 +28,7 @@ def _run(texts: list[str], close: dict[str, float], lone_echo: float = 0.9) -> l
         RetrievedPassage(Passage(f"p{i}", t), float(v @ enc.q), i, v.astype(np.float32))
         for i, (t, v) in enumerate(zip(texts, vecs, strict=True))
     ]
-    d = RAGDefender(enc, lone_echo=lone_echo, claim_consensus=False, group_knn=False,
+    d = RAGDefender(enc, lone_echo=lone_echo, lone_claim=3.0, claim_consensus=False, group_knn=False,
                     echo_pairs=False, copy_conflicts=False, typo_view=False,
                     natural_similarity=0.996)  # fmt: skip
     res = d.filter(Q, retrieved)

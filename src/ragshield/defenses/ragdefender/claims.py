@@ -217,6 +217,30 @@ def unsupported_consensus(
     return Consensus(tuple(sorted(members)), tuple(pushed))
 
 
+def lone_claims(
+    words: Sequence[frozenset[str]],
+    candidates: np.ndarray,
+    lex: np.ndarray,
+    lexical: float,
+    witnesses: np.ndarray | None = None,
+) -> dict[int, tuple[str, ...]]:
+    """Per candidate passage (``candidates``, a boolean mask): its claim words
+    (``words``: :func:`claim_words` of every passage) that no witness uses; candidates
+    with none are left out. ``witnesses`` (a boolean mask, default every other passage)
+    names who can support a claim: an attacker who plants several passages near the
+    question must not make them vouch for each other. A lexical near-copy (3-gram cosine
+    >= ``lexical``) is no witness either: a mirror of a page repeats its claim."""
+    out: dict[int, tuple[str, ...]] = {}
+    for i in np.flatnonzero(candidates).tolist():
+        claim = set(words[i])
+        for k in range(len(words)):
+            if k != i and lex[i, k] < lexical and (witnesses is None or witnesses[k]):
+                claim -= words[k]
+        if claim:
+            out[i] = tuple(sorted(claim))
+    return out
+
+
 def union_consensus(found: Sequence[Consensus]) -> Consensus:
     """Every member and pushed word of several :func:`unsupported_consensus` results (the
     group rule and the pair rule of RAGDefender's consensus stage), in order, once each."""

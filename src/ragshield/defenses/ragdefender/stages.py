@@ -26,6 +26,7 @@ import numpy as np
 from ragshield.defenses.params import StagedParams
 from ragshield.defenses.ragdefender.claims import (
     claim_words,
+    lone_claims,
     near_copy_conflicts,
     number_conflicts,
     union_consensus,
@@ -289,6 +290,38 @@ class EvidenceStages(StagedParams):
                            f"echo {work.echo[i]:.2f})")  # fmt: skip
             details["lone"].append(i)
 
+    def _stage_lone_claim(
+        self, query: str, texts: Sequence[str], work: Work, details: dict[str, Any]
+    ) -> None:
+        """A passage close to the question on both measures *together* (echo + coverage /
+        100 >= ``lone_claim``, where the lone restatement wants each at its own bar) that
+        claims a word no witness uses (:func:`~.claims.lone_claims`): witnesses are the
+        retrieved passages not that close and not already removed, so planted passages
+        cannot vouch for each other. Why: the filter-aware search keeps one or two passages
+        per target that miss exactly one half of the lone restatement's conjunction (a
+        typo'd or statement prefix: coverage 97, echo 0.83; a reordered one: echo 0.97,
+        coverage 82), and each must carry its answer, which the genuine evidence lacks."""
+        bar = self.coverage.lone_claim
+        if bar > 2.0 or work.echo is None or work.lex is None:
+            return
+        if self._restaters_needed > 1:
+            return  # a Q&A index: its gold entry restates the question (store/profile.py)
+        cov = work.coverage
+        if cov is None:
+            cov = work.coverage = question_coverage(query, texts, self.coverage.coverage_min_chars)
+        close = work.echo + cov / 100.0 >= bar
+        if not (close & ~work.removed).any():
+            return
+        words = claim_words(query, texts, self._index_words)
+        witnesses = ~close & ~work.removed  # a passage this close, or caught, vouches for none
+        found = lone_claims(words, close & ~work.removed, work.lex, self.knn.group_lexical,
+                            witnesses)  # fmt: skip
+        for i, claim in found.items():
+            work.remove(i, f"restates the question (echo {work.echo[i]:.2f}, coverage "
+                           f"{cov[i]:.0f}) with a claim no other passage makes "
+                           f"({', '.join(claim[:3])})")  # fmt: skip
+            details["lone_claim"].append(i)
+
     def _stage_derivative(self, ids: Sequence[str], work: Work, details: dict[str, Any]) -> None:
         """A passage close to the question (echo >= ``derivative_echo``) that brings nothing
         its index neighbourhood does not already say: at most ``derivative_novelty`` of its
@@ -355,7 +388,7 @@ class EvidenceStages(StagedParams):
         and, with an encoder, each passage's question echo (its sentence closest to the
         question, :mod:`~ragshield.defenses.ragdefender.echo`)."""
         e, c, k = self.echo, self.copies, self.knn
-        lone = self.coverage.lone_echo <= 1.0
+        lone = self.coverage.lone_echo <= 1.0 or self.coverage.lone_claim <= 2.0
         if not (e.echo_pairs or e.claim_consensus or c.copy_conflicts or k.group_knn or lone):
             return
         work.lexical(texts)
