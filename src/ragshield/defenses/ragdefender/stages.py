@@ -264,6 +264,18 @@ class EvidenceStages(StagedParams):
             work.evidence[i] = True
             details["coverage_group"].append(i)
 
+    def _lone_coverage(
+        self, off: bool, query: str, texts: Sequence[str], work: Work
+    ) -> np.ndarray | None:
+        """The question coverage a lone-passage stage reads (computed once per call), or
+        None when the stage is ``off`` or the index is a Q&A corpus, whose gold entry
+        restates its question (store/profile.py)."""
+        if off or self._restaters_needed > 1 or work.echo is None:
+            return None
+        if work.coverage is None:
+            work.coverage = question_coverage(query, texts, self.coverage.coverage_min_chars)
+        return work.coverage
+
     def _stage_lone_restatement(
         self, query: str, texts: Sequence[str], work: Work, details: dict[str, Any]
     ) -> None:
@@ -277,13 +289,9 @@ class EvidenceStages(StagedParams):
         to 95.9, echo up to 0.94 on dev), both together in no benign top-10 passage of
         either dev split. The passage goes alone: it is no evidence against its group (the
         gold page an edit copies sits in that group)."""
-        if self.coverage.lone_echo > 1.0 or work.echo is None:
+        cov = self._lone_coverage(self.coverage.lone_echo > 1.0, query, texts, work)
+        if cov is None or work.echo is None:
             return
-        if self._restaters_needed > 1:
-            return  # a Q&A index: its gold entry restates the question (store/profile.py)
-        cov = work.coverage
-        if cov is None:
-            cov = work.coverage = question_coverage(query, texts, self.coverage.coverage_min_chars)
         hits = (cov >= self.coverage.coverage_threshold) & (work.echo >= self.coverage.lone_echo)
         for i in np.flatnonzero(hits & ~work.removed).tolist():
             work.remove(i, f"restates the question in other words (coverage {cov[i]:.0f}, "
@@ -302,13 +310,9 @@ class EvidenceStages(StagedParams):
         typo'd or statement prefix: coverage 97, echo 0.83; a reordered one: echo 0.97,
         coverage 82), and each must carry its answer, which the genuine evidence lacks."""
         bar = self.coverage.lone_claim
-        if bar > 2.0 or work.echo is None or work.lex is None:
+        cov = self._lone_coverage(bar > 2.0, query, texts, work)
+        if cov is None or work.echo is None or work.lex is None:
             return
-        if self._restaters_needed > 1:
-            return  # a Q&A index: its gold entry restates the question (store/profile.py)
-        cov = work.coverage
-        if cov is None:
-            cov = work.coverage = question_coverage(query, texts, self.coverage.coverage_min_chars)
         close = work.echo + cov / 100.0 >= bar
         if not (close & ~work.removed).any():
             return
