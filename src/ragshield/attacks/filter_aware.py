@@ -129,11 +129,11 @@ class ChainOracle:
         self.calls += 1
         retrieved = self.retrieve(question, texts)
         if self.novelty is not None and self.chain is not None:
-            from ragshield.store.calibration_novelty import use_index_novelty
+            from ragshield.store.calibration_novelty import use_added_novelty
 
             ids = ["fa::" + hashlib.sha1(t.encode("utf-8")).hexdigest()[:16] for t in texts]
             vecs = self._vectors(texts) if texts else np.zeros((0, 1), np.float32)
-            use_index_novelty(self.chain, self.novelty.with_added(ids, list(texts), vecs))
+            use_added_novelty([self.chain], self.novelty, ids, texts, vecs)
         kept = list(retrieved) if self.chain is None else list(
             self.chain.filter(question, retrieved).kept  # type: ignore[attr-defined]
         )  # fmt: skip

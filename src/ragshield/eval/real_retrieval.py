@@ -348,17 +348,11 @@ def hand_novelty(defenses: Any, table0: Any, attacked: FaissStore, base_size: in
     """Every defense gets the table of ``attacked`` (``table0`` plus the passages
     added after its first ``base_size`` rows, each judged against the index as ``ragshield
     add`` judges them; edits in place keep the value the page had)."""
-    from ragshield.store.calibration_novelty import use_index_novelty
+    from ragshield.store.calibration_novelty import use_added_novelty
 
-    table = None
-    if table0 is not None:
-        added = attacked.passages[base_size:]
-        table = table0.with_added(
-            [p.id for p in added], [p.text for p in added], attacked.vectors[base_size:]
-        )
-    for defense in defenses:
-        if defense is not None:
-            use_index_novelty(defense, table, "(a planted copy)")
+    added = attacked.passages[base_size:]
+    use_added_novelty(defenses, table0, [p.id for p in added], [p.text for p in added],
+                      attacked.vectors[base_size:], "(a planted copy)")  # fmt: skip
 
 
 def _on_answer(

@@ -60,7 +60,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -440,3 +440,22 @@ def use_index_novelty(
     table = novelty.table if isinstance(novelty, NoveltyIndex) else novelty
     for part in takers:
         part.use_novelty(table)
+
+
+def use_added_novelty(
+    defenses: Iterable[object],
+    table0: NoveltyIndex | None,
+    ids: Sequence[str],
+    texts: Sequence[str],
+    vectors: np.ndarray,
+    where: object = "",
+) -> None:
+    """Hand every defense the table of an index that got ``texts`` added: ``table0`` plus
+    each added passage judged against the index as ``ragshield add`` judges it
+    (:meth:`NoveltyIndex.with_added`, an overlay); ``table0`` None hands none (the stage
+    off). The one step a planted copy (``eval.real_retrieval``) and the filter-aware
+    oracle's call (``attacks.filter_aware``) share."""
+    table = None if table0 is None else table0.with_added(list(ids), list(texts), vectors)
+    for defense in defenses:
+        if defense is not None:
+            use_index_novelty(defense, table, where)

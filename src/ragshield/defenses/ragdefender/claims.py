@@ -148,6 +148,16 @@ class Consensus:
     words: tuple[str, ...]
 
 
+def claim_words(
+    query: str, texts: Sequence[str], vocabulary: frozenset[str] = frozenset()
+) -> list[frozenset[str]]:
+    """Per text, the words that can carry a claim: content words outside the question and
+    the index's common ``vocabulary``; a lone letter (the "s" of "Brumfeld's") is none."""
+    q = content_words(query)
+    return [frozenset(w for w in content_words(t) - q - vocabulary if len(w) > 1 or w.isdigit())
+            for t in texts]  # fmt: skip
+
+
 def unsupported_consensus(
     query: str,
     texts: Sequence[str],
@@ -158,6 +168,7 @@ def unsupported_consensus(
     lexical: float,
     vocabulary: frozenset[str] = frozenset(),
     disagree: np.ndarray | None = None,
+    words: Sequence[frozenset[str]] | None = None,
 ) -> Consensus:
     """Passages written *about the question* (question echo >= ``echo_bar``) that push the
     same claim the rest of the retrieved set does not make: a content word outside the
@@ -176,13 +187,15 @@ def unsupported_consensus(
     disagrees with another of the group on a fact is not part of its consensus. The
     templated pages of a series share their template's words, which the one page about the
     question's subject may lack, but each states its own years and scores (HotpotQA test:
-    seven season pages "agreed" on *atlantic*, *championship*, *defeated*)."""
+    seven season pages "agreed" on *atlantic*, *championship*, *defeated*).
+
+    ``words``: :func:`claim_words` of ``texts``, when the caller runs several rules over
+    one retrieved set (the group and the pair rule) and has them already."""
     hi: list[int] = np.flatnonzero(echo >= echo_bar).tolist()
     if len(hi) < min_group:
         return Consensus((), ())
-    q = content_words(query)
-    words = [{w for w in content_words(t) - q - vocabulary if len(w) > 1 or w.isdigit()}
-             for t in texts]  # a lone letter (the "s" of "Brumfeld's") is no claim  # fmt: skip
+    if words is None:
+        words = claim_words(query, texts, vocabulary)
     members: set[int] = set()
     pushed: list[str] = []
     for w in sorted(set().union(*(words[i] for i in hi))):
@@ -202,6 +215,30 @@ def unsupported_consensus(
         members.update(group)
         pushed.append(w)
     return Consensus(tuple(sorted(members)), tuple(pushed))
+
+
+def lone_claims(
+    words: Sequence[frozenset[str]],
+    candidates: np.ndarray,
+    lex: np.ndarray,
+    lexical: float,
+    witnesses: np.ndarray | None = None,
+) -> dict[int, tuple[str, ...]]:
+    """Per candidate passage (``candidates``, a boolean mask): its claim words
+    (``words``: :func:`claim_words` of every passage) that no witness uses; candidates
+    with none are left out. ``witnesses`` (a boolean mask, default every other passage)
+    names who can support a claim: an attacker who plants several passages near the
+    question must not make them vouch for each other. A lexical near-copy (3-gram cosine
+    >= ``lexical``) is no witness either: a mirror of a page repeats its claim."""
+    out: dict[int, tuple[str, ...]] = {}
+    for i in np.flatnonzero(candidates).tolist():
+        claim = set(words[i])
+        for k in range(len(words)):
+            if k != i and lex[i, k] < lexical and (witnesses is None or witnesses[k]):
+                claim -= words[k]
+        if claim:
+            out[i] = tuple(sorted(claim))
+    return out
 
 
 def union_consensus(found: Sequence[Consensus]) -> Consensus:

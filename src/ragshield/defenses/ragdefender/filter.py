@@ -245,7 +245,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         ``coverage_threshold`` (0-100, :mod:`.coverage`) are a planted group; the member at
         its edge near the question is spared. 101 switches it off. ``lone_echo``: one
         passage that spells out the question (``coverage_threshold``) in a sentence this
-        close to it in embedding space is removed on its own (2.0 = off).
+        close to it in embedding space is removed on its own (2.0 = off). ``lone_claim``:
+        one passage whose echo + coverage / 100 reaches this and that uses a word no
+        passage below that bar uses is removed on its own (> 2 = off).
     group_knn, group_similarity, group_lexical: the planted *group* (:mod:`.groups`): a
         passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
@@ -322,6 +324,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "coverage_min_group": [Interval(int, 3, None)],
         "coverage_min_chars": [Interval(int, 1, None)],
         "lone_echo": [Interval(Real, -1.0, 2.0)],
+        "lone_claim": [Interval(Real, 0.0, 3.0)],
     }
 
     _own_params: ClassVar[tuple[str, ...]] = ("mode", "trusted_ids")
@@ -390,7 +393,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
             "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],
-            "derivative": [],
+            "derivative": [], "lone_claim": [],
         }  # fmt: skip
         work = Work(n)
         raw = [r.text for r in items]
@@ -403,6 +406,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         self._stage_coverage(query, texts, sim, scores, work, details)
         self._stage_signals(query, texts, work, details)
         self._stage_lone_restatement(query, texts, work, details)
+        self._stage_lone_claim(query, texts, work, details)
         self._stage_derivative([r.passage.id for r in items], work, details)
         if not self._stage_guard(sim, work, details):
             return self._finish(items, work, np.zeros(n), details, t0)

@@ -141,6 +141,11 @@ class CoverageParams:
     coverage_min_group: int = 3  # dev: a gold paragraph + one planted is a pair
     coverage_min_chars: int = 20  # a question of a few words occurs by chance
     lone_echo: float = 0.9  # ours (#28): dev, no benign passage of either corpus; 2.0 = off
+    # ours (#28): a passage whose echo + coverage / 100 reaches this and that claims a word
+    # no passage below the bar uses; > 2 = off (default). Dev at 1.83: filter-aware reach
+    # @50 0.821 -> 0.750, clean unchanged (SQuAD gold max 1.822); but SQuAD test gold pages
+    # reach 1.923 and 2 of 126 were lost, test reach @50 unchanged (results-poisoning.md)
+    lone_claim: float = 3.0
 
 
 STAGES: dict[str, type] = {

@@ -25,6 +25,8 @@ import numpy as np
 
 from ragshield.defenses.params import StagedParams
 from ragshield.defenses.ragdefender.claims import (
+    claim_words,
+    lone_claims,
     near_copy_conflicts,
     number_conflicts,
     union_consensus,
@@ -262,6 +264,18 @@ class EvidenceStages(StagedParams):
             work.evidence[i] = True
             details["coverage_group"].append(i)
 
+    def _lone_coverage(
+        self, off: bool, query: str, texts: Sequence[str], work: Work
+    ) -> np.ndarray | None:
+        """The question coverage a lone-passage stage reads (computed once per call), or
+        None when the stage is ``off`` or the index is a Q&A corpus, whose gold entry
+        restates its question (store/profile.py)."""
+        if off or self._restaters_needed > 1 or work.echo is None:
+            return None
+        if work.coverage is None:
+            work.coverage = question_coverage(query, texts, self.coverage.coverage_min_chars)
+        return work.coverage
+
     def _stage_lone_restatement(
         self, query: str, texts: Sequence[str], work: Work, details: dict[str, Any]
     ) -> None:
@@ -275,18 +289,42 @@ class EvidenceStages(StagedParams):
         to 95.9, echo up to 0.94 on dev), both together in no benign top-10 passage of
         either dev split. The passage goes alone: it is no evidence against its group (the
         gold page an edit copies sits in that group)."""
-        if self.coverage.lone_echo > 1.0 or work.echo is None:
+        cov = self._lone_coverage(self.coverage.lone_echo > 1.0, query, texts, work)
+        if cov is None or work.echo is None:
             return
-        if self._restaters_needed > 1:
-            return  # a Q&A index: its gold entry restates the question (store/profile.py)
-        cov = work.coverage
-        if cov is None:
-            cov = work.coverage = question_coverage(query, texts, self.coverage.coverage_min_chars)
         hits = (cov >= self.coverage.coverage_threshold) & (work.echo >= self.coverage.lone_echo)
         for i in np.flatnonzero(hits & ~work.removed).tolist():
             work.remove(i, f"restates the question in other words (coverage {cov[i]:.0f}, "
                            f"echo {work.echo[i]:.2f})")  # fmt: skip
             details["lone"].append(i)
+
+    def _stage_lone_claim(
+        self, query: str, texts: Sequence[str], work: Work, details: dict[str, Any]
+    ) -> None:
+        """A passage close to the question on both measures *together* (echo + coverage /
+        100 >= ``lone_claim``, where the lone restatement wants each at its own bar) that
+        claims a word no witness uses (:func:`~.claims.lone_claims`): witnesses are the
+        retrieved passages not that close and not already removed, so planted passages
+        cannot vouch for each other. Why: the filter-aware search keeps one or two passages
+        per target that miss exactly one half of the lone restatement's conjunction (a
+        typo'd or statement prefix: coverage 97, echo 0.83; a reordered one: echo 0.97,
+        coverage 82), and each must carry its answer, which the genuine evidence lacks."""
+        bar = self.coverage.lone_claim
+        cov = self._lone_coverage(bar > 2.0, query, texts, work)
+        if cov is None or work.echo is None or work.lex is None:
+            return
+        close = work.echo + cov / 100.0 >= bar
+        if not (close & ~work.removed).any():
+            return
+        words = claim_words(query, texts, self._index_words)
+        witnesses = ~close & ~work.removed  # a passage this close, or caught, vouches for none
+        found = lone_claims(words, close & ~work.removed, work.lex, self.knn.group_lexical,
+                            witnesses)  # fmt: skip
+        for i, claim in found.items():
+            work.remove(i, f"restates the question (echo {work.echo[i]:.2f}, coverage "
+                           f"{cov[i]:.0f}) with a claim no other passage makes "
+                           f"({', '.join(claim[:3])})")  # fmt: skip
+            details["lone_claim"].append(i)
 
     def _stage_derivative(self, ids: Sequence[str], work: Work, details: dict[str, Any]) -> None:
         """A passage close to the question (echo >= ``derivative_echo``) that brings nothing
@@ -354,7 +392,7 @@ class EvidenceStages(StagedParams):
         and, with an encoder, each passage's question echo (its sentence closest to the
         question, :mod:`~ragshield.defenses.ragdefender.echo`)."""
         e, c, k = self.echo, self.copies, self.knn
-        lone = self.coverage.lone_echo <= 1.0
+        lone = self.coverage.lone_echo <= 1.0 or self.coverage.lone_claim <= 2.0
         if not (e.echo_pairs or e.claim_consensus or c.copy_conflicts or k.group_knn or lone):
             return
         work.lexical(texts)
@@ -515,8 +553,9 @@ class EvidenceStages(StagedParams):
         rules = [(p.consensus_echo, p.consensus_min_group)]
         if p.consensus_pair_echo <= 1.0 and p.consensus_min_group > 2:
             rules.append((p.consensus_pair_echo, 2))  # a pair, both closer to the question
+        words = claim_words(query, texts, vocabulary)  # once for both rules
         found = [unsupported_consensus(query, texts, work.echo, bar + shift, size, work.lex,
-                                       self.knn.group_lexical, vocabulary, disagree)
+                                       self.knn.group_lexical, vocabulary, disagree, words)
                  for bar, size in rules]  # fmt: skip
         c = union_consensus(found)
         if not c.members:
