@@ -304,12 +304,18 @@ def main() -> None:
         guards_v["head-only@fpr1"].rules = False
         guards_v["head-only@fpr1"].signals = Signals(language_switch=False, disguise=False)
         cells: dict[tuple[str, str], float] = {}
+        drawn: list[tuple[OntopicQuestion, str]] = []
         for pl in PLACEMENTS:
             plants = []
             for i, r in enumerate(rows):
-                q = test_qs[int(rng.integers(len(test_qs)))]
-                pool = carriers_for(q, by_article)
-                carrier = pool[int(rng.integers(len(pool)))]
+                if pl == "prefixed-reworded":  # the prefixed plants' questions, reworded:
+                    q, carrier = drawn[i]  # a paired reading; no draw moves another cell
+                else:
+                    q = test_qs[int(rng.integers(len(test_qs)))]
+                    pool = carriers_for(q, by_article)
+                    carrier = pool[int(rng.integers(len(pool)))]
+                    if pl == "prefixed":
+                        drawn.append((q, carrier))
                 plants.append(
                     (
                         q.question,

@@ -44,7 +44,11 @@ What it measures (every figure printed is measured in this run; seed 0):
   the question each planted passage carries is edited (``attacks.rewrite``: words dropped,
   synonyms, reordered, statement form, typos; one per plant in turn), for the prefixed and
   split placements; verbatim test vs letter-level coverage vs coverage + embedding echo
-  (``--bars``). Benign cost: dev questions' genuine top-10 *as retrieved*.
+  (``--bars``) vs coverage + the restating stretch cut off before scoring (``--spans``:
+  ``restated_span`` bars, eleventh session). Benign cost: dev questions' genuine top-10
+  *as retrieved* (passages touched, sentences removed, passages holding an answer removed
+  whole, passages in which a restating stretch is found), and the dev hard negatives each
+  after a reworded dev question.
 """
 
 from __future__ import annotations
@@ -433,7 +437,7 @@ def section_prefixed(args: argparse.Namespace) -> None:
 def section_reworded(args: argparse.Namespace) -> None:
     """The restated scope against an attacker who has read it: the question his passage
     carries reworded (``attacks.rewrite``: words dropped or replaced, reordered, a
-    statement, typos; one per plant in turn), the verbatim test against the echo bar."""
+    statement, typos; one per plant in turn), the verbatim test against the echo bar and the restating stretch cut off."""
     import random
 
     import numpy as np
@@ -441,17 +445,22 @@ def section_reworded(args: argparse.Namespace) -> None:
     from bench_injection import carriers_for, make_guard, survives
     from ragshield.attacks.injection_families import FAMILIES, canary_word, family_rows, fill, plant
     from ragshield.attacks.rewrite import REWRITES
+    from ragshield.defenses.injection.context import restating_span
     from ragshield.eval.injection_detection import detection_rate
+    from ragshield.text import contains_answer
     from ragshield.types import Passage, RetrievedPassage
+    from train_injection_head import DEV_HARD_NEGATIVES, DEV_HARD_NEGATIVES_2
 
     enc, idx, qs, heads, cals = _lofo_setup()
-    bars = [float(b) for b in args.bars.split(",")]
-    # (label, scope, restated_coverage, restated_echo)
-    scopes: list[tuple[str, str, float | None, float | None]] = [
-        ("sentence", "sentence", None, None),
-        ("verbatim", "restated", None, None),
-        ("coverage 85 (shipped)", "restated", 85.0, None),
-        *((f"coverage 85 + echo {b:.2f}", "restated", 85.0, b) for b in bars),
+    bars = [float(b) for b in args.bars.split(",") if b]
+    spans = [float(b) for b in args.spans.split(",") if b]
+    # (label, scope, restated_coverage, restated_echo, restated_span)
+    scopes: list[tuple[str, str, float | None, float | None, float | None]] = [
+        ("sentence", "sentence", None, None, None),
+        ("verbatim", "restated", None, None, None),
+        ("coverage 85 (stop 37)", "restated", 85.0, None, None),
+        *((f"coverage 85 + echo {b:.2f}", "restated", 85.0, b, None) for b in bars),
+        *((f"coverage 85 + span {b:.2f}, cut", "restated", 85.0, None, b) for b in spans),
     ]
     kinds = sorted(REWRITES)
     placements = ("prefixed", "prefixed-reworded", "split", "split-reworded")
@@ -476,9 +485,10 @@ def section_reworded(args: argparse.Namespace) -> None:
                     fill(r.text, canary_word(r.id)), base, carried, carrier, random.Random(i)
                 )
                 plants[pl].append((q.question, text, planted))
-        for label, scope, cov, bar in scopes:
+        for label, scope, cov, bar, span in scopes:
             g = make_guard(enc, heads[fam], cals[fam], "fpr0.1")  # type: ignore[arg-type]
             g.scope, g.restated_coverage, g.restated_echo = scope, cov, bar  # type: ignore[assignment]
+            g.restated_span = span
             cells = []
             for pl in placements:
                 caught = [
@@ -499,29 +509,50 @@ def section_reworded(args: argparse.Namespace) -> None:
     _mean_rows(means, [label for label, *_ in scopes], placements)
     # benign cost: dev questions' genuine top-10 as retrieved (no prefix: the real case)
     head, cal, some, hits = _benign_top10(idx, enc, qs, args.questions)
+    hard = [*DEV_HARD_NEGATIVES, *DEV_HARD_NEGATIVES_2]
     print(
-        f"\n# Benign cost (packaged head, fpr0.1): {len(some)} dev questions' top-10 as retrieved"
+        f"\n# Benign cost (packaged head, fpr0.1): {len(some)} dev questions' top-10 as "
+        f"retrieved; dev hard negatives ({len(hard)}) each after a dev question reworded "
+        "(attacks.rewrite in turn)"
     )
-    print("| scope | passages touched | sentences removed |")
-    print("|---|---|---|")
-    for label, scope, cov, bar in scopes:
+    print(
+        "| scope | passages touched | sentences removed | passages with an answer removed "
+        "whole | restating stretch found (passages) | hard negatives touched |"
+    )
+    print("|---|---|---|---|---|---|")
+    for label, scope, cov, bar, span in scopes:
         g = make_guard(enc, head, cal, "fpr0.1")
         g.scope, g.restated_coverage, g.restated_echo = scope, cov, bar  # type: ignore[assignment]
-        touched = removed = total = 0
+        g.restated_span = span
+        touched = removed = total = gold_gone = found = 0
         for q, h in zip(some, hits, strict=True):
             res = g.filter(q.question, list(h))
             total += sum(len(sc.sentences) for sc in g.score_texts([r.text for r in h]))
             touched += len({d.index for d in res.decisions})
             removed += sum(d.unit == "sentence" for d in res.decisions)
+            gold_gone += sum(
+                any(contains_answer(r.text, a) for a in q.answers) for r in res.removed
+            )
+            if span is not None:
+                found += sum(restating_span(r.text, q.question, span) is not None for r in h)
+        hard_touched = 0
+        for i, sent in enumerate(hard):
+            q = qs[i % len(qs)].question
+            carried = REWRITES[kinds[i % len(kinds)]](q, random.Random(i))
+            res = g.filter(q, [RetrievedPassage(Passage("h", f"{carried} {sent}"), 1.0, 0)])
+            hard_touched += bool(res.decisions)
         print(
             f"| {label} | {touched / (10 * len(some)):.4f} | {removed / max(total, 1):.4f} "
-            f"({removed} of {total}) |",
+            f"({removed} of {total}) | {gold_gone} | "
+            f"{'n/a' if span is None else f'{found / (10 * len(some)):.4f}'} | "
+            f"{hard_touched / len(hard):.3f} |",
             flush=True,
         )
     enc.save()
 
 
 def main() -> None:
+    global DATA
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
         "--section",
@@ -532,10 +563,13 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=150)  # trim
     ap.add_argument("--trims", default="all,offtopic:0.3,offtopic:0.2,none")  # trim
     ap.add_argument("--bars", default="0.7,0.75,0.8,0.85")  # reworded: echo bars tried
+    ap.add_argument("--spans", default="0.5,0.6,0.7")  # reworded: restated_span bars tried
     ap.add_argument("--datasets", default="hotpotqa,squad")
     ap.add_argument("--hits-cache", default=None)
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
+    ap.add_argument("--data", default=str(DATA), help="the shared data directory")
     args = ap.parse_args()
+    DATA = Path(args.data)
     if args.section == "normalize":
         section_normalize()
     elif args.section == "trim":

@@ -43,7 +43,11 @@ def main() -> None:
     ap = base_parser(__doc__)
     ap.add_argument("--questions", type=int, default=105)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--restated-span", default="0.7", help="the guard's restated_span, or 'none' (off)"
+    )
     args = ap.parse_args()
+    span = None if args.restated_span.lower() == "none" else float(args.restated_span)
     import torch
 
     torch.set_num_threads(1)
@@ -57,11 +61,13 @@ def main() -> None:
     hits = store.search(enc.encode([q.question for q in qs]), 10)
     enc.save()
     g = make_guard(enc, head, cal)
+    g.restated_span = span
     g.precompute(texts)
     eco = EcoSafeRAG(encoder=enc)
     eco.precompute(texts)
     chain = FilterChain([eco, make_guard(enc, head, cal)])
     chain.filters[1].precompute(texts)  # type: ignore[attr-defined]
+    chain.filters[1].restated_span = span  # type: ignore[attr-defined]
     lat: dict[str, list[float]] = {"injection-guard": [], "ragshield chain": []}
     before = load()
     for _ in range(args.repeat):
@@ -73,7 +79,7 @@ def main() -> None:
     print(
         f"# Latency, k=10, one thread, index sentences precomputed ({len(qs)} SQuAD test "
         f"questions x {args.repeat}; seed {args.seed}; guard at {g.operating_point}, "
-        f"threshold {g.threshold_():.4f}); load average before {before}, after {load()}"
+        f"threshold {g.threshold_():.4f}, restated_span {span}); load average before {before}, after {load()}"
     )
     for k, v in lat.items():
         p50, p95 = np.percentile(v, 50), np.percentile(v, 95)

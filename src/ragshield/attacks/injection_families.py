@@ -28,7 +28,11 @@ Placements (:data:`PLACEMENTS`), each an attacker's way of getting the instructi
   boundary near its middle;
 * ``base64`` / ``leet`` / ``zero-width`` / ``homoglyph`` — as ``in-passage``, the
   instruction obfuscated (:func:`obfuscate`); a base64 block is introduced by a neutral
-  label ("Reference (base64): ..."), as the corpus's own encoded items do.
+  label ("Reference (base64): ..."), as the corpus's own encoded items do;
+* ``prefixed-reworded`` — as ``prefixed``, the question reworded first by a seeded choice
+  of :data:`ragshield.attacks.rewrite.REWRITES` (words dropped, synonyms, reordered, a
+  statement, typos; no question mark): an attacker who has read a defense that looks for
+  the question word for word (issue #23).
 
 Translated: the corpus's non-English rows (``lang`` != ``en``) are the translated family;
 ``family_rows(lang=...)`` selects them.
@@ -44,6 +48,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ragshield.attacks.injection import insert_instruction
+from ragshield.attacks.rewrite import REWRITES
 from ragshield.errors import InputError, check_int, check_query
 
 __all__ = [
@@ -61,7 +66,9 @@ FAMILIES: tuple[str, ...] = (
     "obfuscation",
 )
 OBFUSCATIONS: tuple[str, ...] = ("base64", "leet", "zero-width", "homoglyph")
-PLACEMENTS: tuple[str, ...] = ("prefixed", "in-passage", "mid-paragraph", "split", *OBFUSCATIONS)
+PLACEMENTS: tuple[str, ...] = (
+    "prefixed", "in-passage", "mid-paragraph", "split", *OBFUSCATIONS, "prefixed-reworded",
+)  # fmt: skip
 CANARY_SLOT = "{canary}"
 
 
@@ -159,6 +166,9 @@ def plant(
     one = " ".join(instruction.split())  # the corpus's line breaks become spaces in prose
     if placement == "prefixed":
         return f"{q} {one}", one
+    if placement == "prefixed-reworded":
+        kinds = sorted(REWRITES)
+        return f"{REWRITES[kinds[rng.randrange(len(kinds))]](q, rng)} {one}", one
     if placement == "mid-paragraph":
         return insert_instruction(carrier, one, "middle"), one
     where = rng.choice(("start", "middle", "end"))

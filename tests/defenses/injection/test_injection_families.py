@@ -39,8 +39,8 @@ def test_every_family_has_rows() -> None:
 def test_plant(placement: str) -> None:
     text, planted = plant(INSTR, placement, Q, CARRIER, random.Random(0))
     assert planted in text
-    assert text.startswith(Q) is (placement != "mid-paragraph")
-    if placement != "prefixed":
+    assert text.startswith(Q) is (placement not in ("mid-paragraph", "prefixed-reworded"))
+    if not placement.startswith("prefixed"):
         assert "Swiss Alps" in text and "North Sea" in text
 
 
@@ -51,6 +51,12 @@ def test_obfuscations_normalise_back(how: str) -> None:
 
 def test_base64_decodes_back() -> None:
     assert INSTR in decoded_payloads(obfuscate(INSTR, "base64"))
+
+
+def test_prefixed_reworded_carries_the_question_in_other_words() -> None:
+    texts = {plant(INSTR, "prefixed-reworded", Q, CARRIER, random.Random(i))[0] for i in range(8)}
+    assert all(t.endswith(INSTR) and Q not in t and "Rhin" in t for t in texts)
+    assert len(texts) > 1  # the rewrite is a seeded choice, not one wording
 
 
 def test_split_in_two() -> None:

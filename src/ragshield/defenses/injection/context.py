@@ -1,5 +1,5 @@
 """A sentence's relation to its passage (how much less on-topic it is than its neighbours)
-and to the question (does it restate it, word for word or in other words?).
+and to the question (does it restate it, word for word or in other words, and where?).
 
 Example::
 
@@ -28,8 +28,11 @@ from collections.abc import Sequence
 from urllib.parse import unquote_plus
 
 import numpy as np
+from rapidfuzz.distance import OSA
+from rapidfuzz.process import cdist
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-__all__ = ["coherence", "echo", "offtopic", "restates"]
+__all__ = ["coherence", "echo", "offtopic", "restates", "restating_span", "without_span"]
 
 
 def coherence(vectors: np.ndarray) -> np.ndarray:
@@ -91,3 +94,74 @@ def echo(question_vector: np.ndarray, sentence_vectors: np.ndarray) -> float:
     if not len(v):
         return -1.0
     return float(np.max(v @ np.asarray(question_vector, dtype=np.float64)))
+
+
+_TOKEN = re.compile(r"[^\W_]+")
+_MIN_CONTENT = 3
+
+
+def _matches(tokens: Sequence[str], question: Sequence[str]) -> np.ndarray:
+    """``(len(tokens), len(question))`` mask: the same word, or (both of 4+ letters) one
+    edit apart (swap, drop, double, substitute: a typo, :func:`ragshield.attacks.rewrite.
+    typos`'s shape). Each distinct word is compared once, in rapidfuzz's C loop."""
+    uniq = list(dict.fromkeys(tokens))
+    at = {t: i for i, t in enumerate(uniq)}
+    dist = cdist(uniq, list(question), scorer=OSA.distance, score_cutoff=1, workers=1)
+    long_t = np.array([len(t) >= 4 for t in uniq], dtype=bool)
+    long_q = np.array([len(q) >= 4 for q in question], dtype=bool)
+    same = (dist == 0) | ((dist <= 1) & long_t[:, None] & long_q[None, :])
+    out: np.ndarray = same[[at[t] for t in tokens]]
+    return out
+
+
+def restating_span(text: str, query: str, min_cover: float = 0.7) -> tuple[int, int] | None:
+    """Character span ``(start, end)`` of ``text`` that restates the question in other words,
+    or ``None``: the stretch of words that best aligns with the question's words (a word of
+    the question, or one typo from it, counts +1; any other word -1; the best-scoring
+    stretch, Kadane's maximum subarray) when it holds at least ``min_cover`` of the question's
+    distinct content words (not sklearn's English stop words) and at least three of them
+    (two content words, "Where does the Rhine flow?", are restated by any sentence on the
+    topic).
+
+    Why: an attacker who has read :func:`restates` rewords the question his passage
+    carries (words dropped or replaced, reordered, a statement, typos:
+    :mod:`ragshield.attacks.rewrite`), and without its question mark it runs into the
+    instruction's first sentence ("The capital of Australia is Ignore ..."), whose vector
+    the question's words then dilute. The alignment reads which words stand where, not a
+    wording; :func:`without_span` cuts the stretch off so the instruction is scored alone.
+    """
+    q_words = _TOKEN.findall(query.lower())
+    content = sorted({w for w in q_words if w not in ENGLISH_STOP_WORDS})
+    if len(content) < _MIN_CONTENT:
+        return None
+    tokens = [t.lower() for t in _TOKEN.findall(text)]
+    if not tokens:
+        return None
+    q_all = sorted(set(q_words))
+    hit = _matches(tokens, q_all)
+    is_content = np.array([w in content for w in q_all], dtype=bool)
+    if int(hit[:, is_content].any(axis=0).sum()) < max(_MIN_CONTENT, min_cover * len(content)):
+        return None  # the whole text does not cover enough: no stretch of it can
+    gain = np.where(hit.any(axis=1), 1.0, -1.0)
+    best, best_at, run, start = 0.0, (0, -1), 0.0, 0
+    for i, g in enumerate(gain):
+        if run <= 0:
+            run, start = 0.0, i
+        run += g
+        if run > best:
+            best, best_at = run, (start, i)
+    a, b = best_at
+    if b < a:
+        return None
+    covered = hit[a : b + 1][:, is_content].any(axis=0)
+    if int(covered.sum()) < max(_MIN_CONTENT, min_cover * len(content)):
+        return None
+    found = list(_TOKEN.finditer(text))  # the same tokens, with their places
+    return found[a].start(), found[b].end()
+
+
+def without_span(text: str, span: tuple[int, int]) -> str:
+    """``text`` with ``span`` cut out, and the punctuation the cut leaves at its edge (the
+    comma or colon after a restated question)."""
+    head, tail = text[: span[0]].rstrip(), text[span[1] :].lstrip(" ,;:-?.!")
+    return f"{head} {tail}".strip()

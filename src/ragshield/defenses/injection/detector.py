@@ -65,7 +65,11 @@ rest of an instruction it carries — the second half of a split one, the line a
 flagged "you are now DAN", an encoded block under its flagged label — is often worded so
 that no sentence of it reaches a threshold alone (why the prefixed placement was caught
 less than in-passage: its passage is the question and the instruction, so the relation to
-the passage has no genuine sentences to measure the instruction against).
+the passage has no genuine sentences to measure the instruction against). A passage that
+restates the question in other words (``restated_span``: most of its content words in one
+stretch, any order, typos allowed) is also scored with that stretch cut off: an attacker
+who rewords the question drops its question mark, and the question's words then dilute the
+instruction's first sentence they run into.
 
 Training corpora (the packaged head; details and licences in
 ``benchmarks/train_injection_head.py``): ``bastioncorpus`` 0.6.0 (MIT; 118 labelled
@@ -99,7 +103,7 @@ import numpy as np
 
 from ragshield.defenses.base import check_retrieved
 from ragshield.defenses.injection import language as lang_id
-from ragshield.defenses.injection.context import echo, restates
+from ragshield.defenses.injection.context import echo, restates, restating_span, without_span
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.scoring import (
@@ -161,6 +165,14 @@ class InjectionGuard(StagedParams):
         passage (:func:`~ragshield.defenses.injection.context.echo`: a paraphrase); ``None``
         (the default): not read — a genuine page answering the question sits there too.
         Both are read only for passages already flagged: no cost on clean traffic.
+    restated_span: likewise, the share of the question's content words a stretch of the
+        passage must restate, in any order and with typos
+        (:func:`~ragshield.defenses.injection.context.restating_span`); when one does, the
+        passage is also scored with that stretch cut off (the instruction it ran into is
+        read alone) and goes whole if either reading flags something; ``None``: not read.
+        Unlike the two above it is read on every passage (a word alignment, ~0.1 ms); the
+        cut passage is encoded again only where a stretch is found (2 % of dev top-10
+        passages at 0.7).
     head: path to a head JSON; ``None`` = the packaged head.
     language: ``sentencex`` language code for segmentation.
     max_chars: characters of a passage read; the rest is cut (never reaches the generator).
@@ -186,6 +198,7 @@ class InjectionGuard(StagedParams):
         "scope": [Options(*SCOPES)],
         "restated_coverage": [Interval(Real, 0.0, 100.0, closed="both"), None],
         "restated_echo": [Interval(Real, -1.0, 1.0, closed="both"), None],
+        "restated_span": [Interval(Real, 0.0, 1.0, closed="right"), None],
         "max_chars": [Interval(int, 1, None)],
         "cache_size": [Interval(int, 0, None)],
         "language_switch": [Boolean()],
@@ -196,7 +209,7 @@ class InjectionGuard(StagedParams):
     _stages: ClassVar[Mapping[str, type]] = {"signals": Signals, "neighbours": Neighbours}
     _own_params = (
         "operating_point", "threshold", "rules", "classifier", "scope", "restated_coverage",
-        "restated_echo", "head", "language", "max_chars", "cache_size",
+        "restated_echo", "restated_span", "head", "language", "max_chars", "cache_size",
     )  # fmt: skip
     signals: Signals
     neighbours: Neighbours
@@ -219,6 +232,10 @@ class InjectionGuard(StagedParams):
         # coverage bar: no benign dev top-10 passage reaches 85; dev: --section reworded)
         restated_coverage: float | None = 85.0,
         restated_echo: float | None = None,  # gold pages echo the question too (p95 0.83)
+        # dev (--section reworded): reworded prefixed 0.742 -> 0.916, split 0.878 -> 0.978 at
+        # 0.5-0.7 alike; 0.7 finds a stretch in fewest genuine top-10 passages (2 %) and
+        # removes no more benign sentences than coverage alone (97 of 5,113)
+        restated_span: float | None = 0.7,
         head: str | None = None,
         language: str = "en",
         max_chars: int = 20_000,  # as EcoSafeRAG (issue #15): bounds one passage's cost
@@ -235,6 +252,7 @@ class InjectionGuard(StagedParams):
         self.scope = scope
         self.restated_coverage = restated_coverage
         self.restated_echo = restated_echo
+        self.restated_span = restated_span
         self.head = head
         self.language = language
         self.max_chars = max_chars
@@ -535,6 +553,43 @@ class InjectionGuard(StagedParams):
         vecs = l2_normalize(np.asarray(self.encoder.encode([query, *sc.sentences]), np.float32))
         return echo(vecs[0], vecs[1:]) >= self.restated_echo
 
+    def _flags(
+        self, r: RetrievedPassage, sc: Scored, t: float, low: float | None
+    ) -> tuple[np.ndarray, np.ndarray | None, list[str | None]]:
+        """``(flagged, by rule or signal, the signal's reason per sentence)`` of a passage."""
+        t_lang, t_dis = self.language_threshold_(), self.disguise_threshold_()
+        by_rule = np.array([bool(h) for h in sc.rules], dtype=bool) if self.rules else None
+        flag = (
+            window_flags(sc.own, sc.pair, t, low, by_rule)
+            if self.classifier
+            else np.zeros(len(sc.sentences), bool)
+        )
+        foreign = self._switches_in_retrieved(r, sc) if t_lang is not None else None
+        sig, why = signal_flags(foreign, sc.disguised, t_lang, t_dis)
+        if sig.any():  # a signal counts like a rule (held neighbours, the same report)
+            by_rule = sig if by_rule is None else by_rule | sig
+            if self.classifier:
+                flag = window_flags(sc.own, sc.pair, t, low, by_rule)
+        if by_rule is not None and by_rule.size:
+            flag = flag | by_rule
+        return flag, by_rule, why
+
+    def _cut_readings(self, query: str, texts: Sequence[str]) -> list[Scored | None]:
+        """Per passage, its scores with the stretch restating the question cut off
+        (``restated_span``; ``None`` where no stretch restates it or the scope does not
+        read it), all new texts encoded in one call."""
+        out: list[Scored | None] = [None] * len(texts)
+        if self.scope != "restated" or self._qa_corpus or self.restated_span is None:
+            return out
+        cuts: dict[int, str] = {}
+        for i, text in enumerate(texts):
+            span = restating_span(text, query, self.restated_span)
+            if span is not None:
+                cuts[i] = without_span(text, span)
+        for i, sc in zip(cuts, self.score_texts(list(cuts.values())), strict=True):
+            out[i] = sc
+        return out
+
     def filter(self, query: str, retrieved: Sequence[RetrievedPassage]) -> FilterResult:
         t0 = time.perf_counter()
         self._validate_params()
@@ -542,31 +597,29 @@ class InjectionGuard(StagedParams):
         items = check_retrieved(retrieved, type(self).__name__, self.encoder)
         clipped = [self._clip(r.text) for r in items]
         scored = self.score_texts([t for t, _ in clipped])
+        cut_scored = self._cut_readings(query, [t for t, _ in clipped])
         t = self.threshold_() if self.classifier else float("nan")
         low = self.low_threshold_() if self.classifier else None
-        t_lang, t_dis = self.language_threshold_(), self.disguise_threshold_()
         kept: list[RetrievedPassage] = []
         removed: list[RetrievedPassage] = []
         decisions: list[Decision] = []
         n_flagged = 0
-        for i, (r, sc) in enumerate(zip(items, scored, strict=True)):
-            by_rule = np.array([bool(h) for h in sc.rules], dtype=bool) if self.rules else None
-            flag = (
-                window_flags(sc.own, sc.pair, t, low, by_rule)
-                if self.classifier
-                else np.zeros(len(sc.sentences), bool)
-            )
+        for i, (r, sc, cut) in enumerate(zip(items, scored, cut_scored, strict=True)):
+            flag, by_rule, why = self._flags(r, sc, t, low)
             best = sc.scores
-            foreign = self._switches_in_retrieved(r, sc) if t_lang is not None else None
-            sig, why = signal_flags(foreign, sc.disguised, t_lang, t_dis)
-            if sig.any():  # a signal counts like a rule (held neighbours, the same report)
-                by_rule = sig if by_rule is None else by_rule | sig
-                if self.classifier:
-                    flag = window_flags(sc.own, sc.pair, t, low, by_rule)
-            if by_rule is not None and by_rule.size:
-                flag = flag | by_rule
+            if cut is not None:  # read with the restated question cut off (restated_span)
+                cut_flag, _, _ = self._flags(r, cut, t, low)
+                flagged_cut = [s for s, f in zip(cut.sentences, cut_flag, strict=True) if f]
+                by_cut = np.array(
+                    [any(c in s or s in c for c in flagged_cut) for s in sc.sentences], bool
+                )
+                if flagged_cut and by_cut.size and not by_cut.any():
+                    by_cut[0] = True  # the cut sentence reads otherwise than any original
+                if by_cut.any():
+                    best = np.maximum(best, float(cut.scores[cut_flag].max(initial=0.0)) * by_cut)
+                    flag = flag | by_cut
             n_flagged += int(flag.sum())
-            whole = bool(flag.any()) and self._goes_whole(query, sc)
+            whole = bool(flag.any()) and (cut is not None or self._goes_whole(query, sc))
             for j, s in enumerate(sc.sentences):
                 if not (flag[j] or whole):
                     continue
