@@ -59,7 +59,7 @@ from extraction_logs import (
     served_logs,
 )
 from extraction_replay import replay_guard, stress_recovery
-from extraction_wormsim import worm_sim
+from extraction_wormsim import parse_sizes, size_sweep, worm_sim
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRID = (0.3, 0.4, 0.5, 0.6, 0.7)
@@ -135,21 +135,44 @@ def _check_logs(args: argparse.Namespace, kb: KnowledgeBase, enc: Encoder) -> No
     )
 
 
-def _worm_sim(args: argparse.Namespace, kb: KnowledgeBase, enc: Encoder) -> None:
+def _sim_attack(args: argparse.Namespace, enc: Encoder) -> Callable[[int], object]:
+    """The first of --attacks, built for --worm-sim rounds from a given seed."""
     name = args.attacks.split(",")[0].strip()
+    return lambda seed: ex.attack_factories(
+        [name],
+        encoder=enc,
+        max_queries=args.worm_sim,
+        seed=seed,
+        worm_iterations=args.worm_iterations,
+    )[name]()
+
+
+def _worm_sim(args: argparse.Namespace, kb: KnowledgeBase, enc: Encoder) -> None:
     worm_sim(
         kb,
         enc,
         args.cache_dir,
         args.worm_sim,
         range(args.seed, args.seed + args.worm_sim_seeds),
-        lambda seed: ex.attack_factories(
-            [name],
-            encoder=enc,
-            max_queries=args.worm_sim,
-            seed=seed,
-            worm_iterations=args.worm_iterations,
-        )[name](),
+        _sim_attack(args, enc),
+    )
+
+
+def _size_sweep(args: argparse.Namespace) -> None:
+    """--worm-sim with --worm-sim-sizes: the simulation per seeded subset size."""
+    if args.worm_sim is None:
+        raise InputError("--worm-sim-sizes needs --worm-sim ROUNDS (the budget to size for).")
+    sizes = parse_sizes(args.worm_sim_sizes)  # refused here, before any model loads
+    enc = SentenceTransformerEncoder()
+    size_sweep(
+        lambda n: load_knowledge_base(args.kb, data_dir=args.data_dir, limit=n, seed=args.seed),
+        enc,
+        args.cache_dir,
+        args.worm_sim,
+        sizes,
+        args.seed,
+        _sim_attack(args, enc),
+        args.copy_share,
     )
 
 
@@ -287,6 +310,19 @@ def main() -> None:
         default=1,
         help="with --worm-sim: instances started from seeds --seed, --seed + 1, ...",
     )
+    ap.add_argument(
+        "--worm-sim-sizes",
+        default=None,
+        metavar="N,N,...",
+        help="with --worm-sim: run it on each seeded subset of these many chunks (instead of "
+        "--limit) and print the CRR each would give at --copy-share",
+    )
+    ap.add_argument(
+        "--copy-share",
+        type=float,
+        default=0.5,  # Session 10: the live undefended worm recovered 62 of the 123 served
+        help="with --worm-sim-sizes: share of the served chunks the answers recover",
+    )
     ap.add_argument("--plot", type=Path, default=None, help="with --score-logs: the curve PNG")
     ap.add_argument(
         "--rule",
@@ -343,6 +379,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.paired_utility:
         paired_utility(*args.paired_utility)
+        return
+    if args.worm_sim_sizes is not None:
+        _size_sweep(args)
         return
     for flag, mode in OFFLINE_MODES.items():  # the first flag given runs, alone
         if getattr(args, flag) is not None and getattr(args, flag) is not False:
