@@ -7,8 +7,8 @@ import argparse
 import sys
 
 import pytest
-from bench_modules import benchmark
 
+from bench_modules import benchmark
 from ragshield.attacks.injection_families import PLACEMENTS
 
 
