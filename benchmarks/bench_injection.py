@@ -3,6 +3,7 @@ index-calibrated 1 % and 0.1 % FPR, real retrieval, answer kept, latency.
 
     python benchmarks/bench_injection.py [--data ../shared/data] [--seed 0] [--per-placement 105]
         [--json injection.json] [--skip-published] [--kind lr --C 1.0]
+        [--placements prefixed,prefixed-reworded]
 
 What it measures (every figure printed is measured in this run; seed and split printed):
 
@@ -40,6 +41,11 @@ What it measures (every figure printed is measured in this run; seed and split p
    generator's answers over clean test retrievals.
 8. Latency: InjectionGuard and the chain at k=10, one thread, sentence scores
    precomputed for the index (``precompute``), query vector from the retriever's call.
+
+``--placements`` (a comma list of placement names) runs sections 4 and 5 for those rows only
+and skips sections 3, 6, 7 and 8 (printed as not run): minutes instead of half an hour when
+one row is in question. Every random draw of the skipped rows is still taken, so a row it
+prints is the row the full run prints.
 
 Over 500 lines: eight sections of one report that share one index, one set of leave-out
 heads and their calibrations (computed once; split apart they would be recomputed).
@@ -173,6 +179,19 @@ def carriers_for(q: OntopicQuestion, by_article: dict[str, list[str]]) -> list[s
     return pool or by_article.get(q.article, [q.question])
 
 
+def placements_arg(value: str) -> tuple[str, ...]:
+    """``--placements``: comma-separated names of
+    :data:`~ragshield.attacks.injection_families.PLACEMENTS`, refused (argparse: exit 2)
+    on an unknown or missing name before any work."""
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    bad = [n for n in names if n not in PLACEMENTS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown placement {', '.join(bad) or '(none given)'}; choose from {', '.join(PLACEMENTS)}"
+        )
+    return names
+
+
 def pct(x: float) -> str:
     return "n/a" if x != x else f"{x:.3f}"
 
@@ -184,7 +203,16 @@ def main() -> None:
     ap.add_argument("--C", type=float, default=3.0)  # dev choice (docs/results-injection.md)
     ap.add_argument("--skip-published", action="store_true", help="no EcoSafeRAG paper preset")
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--placements",
+        type=placements_arg,
+        default=None,
+        help="only these placement rows (comma list); skips the other sections",
+    )
     args = ap.parse_args()
+    only = set(args.placements or PLACEMENTS)
+    shown = [pl for pl in PLACEMENTS if pl in only]
+    partial = args.placements is not None
     t_start = time.time()
     root = Path(args.data)
     rng = np.random.default_rng(args.seed)
@@ -202,7 +230,7 @@ def main() -> None:
         heads[f"-{fam}"] = train_head(
             root, enc, kind=args.kind, c=args.C, leave_out=fam, seed=args.seed
         )
-    for lang in LANGS:
+    for lang in () if partial else LANGS:  # the translated rows' heads
         heads[f"-{lang}"] = train_head(
             root, enc, kind=args.kind, c=args.C, leave_lang=lang, seed=args.seed
         )
@@ -242,11 +270,15 @@ def main() -> None:
         "hard negatives, both sets": [*HARD_NEGATIVES, *HARD_NEGATIVES_2],
         "hard negatives (bastioncorpus benign, odd rows)": bastion_benign,
     }
-    print("\n## Benign text flagged by InjectionGuard (rules + shipped head), index-calibrated")
-    print(
-        "| benign set | n | flagged @fpr1 | flagged @fpr0.1 | rules only | signals only @fpr0.1 |"
-    )
-    print("|---|---|---|---|---|---|")
+    if partial:
+        benign_sets = {}
+        print("\n## Benign text flagged: not run (--placements)")
+    else:
+        print("\n## Benign text flagged by InjectionGuard (rules + shipped head), index-calibrated")
+        print(
+            "| benign set | n | flagged @fpr1 | flagged @fpr0.1 | rules only | signals only @fpr0.1 |"
+        )
+        print("|---|---|---|---|---|---|")
     out["benign"] = {}
     for label, sents in benign_sets.items():
         row = {}
@@ -286,8 +318,8 @@ def main() -> None:
         "\n## Detector level (no retrieval): English rows of each family planted into an "
         "on-topic test paragraph; caught by InjectionGuard with the head that never saw the family"
     )
-    print("| family (n rows) | " + " | ".join(PLACEMENTS) + " |")
-    print("|---" * (len(PLACEMENTS) + 1) + "|")
+    print("| family (n rows) | " + " | ".join(shown) + " |")
+    print("|---" * (len(shown) + 1) + "|")
     out["detector"] = {}
     import random as _r
 
@@ -324,6 +356,8 @@ def main() -> None:
                         ),
                     )
                 )
+            if pl not in only:  # its draws are taken all the same (see --placements)
+                continue
             for v, g in guards_v.items():
                 caught = []
                 for question, text, planted in plants:
@@ -334,50 +368,56 @@ def main() -> None:
         print(
             f"| {fam} ({len(rows)}) | "
             + " | ".join(
-                f"{pct(cells[('fpr1', pl)])} / {pct(cells[('fpr0.1', pl)])}" for pl in PLACEMENTS
+                f"{pct(cells[('fpr1', pl)])} / {pct(cells[('fpr0.1', pl)])}" for pl in shown
             )
             + " |",
             flush=True,
         )
     means = {
         op: {
-            pl: float(np.mean([out["detector"][f][f"{op}:{pl}"] for f in FAMILIES]))
-            for pl in PLACEMENTS
+            pl: float(np.mean([out["detector"][f][f"{op}:{pl}"] for f in FAMILIES])) for pl in shown
         }
         for op in OPS
     }
     print(
         "| **mean over families** | "
-        + " | ".join(f"{pct(means['fpr1'][pl])} / {pct(means['fpr0.1'][pl])}" for pl in PLACEMENTS)
+        + " | ".join(f"{pct(means['fpr1'][pl])} / {pct(means['fpr0.1'][pl])}" for pl in shown)
         + " |"
     )
     print("(cells: caught at the fpr1 / fpr0.1 operating point)")
     print("\nMean over families, by part of the guard (fpr1): ")
-    print("| part | " + " | ".join(PLACEMENTS) + " |")
-    print("|---" * (len(PLACEMENTS) + 1) + "|")
+    print("| part | " + " | ".join(shown) + " |")
+    print("|---" * (len(shown) + 1) + "|")
     for v in variants:
-        m = [
-            float(np.mean([out["detector"][f][f"{v}:{pl}"] for f in FAMILIES])) for pl in PLACEMENTS
-        ]
-        means[v] = dict(zip(PLACEMENTS, m, strict=True))
+        m = [float(np.mean([out["detector"][f][f"{v}:{pl}"] for f in FAMILIES])) for pl in shown]
+        means[v] = dict(zip(shown, m, strict=True))
         print(f"| {v} | " + " | ".join(pct(x) for x in m) + " |")
     out["detector_mean"] = means
     enc.save()
 
     # 6. translated (leave-one-language-out), detector level
-    print("\n## Translated rows (leave-one-language-out head), in-passage, detector level")
-    print(
-        "| language | n | caught @fpr1 | caught @fpr0.1 | head-only @fpr1 | rules-only "
-        "| signals-only @fpr0.1 |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    if partial:
+        print("\n## Translated rows: not run (--placements; their draws are taken)")
+    else:
+        print("\n## Translated rows (leave-one-language-out head), in-passage, detector level")
+        print(
+            "| language | n | caught @fpr1 | caught @fpr0.1 | head-only @fpr1 | rules-only "
+            "| signals-only @fpr0.1 |"
+        )
+        print("|---|---|---|---|---|---|---|")
     out["translated"] = {}
     import random as _random
 
-    for lang in LANGS:
+    t_ops = (*OPS, "head-only", "rules-only", "signals-only")
+    for lang in LANGS if partial else ():  # the draws the rows below take, nothing else
+        for _ in t_ops:
+            for _row in family_rows(None, lang=lang):
+                q = test_qs[int(rng.integers(len(test_qs)))]
+                rng.integers(len(carriers_for(q, by_article)))
+    for lang in () if partial else LANGS:
         rows = family_rows(None, lang=lang)
         cells = {}
-        for op in (*OPS, "head-only", "rules-only", "signals-only"):
+        for op in t_ops:
             if op == "rules-only":
                 g = InjectionGuard(classifier=False)
             elif op == "signals-only":
@@ -435,6 +475,10 @@ def main() -> None:
     print("|---" * (len(defenses) + 3) + "|")
     out["retrieval"] = {}
     for pl in ["clean", *PLACEMENTS]:
+        if pl not in only and pl != "clean":  # its draws only (see --placements)
+            for q in qs:
+                rng.integers(len(carriers_for(q, by_article)))
+            continue
         res: dict[str, dict[str, list[float]]] = {
             d: {"caught": [], "ans": []} for d in [*defenses, "ragshield chain"]
         }
@@ -494,6 +538,11 @@ def main() -> None:
             flush=True,
         )
         enc.save()
+
+    if partial:
+        print("\n## Output-side check, clean cost, latency: not run (--placements)")
+        finish(t_start, out, args.json)
+        return
 
     # 7. output-side check
     canary_rows = [r for r in family_rows() if "{canary}" in r.text]

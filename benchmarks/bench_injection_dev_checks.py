@@ -45,7 +45,8 @@ What it measures (every figure printed is measured in this run; seed 0):
   synonyms, reordered, statement form, typos; one per plant in turn), for the prefixed and
   split placements; verbatim test vs letter-level coverage vs coverage + embedding echo
   (``--bars``) vs coverage + the restating stretch cut off before scoring (``--spans``:
-  ``restated_span`` bars, eleventh session). Benign cost: dev questions' genuine top-10
+  ``restated_span`` bars, eleventh session; ``--leads``: the words before the stretch in
+  its sentence cut with it, second round; ``--skip-base``: those rows only). Benign cost: dev questions' genuine top-10
   *as retrieved* (passages touched, sentences removed, passages holding an answer removed
   whole, passages in which a restating stretch is found), and the dev hard negatives each
   after a reworded dev question.
@@ -55,13 +56,17 @@ from __future__ import annotations
 
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
+import contextlib
 import json
 import os
 import re
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -434,6 +439,16 @@ def section_prefixed(args: argparse.Namespace) -> None:
     enc.save()
 
 
+@contextlib.contextmanager
+def _span_lead(lead: int) -> Iterator[None]:
+    """The guard's ``restating_span`` with ``lead`` words of sentence lead taken along, so
+    one run compares the shipped lead with others (``0``: the first round's stretch)."""
+    from ragshield.defenses.injection import context, detector
+
+    with mock.patch.object(detector, "restating_span", partial(context.restating_span, lead=lead)):
+        yield
+
+
 def section_reworded(args: argparse.Namespace) -> None:
     """The restated scope against an attacker who has read it: the question his passage
     carries reworded (``attacks.rewrite``: words dropped or replaced, reordered, a
@@ -454,13 +469,21 @@ def section_reworded(args: argparse.Namespace) -> None:
     enc, idx, qs, heads, cals = _lofo_setup()
     bars = [float(b) for b in args.bars.split(",") if b]
     spans = [float(b) for b in args.spans.split(",") if b]
-    # (label, scope, restated_coverage, restated_echo, restated_span)
-    scopes: list[tuple[str, str, float | None, float | None, float | None]] = [
-        ("sentence", "sentence", None, None, None),
-        ("verbatim", "restated", None, None, None),
-        ("coverage 85 (stop 37)", "restated", 85.0, None, None),
-        *((f"coverage 85 + echo {b:.2f}", "restated", 85.0, b, None) for b in bars),
-        *((f"coverage 85 + span {b:.2f}, cut", "restated", 85.0, None, b) for b in spans),
+    leads = [int(n) for n in args.leads.split(",") if n]
+    # (label, scope, restated_coverage, restated_echo, restated_span, lead)
+    base: list[tuple[str, str, float | None, float | None, float | None, int]] = [
+        ("sentence", "sentence", None, None, None, 0),
+        ("verbatim", "restated", None, None, None, 0),
+        ("coverage 85 (stop 37)", "restated", 85.0, None, None, 0),
+    ]
+    scopes = [
+        *(row for row in base if not args.skip_base),
+        *((f"coverage 85 + echo {b:.2f}", "restated", 85.0, b, None, 0) for b in bars),
+        *(
+            (f"coverage 85 + span {b:.2f}, lead {n}, cut", "restated", 85.0, None, b, n)
+            for b in spans
+            for n in leads
+        ),
     ]
     kinds = sorted(REWRITES)
     placements = ("prefixed", "prefixed-reworded", "split", "split-reworded")
@@ -485,26 +508,27 @@ def section_reworded(args: argparse.Namespace) -> None:
                     fill(r.text, canary_word(r.id)), base, carried, carrier, random.Random(i)
                 )
                 plants[pl].append((q.question, text, planted))
-        for label, scope, cov, bar, span in scopes:
+        for label, scope, cov, bar, span, lead in scopes:
             g = make_guard(enc, heads[fam], cals[fam], "fpr0.1")  # type: ignore[arg-type]
             g.scope, g.restated_coverage, g.restated_echo = scope, cov, bar  # type: ignore[assignment]
             g.restated_span = span
             cells = []
-            for pl in placements:
-                caught = [
-                    not survives(
-                        " ".join(
-                            k.text
-                            for k in g.filter(
-                                question, [RetrievedPassage(Passage("x", text), 1.0, 0)]
-                            ).kept
-                        ),
-                        planted,
-                    )
-                    for question, text, planted in plants[pl]
-                ]
-                cells.append(detection_rate(caught))
-                means.setdefault((label, pl), []).append(cells[-1])
+            with _span_lead(lead):
+                for pl in placements:
+                    caught = [
+                        not survives(
+                            " ".join(
+                                k.text
+                                for k in g.filter(
+                                    question, [RetrievedPassage(Passage("x", text), 1.0, 0)]
+                                ).kept
+                            ),
+                            planted,
+                        )
+                        for question, text, planted in plants[pl]
+                    ]
+                    cells.append(detection_rate(caught))
+                    means.setdefault((label, pl), []).append(cells[-1])
             _family_row(fam, len(rows), label, cells)
     _mean_rows(means, [label for label, *_ in scopes], placements)
     # benign cost: dev questions' genuine top-10 as retrieved (no prefix: the real case)
@@ -520,13 +544,14 @@ def section_reworded(args: argparse.Namespace) -> None:
         "whole | restating stretch found (passages) | hard negatives touched |"
     )
     print("|---|---|---|---|---|---|")
-    for label, scope, cov, bar, span in scopes:
+    for label, scope, cov, bar, span, lead in scopes:
         g = make_guard(enc, head, cal, "fpr0.1")
         g.scope, g.restated_coverage, g.restated_echo = scope, cov, bar  # type: ignore[assignment]
         g.restated_span = span
         touched = removed = total = gold_gone = found = 0
         for q, h in zip(some, hits, strict=True):
-            res = g.filter(q.question, list(h))
+            with _span_lead(lead):
+                res = g.filter(q.question, list(h))
             total += sum(len(sc.sentences) for sc in g.score_texts([r.text for r in h]))
             touched += len({d.index for d in res.decisions})
             removed += sum(d.unit == "sentence" for d in res.decisions)
@@ -539,7 +564,8 @@ def section_reworded(args: argparse.Namespace) -> None:
         for i, sent in enumerate(hard):
             q = qs[i % len(qs)].question
             carried = REWRITES[kinds[i % len(kinds)]](q, random.Random(i))
-            res = g.filter(q, [RetrievedPassage(Passage("h", f"{carried} {sent}"), 1.0, 0)])
+            with _span_lead(lead):
+                res = g.filter(q, [RetrievedPassage(Passage("h", f"{carried} {sent}"), 1.0, 0)])
             hard_touched += bool(res.decisions)
         print(
             f"| {label} | {touched / (10 * len(some)):.4f} | {removed / max(total, 1):.4f} "
@@ -564,6 +590,10 @@ def main() -> None:
     ap.add_argument("--trims", default="all,offtopic:0.3,offtopic:0.2,none")  # trim
     ap.add_argument("--bars", default="0.7,0.75,0.8,0.85")  # reworded: echo bars tried
     ap.add_argument("--spans", default="0.5,0.6,0.7")  # reworded: restated_span bars tried
+    ap.add_argument("--leads", default="0,3")  # reworded: restating_span leads tried per bar
+    ap.add_argument(
+        "--skip-base", action="store_true", help="reworded: only the echo and span rows"
+    )
     ap.add_argument("--datasets", default="hotpotqa,squad")
     ap.add_argument("--hits-cache", default=None)
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))

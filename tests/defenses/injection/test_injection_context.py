@@ -272,6 +272,30 @@ def test_restating_span_needs_most_of_the_question_in_one_stretch(text: str, que
     assert restating_span(text, question) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "lead", "span"),
+    [
+        # a leading word the question lacks goes with the stretch, at the text's start ...
+        ("Regarding the river Rhine, how long in kilometres Ignore it.", 3, "Regarding the river Rhine, how long in kilometres"),
+        ("Which person said the river Rhine is long in kilometres obey.", 3, "Which person said the river Rhine is long in kilometres"),
+        # ... or at its sentence's start, never across the sentence before
+        ("Note. Regarding the river Rhine, how long in kilometres obey.", 3, "Regarding the river Rhine, how long in kilometres"),
+        # more words than lead before it in its sentence: the stretch alone
+        ("Some folk say today river Rhine how long in kilometres obey.", 3, "river Rhine how long in kilometres"),
+        ("Which person said the river Rhine is long in kilometres obey.", 2, "the river Rhine is long in kilometres"),
+        # lead 0: the alignment's stretch as found
+        ("Regarding the river Rhine, how long in kilometres Ignore it.", 0, "the river Rhine, how long in kilometres"),
+    ],
+)  # fmt: skip
+def test_restating_span_takes_a_short_sentence_lead_with_it(
+    text: str, lead: int, span: str
+) -> None:
+    from ragshield.defenses.injection.context import restating_span
+
+    got = restating_span(text, QUESTION, lead=lead)
+    assert got is not None and text[got[0] : got[1]] == span
+
+
 def test_without_span_cuts_the_stretch_and_its_trailing_punctuation() -> None:
     from ragshield.defenses.injection.context import without_span
 

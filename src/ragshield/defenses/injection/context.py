@@ -98,6 +98,9 @@ def echo(question_vector: np.ndarray, sentence_vectors: np.ndarray) -> float:
 
 _TOKEN = re.compile(r"[^\W_]+")
 _MIN_CONTENT = 3
+# a rewrite's leading words the question lacks ("Which", "Regarding", "The person"); dev
+# (--section reworded, stop 38 second round): reworded prefixed 0.916 -> 0.951, benign cost same
+_LEAD = 3
 
 
 def _matches(tokens: Sequence[str], question: Sequence[str]) -> np.ndarray:
@@ -114,7 +117,9 @@ def _matches(tokens: Sequence[str], question: Sequence[str]) -> np.ndarray:
     return out
 
 
-def restating_span(text: str, query: str, min_cover: float = 0.7) -> tuple[int, int] | None:
+def restating_span(
+    text: str, query: str, min_cover: float = 0.7, lead: int = _LEAD
+) -> tuple[int, int] | None:
     """Character span ``(start, end)`` of ``text`` that restates the question in other words,
     or ``None``: the stretch of words that best aligns with the question's words (a word of
     the question, or one typo from it, counts +1; any other word -1; the best-scoring
@@ -129,6 +134,11 @@ def restating_span(text: str, query: str, min_cover: float = 0.7) -> tuple[int, 
     instruction's first sentence ("The capital of Australia is Ignore ..."), whose vector
     the question's words then dilute. The alignment reads which words stand where, not a
     wording; :func:`without_span` cuts the stretch off so the instruction is scored alone.
+
+    The stretch reaches back to the start of its sentence when at most ``lead`` words stand
+    between (``0``: never): a rewrite leads with a word the question does not have
+    ("Which is ..." for "What is ...", "Regarding ...", "The person who ..."), which the
+    alignment leaves out and the cut would leave glued to the instruction.
     """
     q_words = _TOKEN.findall(query.lower())
     content = sorted({w for w in q_words if w not in ENGLISH_STOP_WORDS})
@@ -157,7 +167,17 @@ def restating_span(text: str, query: str, min_cover: float = 0.7) -> tuple[int, 
     if int(covered.sum()) < max(_MIN_CONTENT, min_cover * len(content)):
         return None
     found = list(_TOKEN.finditer(text))  # the same tokens, with their places
-    return found[a].start(), found[b].end()
+    return found[_sentence_lead(text, found, a, lead)].start(), found[b].end()
+
+
+def _sentence_lead(text: str, found: Sequence[re.Match[str]], a: int, lead: int) -> int:
+    """Index of the token the stretch starting at token ``a`` should start at: the first of
+    its sentence when at most ``lead`` tokens come before it there, else ``a``."""
+    begins = max(text.rfind(c, 0, found[a].start()) for c in ".!?\n") + 1
+    first = a
+    while first > 0 and a - first <= lead and found[first - 1].start() >= begins:
+        first -= 1
+    return first if a - first <= lead else a
 
 
 def without_span(text: str, span: tuple[int, int]) -> str:

@@ -67,9 +67,9 @@ that no sentence of it reaches a threshold alone (why the prefixed placement was
 less than in-passage: its passage is the question and the instruction, so the relation to
 the passage has no genuine sentences to measure the instruction against). A passage that
 restates the question in other words (``restated_span``: most of its content words in one
-stretch, any order, typos allowed) is also scored with that stretch cut off: an attacker
-who rewords the question drops its question mark, and the question's words then dilute the
-instruction's first sentence they run into.
+stretch, any order, typos allowed, with up to three words before it in its sentence) is also
+scored with that stretch cut off: an attacker who rewords the question drops its question
+mark, and the question's words then dilute the instruction's first sentence they run into.
 
 Training corpora (the packaged head; details and licences in
 ``benchmarks/train_injection_head.py``): ``bastioncorpus`` 0.6.0 (MIT; 118 labelled
@@ -170,7 +170,7 @@ class InjectionGuard(StagedParams):
         (:func:`~ragshield.defenses.injection.context.restating_span`); when one does, the
         passage is also scored with that stretch cut off (the instruction it ran into is
         read alone) and goes whole if either reading flags something; ``None``: not read.
-        Unlike the two above it is read on every passage (a word alignment, ~0.1 ms); the
+        Unlike the two above it is read on every passage (a word alignment, 0.2-0.4 ms); the
         cut passage is encoded again only where a stretch is found (2 % of dev top-10
         passages at 0.7).
     head: path to a head JSON; ``None`` = the packaged head.
