@@ -554,10 +554,16 @@ class InjectionGuard(StagedParams):
         return echo(vecs[0], vecs[1:]) >= self.restated_echo
 
     def _flags(
-        self, r: RetrievedPassage, sc: Scored, t: float, low: float | None
+        self,
+        r: RetrievedPassage,
+        sc: Scored,
+        t: float,
+        low: float | None,
+        t_lang: float | None,
+        t_dis: float | None,
     ) -> tuple[np.ndarray, np.ndarray | None, list[str | None]]:
-        """``(flagged, by rule or signal, the signal's reason per sentence)`` of a passage."""
-        t_lang, t_dis = self.language_threshold_(), self.disguise_threshold_()
+        """``(flagged, by rule or signal, the signal's reason per sentence)`` of a passage;
+        the bars are read once per call by :meth:`filter`, not once per passage and reading."""
         by_rule = np.array([bool(h) for h in sc.rules], dtype=bool) if self.rules else None
         flag = (
             window_flags(sc.own, sc.pair, t, low, by_rule)
@@ -600,15 +606,16 @@ class InjectionGuard(StagedParams):
         cut_scored = self._cut_readings(query, [t for t, _ in clipped])
         t = self.threshold_() if self.classifier else float("nan")
         low = self.low_threshold_() if self.classifier else None
+        bars = (t, low, self.language_threshold_(), self.disguise_threshold_())
         kept: list[RetrievedPassage] = []
         removed: list[RetrievedPassage] = []
         decisions: list[Decision] = []
         n_flagged = 0
         for i, (r, sc, cut) in enumerate(zip(items, scored, cut_scored, strict=True)):
-            flag, by_rule, why = self._flags(r, sc, t, low)
+            flag, by_rule, why = self._flags(r, sc, *bars)
             best = sc.scores
             if cut is not None:  # read with the restated question cut off (restated_span)
-                cut_flag, _, _ = self._flags(r, cut, t, low)
+                cut_flag, _, _ = self._flags(r, cut, *bars)
                 flagged_cut = [s for s, f in zip(cut.sentences, cut_flag, strict=True) if f]
                 by_cut = np.array(
                     [any(c in s or s in c for c in flagged_cut) for s in sc.sentences], bool
