@@ -18,7 +18,8 @@ sentences (with two, each is the other's only neighbour and both have the same
 coherence). The detector combines ``head.offtopic_boost`` times this with a sentence's
 score as a noisy-OR (:func:`ragshield.defenses.injection.scoring.pair_scores`) before the
 threshold; calibration on the index's own passages applies the same, so the index keeps
-its calibrated flag rate.
+its calibrated flag rate. :class:`Removal` holds the guard's parameters for the question
+side: what a flag removes, and the bars at which a passage restates the question.
 """
 
 from __future__ import annotations
