@@ -152,7 +152,7 @@ def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed
         for b in budgets:
             res = run_real_eval(data, found[b], {name: chain}, [f"filter-aware:{b}"], encoder=enc,
                                 k=k, seed=seed, split=split, base_store=store,
-                                calibrate_index=False, novelty=table or False)  # fmt: skip
+                                calibrate_index=False, novelty=table)  # fmt: skip
             m = dict(res.rows[0].metrics)
             out[name][str(b)] = m | {"m_planted": res.rows[0].m_planted}
             vals.append(cell(m))

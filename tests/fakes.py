@@ -1,4 +1,5 @@
-"""Test doubles shared by several test folders: encoders and filters with no model.
+"""Test doubles shared by several test folders: encoders and filters with no model (and
+the one JSONL writer of the tests' small corpora).
 
 Imported as ``from fakes import ...``: pytest puts ``tests/`` on ``sys.path`` for the root
 ``conftest.py``. Each double is deterministic, so a test's outcome does not depend on a model.
@@ -6,10 +7,12 @@ Imported as ``from fakes import ...``: pytest puts ``tests/`` on ``sys.path`` fo
 
 from __future__ import annotations
 
+import json
 import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -211,3 +214,9 @@ def cue_head(threshold: float = 0.5, *, boost: float = 0.0) -> InjectionHead:
         ((w, np.zeros(1, np.float32)),), "keywords", {"fpr1": threshold, "fpr0.1": 0.9},
         offtopic_boost=boost,
     )  # fmt: skip
+
+
+def write_jsonl(path: Path, records: Sequence[dict[str, str]]) -> Path:
+    """A corpus or question file, one JSON object per line (what the CLI reads)."""
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from fakes import write_jsonl
 from ragshield.cli import run
 from ragshield.demo import demo_files
 from ragshield.indexing import index_text, open_index
@@ -35,11 +36,6 @@ CLEAN = [
      "of kunanyi / Mount Wellington. The city is a starting point for Antarctic expeditions."},
 ]  # fmt: skip
 SCREEN = "ragdefender"  # the poisoning screen; the default adds ecosaferag (slower)
-
-
-def _jsonl(path: Path, recs: list[dict[str, str]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
-    return path
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -64,7 +60,7 @@ def _copy(built: Path, dest: Path) -> Path:
 def added(built: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     root = tmp_path_factory.mktemp("added")
     idx = _copy(built, root / "idx")
-    new = _jsonl(root / "new.jsonl", [*POISON, *CLEAN])
+    new = write_jsonl(root / "new.jsonl", [*POISON, *CLEAN])
     return idx, add_documents(idx, new, screen=SCREEN)
 
 
@@ -104,7 +100,7 @@ def test_provenance_is_recorded_per_passage(added: tuple[Path, object]) -> None:
 
 def test_release_and_delete(built: Path, tmp_path: Path) -> None:
     idx = _copy(built, tmp_path / "idx")
-    add_documents(idx, _jsonl(tmp_path / "p.jsonl", POISON), screen=SCREEN)
+    add_documents(idx, write_jsonl(tmp_path / "p.jsonl", POISON), screen=SCREEN)
     held = [q.id for q in quarantine_list(idx)]
     assert len(held) >= 2
     assert release(idx, [held[0]]) == [held[0]]
@@ -121,7 +117,7 @@ def test_cli_add_writes_a_schema_valid_screening_report(built: Path, tmp_path: P
     jsonschema = pytest.importorskip("jsonschema")
     junitparser = pytest.importorskip("junitparser")
     idx = _copy(built, tmp_path / "idx")
-    new = _jsonl(tmp_path / "new.jsonl", [*CLEAN, *POISON])
+    new = write_jsonl(tmp_path / "new.jsonl", [*CLEAN, *POISON])
     rc = run(["add", str(idx), str(new), "--screen", SCREEN, "--report", str(tmp_path / "r"),
               "--format", "json,sarif,junit"])  # fmt: skip
     assert rc == 0
@@ -160,7 +156,7 @@ def test_bad_input_exits_2_before_work(
 ) -> None:  # fmt: skip
     idx = _copy(built, tmp_path / "idx")
     recs = [{"id": "canberra", "text": "dup id"}] if make == "dup" else CLEAN
-    new = _jsonl(tmp_path / "new.jsonl", recs)
+    new = write_jsonl(tmp_path / "new.jsonl", recs)
     if make == "bad":
         new.write_text('{"id": "a", "text": "x"}\n{oops\n', encoding="utf-8")
     before = _digest(idx)
@@ -189,7 +185,7 @@ add_documents(sys.argv[1], sys.argv[2], screen="none")
 
 def test_kill_9_during_append_leaves_the_index_valid(built: Path, tmp_path: Path) -> None:
     idx = _copy(built, tmp_path / "idx")
-    new = _jsonl(tmp_path / "new.jsonl", CLEAN)
+    new = write_jsonl(tmp_path / "new.jsonl", CLEAN)
     flag = tmp_path / "writing"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     child = subprocess.Popen([sys.executable, "-c", _CHILD, str(idx), str(new), str(flag)],
@@ -221,7 +217,7 @@ def test_add_to_a_pgvector_index(pg_uri: str, tmp_path: Path) -> None:
 
     build_index(read_corpus(demo_files()[0]), tmp_path / "pg", store_uri=pg_uri,
                 table="add_demo")  # fmt: skip
-    new = _jsonl(tmp_path / "new.jsonl", [*POISON, *CLEAN])
+    new = write_jsonl(tmp_path / "new.jsonl", [*POISON, *CLEAN])
     report = add_documents(tmp_path / "pg", new, screen=SCREEN, uri=pg_uri)
     assert set(report.added) == {"perth", "hobart"} and report.quarantined
     store, enc = open_index(tmp_path / "pg", uri=pg_uri)

@@ -8,6 +8,14 @@ from functools import lru_cache
 
 _WS = re.compile(r"\s+")
 
+#: English function words: a question's words that name no topic (the extractive
+#: generator's overlap ignores them; an attacker's rewrite may drop them).
+FUNCTION_WORDS = frozenset({
+    "a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or",
+    "is", "are", "was", "were", "be", "been", "do", "does", "did", "that", "this", "which",
+    "what", "who", "whom", "when", "where", "why", "how", "it", "its", "as",
+})  # fmt: skip
+
 
 def split_sentences(text: str, language: str = "en") -> list[str]:
     """Split into sentences with ``sentencex`` (Wikimedia; rule-based, ~300 languages, no

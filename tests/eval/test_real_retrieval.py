@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fakes import WordHashEncoder
+from fakes import KeywordFilter, WordHashEncoder
 from ragshield.errors import InputError
 from ragshield.eval.ontopic import OnTopicData, QACase, load_ontopic
 from ragshield.eval.plant import REAL_SETTINGS, attack_passages, planted_copy, typo_copy
-from ragshield.eval.real_retrieval import run_real_eval
+from ragshield.eval.real_retrieval import index_novelty, run_real_eval
+from ragshield.store.calibration_novelty import NoveltyIndex
 from ragshield.store.faiss_store import FaissStore
 from ragshield.types import Passage
 
@@ -120,3 +121,39 @@ def test_cli_rejects_a_file_as_out_dir(tmp_path: Path, capsys: pytest.CaptureFix
     assert run(["eval", "retrieval", str(data), "--out", str(out)]) == 2
     assert "is a file" in capsys.readouterr().err
     assert out.read_text() == "mine"
+
+
+class _NoveltySpy(KeywordFilter):
+    """A filter that reads an index's novelty table, recording what it was handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[object] = []
+
+    def use_novelty(self, table: object) -> None:
+        self.tables.append(table)
+
+
+def test_an_empty_novelty_table_is_a_table_not_off() -> None:
+    # novelty is tested by identity: an empty NoveltyIndex (len 0, falsy) is handed on as a
+    # table, where a truthiness test would have switched the stage off (None) unannounced
+    data, enc = tiny(), WordHashEncoder()
+    empty = NoveltyIndex.restore([], [], np.zeros((0, enc.dim), np.float32), np.zeros((0, 4)))
+    assert len(empty) == 0 and not empty
+    store = FaissStore(enc.dim)
+    store.add(list(data.passages), enc.encode([p.text for p in data.passages]))
+    assert index_novelty(store, empty) is empty
+    assert index_novelty(store, False) is None and index_novelty(store, None) is None
+    on, off = _NoveltySpy(), _NoveltySpy()
+    run_real_eval(data, list(data.questions), {"on": on}, ["clean"], encoder=enc, k=4,
+                  base_store=store, calibrate_index=False, novelty=empty)  # fmt: skip
+    run_real_eval(data, list(data.questions), {"off": off}, ["clean"], encoder=enc, k=4,
+                  base_store=store, calibrate_index=False, novelty=None)  # fmt: skip
+    assert on.tables == [{}] and off.tables == [None]
+
+
+@pytest.mark.parametrize("novelty", ["yes", 1, 0, {}, [True]])
+def test_novelty_of_another_type_is_refused_before_work(novelty: object) -> None:
+    with pytest.raises(InputError, match="novelty must be True"):
+        run_real_eval(tiny(), list(tiny().questions), {"none": None}, ["clean"],
+                      encoder=WordHashEncoder(), novelty=novelty)  # type: ignore[arg-type]  # fmt: skip

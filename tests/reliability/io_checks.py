@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fakes import write_jsonl
 from ragshield.cli import run
 
 DIM = 384  # the packaged encoder's dimension, so a fixture index also answers real queries
@@ -78,10 +79,10 @@ def forbid_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def write_corpus(tmp_path: Path) -> Path:
-    f = tmp_path / "corpus.jsonl"
-    f.write_text(
-        '{"id": "a", "text": "Paris is the capital of France."}\n'
-        '{"id": "b", "text": "Cats purr when they are content."}\n',
-        encoding="utf-8",
+    return write_jsonl(
+        tmp_path / "corpus.jsonl",
+        [
+            {"id": "a", "text": "Paris is the capital of France."},
+            {"id": "b", "text": "Cats purr when they are content."},
+        ],
     )
-    return f

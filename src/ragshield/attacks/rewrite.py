@@ -23,51 +23,10 @@ import random
 import re
 from collections.abc import Callable
 
+from ragshield.text import FUNCTION_WORDS
+
 #: Words an attacker may drop without losing the question's topic (function words).
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "by",
-        "with",
-        "from",
-        "and",
-        "or",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "do",
-        "does",
-        "did",
-        "that",
-        "this",
-        "these",
-        "those",
-        "which",
-        "what",
-        "who",
-        "whom",
-        "whose",
-        "when",
-        "where",
-        "why",
-        "how",
-        "it",
-        "its",
-        "as",
-        "than",
-    ]
-)
+STOPWORDS = FUNCTION_WORDS | {"these", "those", "whose", "than"}
 _AUX = ("is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have",
         "had", "will", "would", "should")  # fmt: skip
 _WH = ("what", "which", "who", "whom", "whose", "when", "where", "why", "how")

@@ -109,7 +109,7 @@ def run_settings(
     # the index's novelty table, computed once for every run_real_eval call and the oracle
     novelty = index_novelty(store, kwargs.pop("novelty", True))
     common: dict[str, Any] = dict(encoder=encoder, k=k, context_k=context_k, seed=seed,
-                                  cache_dir=cache_dir, base_store=store, novelty=novelty or False,
+                                  cache_dir=cache_dir, base_store=store, novelty=novelty,
                                   calibrate_index=calibrate_index, **kwargs)  # fmt: skip
     res = run_real_eval(data, cases, defenses, direct, **common) if direct else None
     rows = list(res.rows) if res else []

@@ -55,6 +55,7 @@ from ragshield.eval.plant import REAL_SETTINGS, PlantedPassage, attack_passages,
 from ragshield.generate.base import Generator
 from ragshield.generate.cache import answer_once
 from ragshield.pipeline import RAGPipeline
+from ragshield.store.calibration_novelty import NoveltyIndex, store_novelty, use_added_novelty
 from ragshield.store.faiss_store import FaissStore
 from ragshield.text import contains_answer
 from ragshield.types import Answer, FilterResult, RetrievedPassage
@@ -249,17 +250,19 @@ def run_real_eval(
     calibrate_index: bool = True,
     show_progress: bool = False,
     on_question: Callable[[QuestionTrace], None] | None = None,
-    novelty: Any = True,
+    novelty: NoveltyIndex | bool | None = True,
 ) -> RealResults:
     """Plant, retrieve for real, filter, score (see the module docstring for the metrics).
 
     ``on_question`` sees every scored question (progress bars, per-question audits).
     ``novelty``: the index's novelty table (:mod:`ragshield.store.calibration_novelty`) —
     ``True`` = the one ``ragshield index`` would store (the base store's own, else computed
-    over it), a ``NoveltyIndex`` = that one, ``False`` = none (the stage off, as on an index
-    built without it); each setting's added passages join it as ``ragshield add`` would."""
+    over it), a ``NoveltyIndex`` = that one (even an empty one), ``False`` or ``None`` = none
+    (the stage off, as on an index built without it); each setting's added passages join it
+    as ``ragshield add`` would. Anything else is refused before any work."""
     if not cases:
         raise InputError("no questions to evaluate")
+    check_novelty(novelty)
     unknown = [s for s in settings if not known(s) or s == "extraction"]
     if unknown:
         raise InputError(f"unknown setting(s) {unknown}; available: {', '.join(REAL_SETTINGS)}")
@@ -332,24 +335,35 @@ def run_real_eval(
     )
 
 
-def index_novelty(store: FaissStore, novelty: Any) -> Any:
-    """The table ``run_real_eval``'s ``novelty`` names (see there)."""
-    if novelty is True:
-        from ragshield.store.calibration_novelty import store_novelty
+def check_novelty(novelty: object) -> None:
+    """Refuse a ``novelty`` that is not ``True``, ``False``, ``None`` or a ``NoveltyIndex``
+    (tested by identity and type, not truthiness: an empty table is a table, not "off")."""
+    if not (novelty is None or isinstance(novelty, (bool, NoveltyIndex))):
+        raise InputError(
+            "novelty must be True (the index's own table), False or None (off) or a "
+            f"NoveltyIndex. Got {type(novelty).__name__} instead."
+        )
 
-        own = getattr(store, "novelty", None)
+
+def index_novelty(store: FaissStore, novelty: NoveltyIndex | bool | None) -> NoveltyIndex | None:
+    """The table ``run_real_eval``'s ``novelty`` names (see there)."""
+    check_novelty(novelty)
+    if novelty is True:
+        own = store.novelty
         if own is not None and len(own) == len(store):
             return own
         return store_novelty(store)  # what `ragshield index` would store
-    return novelty or None
+    if novelty is False or novelty is None:
+        return None
+    return novelty
 
 
-def hand_novelty(defenses: Any, table0: Any, attacked: FaissStore, base_size: int) -> None:
+def hand_novelty(
+    defenses: Any, table0: NoveltyIndex | None, attacked: FaissStore, base_size: int
+) -> None:
     """Every defense gets the table of ``attacked`` (``table0`` plus the passages
     added after its first ``base_size`` rows, each judged against the index as ``ragshield
     add`` judges them; edits in place keep the value the page had)."""
-    from ragshield.store.calibration_novelty import use_added_novelty
-
     added = attacked.passages[base_size:]
     use_added_novelty(defenses, table0, [p.id for p in added], [p.text for p in added],
                       attacked.vectors[base_size:], "(a planted copy)")  # fmt: skip

@@ -15,49 +15,8 @@ import numpy as np
 
 from ragshield.embed.base import Encoder
 from ragshield.generate.prompt import build_prompt
-from ragshield.text import normalize_answer, split_sentences, words
+from ragshield.text import FUNCTION_WORDS, normalize_answer, split_sentences, words
 from ragshield.types import Generation
-
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "by",
-        "with",
-        "and",
-        "or",
-        "what",
-        "who",
-        "whom",
-        "which",
-        "when",
-        "where",
-        "why",
-        "how",
-        "does",
-        "do",
-        "did",
-        "from",
-        "as",
-        "that",
-        "this",
-        "it",
-        "its",
-    ]
-)
 
 
 class ExtractiveGenerator:
@@ -109,7 +68,7 @@ class ExtractiveGenerator:
             sims = vecs[1:] @ vecs[0]
             text = sentences[int(np.argmax(sims))]
         else:
-            q = set(words(question)) - _STOP
+            q = set(words(question)) - FUNCTION_WORDS
             scores = [len(q & set(words(s))) for s in sentences]
             text = sentences[int(np.argmax(scores))] if max(scores) > 0 else sentences[0]
         return Generation(

@@ -406,7 +406,7 @@ def run_scan(
                 split=split,
                 generator=generator,
                 base_store=store,
-                novelty=getattr(store, "novelty", None) or False,  # the index's own table
+                novelty=getattr(store, "novelty", None),  # the index's own table; None: off
                 on_question=on_question,
             )
         finally:

@@ -18,13 +18,16 @@ sentences (with two, each is the other's only neighbour and both have the same
 coherence). The detector combines ``head.offtopic_boost`` times this with a sentence's
 score as a noisy-OR (:func:`ragshield.defenses.injection.scoring.pair_scores`) before the
 threshold; calibration on the index's own passages applies the same, so the index keeps
-its calibrated flag rate.
+its calibrated flag rate. :class:`Removal` holds the guard's parameters for the question
+side: what a flag removes, and the bars at which a passage restates the question.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import unquote_plus
 
 import numpy as np
@@ -32,7 +35,44 @@ from rapidfuzz.distance import OSA
 from rapidfuzz.process import cdist
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-__all__ = ["coherence", "echo", "offtopic", "restates", "restating_span", "without_span"]
+__all__ = [
+    "SCOPES", "Removal", "Scope", "coherence", "echo", "offtopic", "restates", "restating_span",
+    "without_span",
+]  # fmt: skip
+
+Scope = Literal["sentence", "passage", "restated"]
+SCOPES: tuple[str, ...] = ("sentence", "passage", "restated")
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What a flag removes, and when a passage counts as restating the question (the
+    ``InjectionGuard`` parameters of the same names; the guard documents each).
+
+    scope: the flagged ``"sentence"``, its whole ``"passage"``, or ``"restated"``: the
+        whole passage when it restates the question (verbatim, :func:`restates`, or edited:
+        the three bars below), else the sentence.
+    restated_coverage, restated_echo: with ``"restated"``, the question's letter-level
+        coverage and the sentence echo at which a flagged passage restates it (``None``:
+        not read); restated_span: the share of the question's content words one stretch
+        must restate for the passage to be read again with it cut off (:func:`restating_span`).
+
+    Why one group: the three bars are read only under ``scope="restated"``, and all four
+    decide one thing, how much of a passage a flag takes with it.
+    """
+
+    # a hijacked page keeps its facts; a passage restating the question goes whole once
+    # flagged (dev, bench_injection_dev_checks.py --section prefixed: held-out prefixed
+    # 0.942 -> 0.979, split 0.820 -> 0.951, other placements unchanged)
+    scope: Scope = "restated"
+    # an edited prefix keeps most of the question's letters in order (RAGDefender's
+    # coverage bar: no benign dev top-10 passage reaches 85; dev: --section reworded)
+    restated_coverage: float | None = 85.0
+    restated_echo: float | None = None  # gold pages echo the question too (p95 0.83)
+    # dev (--section reworded): reworded prefixed 0.742 -> 0.916, split 0.878 -> 0.978 at
+    # 0.5-0.7 alike; 0.7 finds a stretch in fewest genuine top-10 passages (2 %) and
+    # removes no more benign sentences than coverage alone (97 of 5,113)
+    restated_span: float | None = 0.7
 
 
 def coherence(vectors: np.ndarray) -> np.ndarray:

@@ -103,7 +103,14 @@ import numpy as np
 
 from ragshield.defenses.base import check_retrieved
 from ragshield.defenses.injection import language as lang_id
-from ragshield.defenses.injection.context import echo, restates, restating_span, without_span
+from ragshield.defenses.injection.context import (
+    SCOPES,
+    Removal,
+    echo,
+    restates,
+    restating_span,
+    without_span,
+)
 from ragshield.defenses.injection.head import InjectionHead
 from ragshield.defenses.injection.rules import classifier_view, rule_hits
 from ragshield.defenses.injection.scoring import (
@@ -137,8 +144,6 @@ __all__ = [
 OPERATING_POINTS: Mapping[str, float] = {"fpr1": 0.01, "fpr0.1": 0.001}
 RULE, CLASSIFIER, COLLATERAL = "injection_rule", "injection_classifier", "injection_collateral"
 OperatingPoint = Literal["fpr1", "fpr0.1"]
-Scope = Literal["sentence", "passage", "restated"]
-SCOPES: tuple[str, ...] = ("sentence", "passage", "restated")
 
 
 class InjectionGuard(StagedParams):
@@ -173,6 +178,10 @@ class InjectionGuard(StagedParams):
         Unlike the two above it is read on every passage (a word alignment, 0.2-0.4 ms); the
         cut passage is encoded again only where a stretch is found (2 % of dev top-10
         passages at 0.7).
+    removal: the four above as one
+        :class:`~ragshield.defenses.injection.context.Removal` (what a flag removes), its
+        dataclass, a table of its fields, or ``None`` for the defaults; each field also by its
+        own name (``scope="passage"``, ``restated_span=None``).
     head: path to a head JSON; ``None`` = the packaged head.
     language: ``sentencex`` language code for segmentation.
     max_chars: characters of a passage read; the rest is cut (never reaches the generator).
@@ -206,11 +215,14 @@ class InjectionGuard(StagedParams):
         "disguise": [Boolean()],
         "neighbour_point": [Options(*NEIGHBOUR_POINTS)],
     }
-    _stages: ClassVar[Mapping[str, type]] = {"signals": Signals, "neighbours": Neighbours}
+    _stages: ClassVar[Mapping[str, type]] = {
+        "removal": Removal, "signals": Signals, "neighbours": Neighbours,
+    }  # fmt: skip
     _own_params = (
-        "operating_point", "threshold", "rules", "classifier", "scope", "restated_coverage",
-        "restated_echo", "restated_span", "head", "language", "max_chars", "cache_size",
+        "operating_point", "threshold", "rules", "classifier", "head", "language", "max_chars",
+        "cache_size",
     )  # fmt: skip
+    removal: Removal
     signals: Signals
     neighbours: Neighbours
 
@@ -224,22 +236,11 @@ class InjectionGuard(StagedParams):
         threshold: float | None = None,
         rules: bool = True,
         classifier: bool = True,
-        # a hijacked page keeps its facts; a passage restating the question goes whole once
-        # flagged (dev, bench_injection_dev_checks.py --section prefixed: held-out prefixed
-        # 0.942 -> 0.979, split 0.820 -> 0.951, other placements unchanged)
-        scope: Scope = "restated",
-        # an edited prefix keeps most of the question's letters in order (RAGDefender's
-        # coverage bar: no benign dev top-10 passage reaches 85; dev: --section reworded)
-        restated_coverage: float | None = 85.0,
-        restated_echo: float | None = None,  # gold pages echo the question too (p95 0.83)
-        # dev (--section reworded): reworded prefixed 0.742 -> 0.916, split 0.878 -> 0.978 at
-        # 0.5-0.7 alike; 0.7 finds a stretch in fewest genuine top-10 passages (2 %) and
-        # removes no more benign sentences than coverage alone (97 of 5,113)
-        restated_span: float | None = 0.7,
         head: str | None = None,
         language: str = "en",
         max_chars: int = 20_000,  # as EcoSafeRAG (issue #15): bounds one passage's cost
         cache_size: int = 16_384,  # passages (~6 sentences each: a few MB of scores)
+        removal: Removal | Mapping[str, Any] | None = None,  # defaults and dev notes: Removal
         signals: Signals | Mapping[str, Any] | None = None,
         neighbours: Neighbours | Mapping[str, Any] | None = None,
         **flat: Any,
@@ -249,15 +250,11 @@ class InjectionGuard(StagedParams):
         self.threshold = threshold
         self.rules = rules
         self.classifier = classifier
-        self.scope = scope
-        self.restated_coverage = restated_coverage
-        self.restated_echo = restated_echo
-        self.restated_span = restated_span
         self.head = head
         self.language = language
         self.max_chars = max_chars
         self.cache_size = cache_size
-        self._set_stages({"signals": signals, "neighbours": neighbours}, flat)
+        self._set_stages({"removal": removal, "signals": signals, "neighbours": neighbours}, flat)
         self.calibration_: dict[str, Any] | None = None
         self._head: InjectionHead | None = None
         self._cache: dict[bytes, Scored] = {}
