@@ -155,8 +155,8 @@ def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed
     lines = [f"| chain | {head} | calls spent (mean) |{extra} search s |",
              "|---" * (len(budgets) + 3 + bool(ingest)) + "|"]  # fmt: skip
     out: dict[str, Any] = {}
-    for name, chain in chains.items():
-        for mode in ("", *ingest):
+    for mode in ("", *ingest):  # every chain's row without the layer first, then with it
+        for name, chain in chains.items():
             oracle = None if not mode else IngestOracle(
                 store, enc, chain, screen, k=k, novelty=table, one_per_batch=mode == "single",
                 verdicts=verdicts,
@@ -424,13 +424,6 @@ def main() -> None:
             print("### adaptive settings (attack reaches / adversarial majority)\n")
             print(table + f"\n\n({time.perf_counter() - t0:.0f} s)\n", flush=True)
             dump[name]["adaptive"] = rows
-        if "curve" in sections:
-            table, rows = curve_table(data, cases, chains, enc, store, args.seed, args.k, budgets,
-                                      args.novelty, args.split, ingest)  # fmt: skip
-            print("### filter-aware attacker: reaches / majority against budget "
-                  "(black-box calls per target)\n")  # fmt: skip
-            print(table + "\n", flush=True)
-            dump[name]["curve"] = rows
         if "ingest-clean" in sections:
             t0, c0 = time.perf_counter(), time.process_time()
             table, rows = ingest_clean_table(data, cases, store, enc)
@@ -440,6 +433,13 @@ def main() -> None:
             print(table + f"\n\n(wall {time.perf_counter() - t0:.0f} s, CPU "
                   f"{time.process_time() - c0:.0f} s)\n", flush=True)  # fmt: skip
             dump[name]["ingest-clean"] = rows
+        if "curve" in sections:
+            table, rows = curve_table(data, cases, chains, enc, store, args.seed, args.k, budgets,
+                                      args.novelty, args.split, ingest)  # fmt: skip
+            print("### filter-aware attacker: reaches / majority against budget "
+                  "(black-box calls per target)\n")  # fmt: skip
+            print(table + "\n", flush=True)
+            dump[name]["curve"] = rows
         if "diagnose" in sections:
             table, rows = diagnose_table(cases, chains, enc, store, args.seed, args.k, budgets,
                                          args.novelty)  # fmt: skip
