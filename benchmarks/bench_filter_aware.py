@@ -23,6 +23,15 @@ deploy them, k = 10 retrieved, the 5 survivors nearest the question = the contex
   plants the survivors of the best set found within that many calls). Cell = reaches /
   majority after 10 / 50 / 200 calls; ``calls`` = mean calls actually spent (the search
   stops when all 5 passages survive).
+  ``--through-ingest batch,single`` adds a row per chain where the attacker must enter
+  through ``ragshield add`` (:class:`~ragshield.attacks.filter_aware.IngestOracle`): each
+  call adds its set through the shipped ingestion screen (calibrated from the index, as
+  ``add`` builds it) — as one batch, or one passage per batch (the attacker adapted to the
+  layer) — and only the accepted passages are planted; ``quarantined / submitted`` counts
+  the candidate passages the calls added and the screen flagged.
+* ``ingest-clean`` — that screen's clean cost on the same corpus: the gold passages of the
+  split's questions taken out of an index copy and added back, as one batch and one at a
+  time; share quarantined with a Wilson 95 % interval.
 * ``diagnose`` — why the survivors survive (RAGDefender chains only): the search at the
   largest budget, then each target's surviving set planted once more and every survivor's
   stage scores read from the filter's details — question echo, question coverage, the
@@ -65,6 +74,7 @@ DATASETS = {
     "squad": ("ontopic/squad_v1.1_dev_43articles.json", None),
 }
 DEFENSES = "none;ragdefender-paper;authors;ragdefender;ragdefender,ecosaferag"
+SECTIONS = ("adaptive", "curve", "diagnose", "ingest-clean")
 
 
 def _shared() -> Path:
@@ -123,42 +133,132 @@ def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, s
 
 
 def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed: int, k: int,
-                budgets: list[int], novelty: bool = True,
-                split: str = "test") -> tuple[str, dict]:  # fmt: skip
+                budgets: list[int], novelty: bool = True, split: str = "test",
+                ingest: tuple[str, ...] = ()) -> tuple[str, dict]:  # fmt: skip
+    """One row per chain; with ``ingest`` modes (``batch`` / ``single``) also one row per
+    chain and mode where the attacker enters through ``ragshield add``'s screen."""
+    from ragshield.attacks.filter_aware import IngestOracle, shipped_screen
     from ragshield.eval.adaptive_eval import search_cases
     from ragshield.eval.real_retrieval import index_novelty, run_real_eval
+    from ragshield.store.profile import profile_vectors
 
     # the index's novelty table as `ragshield index` stores it; each call's candidates and
     # the planted survivors join it as `ragshield add` would add them
     table = index_novelty(store, novelty)
+    screen = shipped_screen(enc, profile_vectors(store.vectors)) if ingest else None
+    verdicts: dict = {}  # screen verdicts per batch: the same whatever the query-time chain
 
     text_of = {p.id: p.text for p in data.passages}
     golden = {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids[0] in text_of}
     head = " | ".join(f"{b} calls" for b in budgets)
-    lines = [f"| chain | {head} | calls spent (mean) | search s |",
-             "|---" * (len(budgets) + 3) + "|"]  # fmt: skip
+    extra = " quarantined / submitted |" if ingest else ""
+    lines = [f"| chain | {head} | calls spent (mean) |{extra} search s |",
+             "|---" * (len(budgets) + 3 + bool(ingest)) + "|"]  # fmt: skip
     out: dict[str, Any] = {}
-    for name, chain in chains.items():
+    for mode in ("", *ingest):  # every chain's row without the layer first, then with it
+        for name, chain in chains.items():
+            oracle = None if not mode else IngestOracle(
+                store, enc, chain, screen, k=k, novelty=table, one_per_batch=mode == "single",
+                verdicts=verdicts,
+            )  # fmt: skip
+            row = name + (f" + ingest ({INGEST_MODES[mode]})" if mode else "")
+            t0 = time.perf_counter()
+            spent: list[int] = []
+            found = search_cases(
+                cases, store, enc, chain, budget=max(budgets), golden_text=golden, k=k,
+                seed=seed, checkpoints=budgets,
+                on_case=lambda _c, f, spent=spent: spent.append(f.calls), novelty=table,
+                oracle=oracle,
+            )  # fmt: skip
+            secs = time.perf_counter() - t0
+            vals = []
+            out[row] = {"calls_mean": sum(spent) / len(spent), "search_s": secs}
+            for b in budgets:
+                planted = found[b] if oracle is None else _admitted(found[b], oracle)
+                res = run_real_eval(data, planted, {name: chain}, [f"filter-aware:{b}"],
+                                    encoder=enc, k=k, seed=seed, split=split, base_store=store,
+                                    calibrate_index=False, novelty=table)  # fmt: skip
+                m = dict(res.rows[0].metrics)
+                out[row][str(b)] = m | {"m_planted": res.rows[0].m_planted}
+                vals.append(cell(m))
+            q = ""
+            if oracle is not None:
+                out[row] |= {"submitted": oracle.submitted, "quarantined": oracle.quarantined}
+                q = f" {oracle.quarantined}/{oracle.submitted} |"
+            elif ingest:
+                q = " - |"
+            line = (f"| {row} | " + " | ".join(vals) +
+                    f" | {sum(spent) / len(spent):.1f} |{q} {secs:.0f} |")  # fmt: skip
+            lines.append(line)
+            print(f"  curve: {row} done ({secs:.0f} s): {line}", file=sys.stderr, flush=True)
+    return "\n".join(lines), out
+
+
+#: --through-ingest modes: the attacker's set added as one batch, or one passage per batch
+INGEST_MODES = {"batch": "one batch", "single": "one per batch"}
+
+
+def _admitted(cases: list, oracle: Any) -> list:
+    """``cases`` with only the searched passages the ingestion screen accepts (each target's
+    set added as the oracle adds it); the search planted only sets it saw accepted, so this
+    drops nothing unless the screen is not deterministic — counted on stderr if it does."""
+    import dataclasses
+
+    from ragshield.eval.plant import SEARCHED_KEY
+
+    out, dropped = [], 0
+    for c in cases:
+        texts = list(c.attack_texts.get(SEARCHED_KEY, ()))
+        ok = oracle.accepted(texts) if texts else []
+        kept = tuple(t for t, a in zip(texts, ok, strict=True) if a)
+        dropped += len(texts) - len(kept)
+        out.append(dataclasses.replace(c, attack_texts={**c.attack_texts, SEARCHED_KEY: kept}))
+    if dropped:
+        print(f"  ingest: {dropped} searched passages quarantined when re-added", file=sys.stderr)
+    return out
+
+
+def ingest_clean_table(data: Any, cases: list, store: Any, enc: Any) -> tuple[str, dict]:
+    """The ingestion screen's clean cost on the same corpus: the gold passages of ``cases``
+    taken out of an index copy and added back through the screen (built and calibrated
+    from that copy as ``ragshield add`` does), as one batch and one passage per batch."""
+    import numpy as np
+
+    from ragshield.attacks.filter_aware import shipped_screen
+    from ragshield.eval.intervals import wilson
+    from ragshield.ingest import screen_documents
+    from ragshield.store.faiss_store import FaissStore
+    from ragshield.store.profile import profile_vectors
+
+    gold = {g for c in cases for g in c.gold_ids}
+    rows = [i for i, p in enumerate(store.passages) if p.id not in gold]
+    back = [i for i, p in enumerate(store.passages) if p.id in gold]
+    vecs = np.asarray(store.vectors, dtype=np.float32)
+    copy = FaissStore(store.dim)
+    copy.add([store.passages[i] for i in rows], vecs[rows])
+    screen = shipped_screen(enc, profile_vectors(copy.vectors))
+    docs, dvec = [store.passages[i] for i in back], vecs[back]
+    lines = ["| added as | genuine passages quarantined | reasons (passages) | s/doc |",
+             "|---|---|---|---|"]  # fmt: skip
+    out: dict[str, Any] = {"index": len(copy), "added": len(docs)}
+    for mode in INGEST_MODES:
         t0 = time.perf_counter()
-        spent: list[int] = []
-        found = search_cases(
-            cases, store, enc, chain, budget=max(budgets), golden_text=golden, k=k,
-            seed=seed, checkpoints=budgets, on_case=lambda _c, f, spent=spent: spent.append(f.calls),
-            novelty=table,
-        )  # fmt: skip
+        if mode == "batch":
+            found = screen_documents(copy, enc, docs, dvec, screen)
+        else:
+            found = [screen_documents(copy, enc, [d], dvec[i : i + 1], screen)[0]
+                     for i, d in enumerate(docs)]  # fmt: skip
         secs = time.perf_counter() - t0
-        vals = []
-        out[name] = {"calls_mean": sum(spent) / len(spent), "search_s": secs}
-        for b in budgets:
-            res = run_real_eval(data, found[b], {name: chain}, [f"filter-aware:{b}"], encoder=enc,
-                                k=k, seed=seed, split=split, base_store=store,
-                                calibrate_index=False, novelty=table)  # fmt: skip
-            m = dict(res.rows[0].metrics)
-            out[name][str(b)] = m | {"m_planted": res.rows[0].m_planted}
-            vals.append(cell(m))
-        lines.append(f"| {name} | " + " | ".join(vals) +
-                     f" | {sum(spent) / len(spent):.1f} | {secs:.0f} |")  # fmt: skip
-        print(f"  curve: {name} done ({secs:.0f} s)", file=sys.stderr, flush=True)
+        n = sum(s.flagged for s in found)
+        lo, hi = wilson(n, len(found))
+        why: dict[str, int] = {}
+        for s in found:
+            for r in s.reasons:
+                why[r] = why.get(r, 0) + 1
+        top = "; ".join(f"{r} ({v})" for r, v in sorted(why.items(), key=lambda t: -t[1])[:3])
+        lines.append(f"| {INGEST_MODES[mode]} | {n}/{len(found)} = {n / len(found):.3f} "
+                     f"[{lo:.3f}-{hi:.3f}] | {top or '-'} | {secs / len(found):.2f} |")  # fmt: skip
+        out[mode] = {"quarantined": n, "reasons": why, "s": secs}
     return "\n".join(lines), out
 
 
@@ -274,6 +374,9 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write every measured row here")
     ap.add_argument("--no-novelty", dest="novelty", action="store_false",
                     help="hand the chains no index-side novelty table (an old index)")  # fmt: skip
+    ap.add_argument("--through-ingest", default="",
+                    help="curve: also search through `ragshield add`'s screen; modes 'batch' "
+                    "(the set added as one batch) and/or 'single' (one passage per batch)")  # fmt: skip
     ap.add_argument(
         "--paraphrase",
         default=None,
@@ -283,6 +386,11 @@ def main() -> None:
     shared = _shared()
     budgets = sorted({int(b) for b in args.budgets.split(",")})
     sections = set(args.sections.split(","))
+    ingest = tuple(m for m in args.through_ingest.split(",") if m)
+    if set(ingest) - set(INGEST_MODES) or set(sections) - set(SECTIONS):
+        print(f"error: --through-ingest takes {','.join(INGEST_MODES)}; --sections takes "
+              f"{','.join(SECTIONS)}", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
 
     from ragshield.defenses.calibration import calibrate
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
@@ -316,9 +424,18 @@ def main() -> None:
             print("### adaptive settings (attack reaches / adversarial majority)\n")
             print(table + f"\n\n({time.perf_counter() - t0:.0f} s)\n", flush=True)
             dump[name]["adaptive"] = rows
+        if "ingest-clean" in sections:
+            t0, c0 = time.perf_counter(), time.process_time()
+            table, rows = ingest_clean_table(data, cases, store, enc)
+            print(f"### the ingestion screen's clean cost: the gold passages of these "
+                  f"{len(cases)} questions ({rows['added']}) re-added to an index of the other "
+                  f"{rows['index']}\n")  # fmt: skip
+            print(table + f"\n\n(wall {time.perf_counter() - t0:.0f} s, CPU "
+                  f"{time.process_time() - c0:.0f} s)\n", flush=True)  # fmt: skip
+            dump[name]["ingest-clean"] = rows
         if "curve" in sections:
             table, rows = curve_table(data, cases, chains, enc, store, args.seed, args.k, budgets,
-                                      args.novelty, args.split)  # fmt: skip
+                                      args.novelty, args.split, ingest)  # fmt: skip
             print("### filter-aware attacker: reaches / majority against budget "
                   "(black-box calls per target)\n")  # fmt: skip
             print(table + "\n", flush=True)

@@ -60,6 +60,11 @@ FAMILIES: tuple[str, ...] = (
 )  # fmt: skip
 
 
+def planted_id(text: str) -> str:
+    """The id a candidate passage is planted under (stable across calls: one per text)."""
+    return "fa::" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
 class BlackBox(Protocol):
     """One call: which of ``texts`` (planted together) reach the context for ``question``,
     each with ``payload`` still in its kept text."""
@@ -120,18 +125,22 @@ class ChainOracle:
         if texts:
             vecs = self._vectors(texts)
             for t, v, s in zip(texts, vecs, vecs @ qv, strict=True):
-                pid = "fa::" + hashlib.sha1(t.encode("utf-8")).hexdigest()[:16]
-                cands.append(RetrievedPassage(Passage(pid, t), float(s), 0, v))
+                cands.append(RetrievedPassage(Passage(planted_id(t), t), float(s), 0, v))
         merged = sorted([*hits, *cands], key=lambda r: -r.score)[: self.k]
         return [RetrievedPassage(r.passage, r.score, i, r.embedding) for i, r in enumerate(merged)]
 
     def survivors(self, question: str, texts: Sequence[str], payloads: Sequence[str]) -> list[bool]:
         self.calls += 1
+        return self.reach(question, texts, payloads)
+
+    def reach(self, question: str, texts: Sequence[str], payloads: Sequence[str]) -> list[bool]:
+        """Which of ``texts``, all in the index, reach the context with their payload
+        (:meth:`survivors` without counting a call)."""
         retrieved = self.retrieve(question, texts)
         if self.novelty is not None and self.chain is not None:
             from ragshield.store.calibration_novelty import use_added_novelty
 
-            ids = ["fa::" + hashlib.sha1(t.encode("utf-8")).hexdigest()[:16] for t in texts]
+            ids = [planted_id(t) for t in texts]
             vecs = self._vectors(texts) if texts else np.zeros((0, 1), np.float32)
             use_added_novelty([self.chain], self.novelty, ids, texts, vecs)
         kept = list(retrieved) if self.chain is None else list(
@@ -142,10 +151,94 @@ class ChainOracle:
         by_id = {r.id: r for r in context}
         out = []
         for t, p in zip(texts, payloads, strict=True):
-            pid = "fa::" + hashlib.sha1(t.encode("utf-8")).hexdigest()[:16]
-            r = in_ctx.get(t) or by_id.get(pid)
+            r = in_ctx.get(t) or by_id.get(planted_id(t))
             out.append(r is not None and contains_answer(r.text, p))
         return out
+
+
+def shipped_screen(encoder: Encoder, profile: Any, spec: str | None = None) -> Any:
+    """The ingestion screen as ``ragshield add`` builds it (:func:`ragshield.ingest.
+    add_documents`): ``spec`` (default :data:`~ragshield.ingest.DEFAULT_SCREEN`) with the
+    screen's parameters, warmed up and calibrated from the index's ``profile``."""
+    from ragshield.defenses.calibration import calibrate
+    from ragshield.defenses.registry import build_chain
+    from ragshield.ingest import DEFAULT_SCREEN, SCREEN_PARAMS
+
+    chain = build_chain(spec or DEFAULT_SCREEN, encoder, SCREEN_PARAMS)
+    chain.warm_up()
+    calibrate(chain, profile)
+    return chain
+
+
+class IngestOracle(ChainOracle):
+    """The product's two layers as one black box: a call adds the candidates through the
+    ingestion screen, then asks the question (one add-then-ask).
+
+    In the product planted passages enter a managed index through ``ragshield add`` (or
+    ``POST /v1/admin/index/add``), which screens each new document with the batch it came
+    in (:func:`ragshield.ingest.screen_documents`) before it is searchable; a flagged one
+    goes to the quarantine. Here the accepted candidates alone are planted and the
+    query-time ``chain`` runs as in :class:`ChainOracle`; the attacker still observes only
+    which of its passages reached the context (a quarantined passage looks like one the
+    chain removed). Each call starts from the same clean index: against a live index an
+    attacker's accepted passages would stay and its quarantined ones would wait in the
+    operator's queue — this copy is the generous reading for the attacker.
+
+    Parameters (beyond :class:`ChainOracle`'s)
+    ------------------------------------------
+    screen: the ingestion chain, built as ``ragshield add`` builds it (:func:`shipped_screen`).
+    screen_k: indexed neighbours per new document (``ragshield add``'s default, 10).
+    one_per_batch: each candidate is added alone (the attacker adapted to the layer: no
+        batch neighbour to be judged with); ``False`` adds the call's set as one batch.
+    verdicts: a cache of screen verdicts per batch, to share between oracles over the same
+        index and screen (a verdict does not depend on the query-time chain).
+
+    ``submitted`` / ``quarantined`` count the candidate passages the calls added and the
+    ones the screen flagged.
+    """
+
+    def __init__(
+        self, store: object, encoder: Encoder, chain: object | None, screen: object, *,
+        k: int = 10, context_k: int = 5, novelty: Any = None, screen_k: int = 10,
+        one_per_batch: bool = False, verdicts: dict[frozenset[str], dict[str, bool]] | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(store, encoder, chain, k=k, context_k=context_k, novelty=novelty)
+        self.screen = screen
+        self.screen_k = screen_k
+        self.one_per_batch = one_per_batch
+        self._verdicts = {} if verdicts is None else verdicts
+        self.submitted = 0
+        self.quarantined = 0
+
+    def accepted(self, texts: Sequence[str]) -> list[bool]:
+        """Which of ``texts`` the screen lets into the index (added as the oracle adds
+        them: one batch, or one per batch); a verdict is a function of its batch, cached."""
+        from ragshield.ingest import screen_documents, with_provenance
+
+        batches = [[t] for t in texts] if self.one_per_batch else [list(dict.fromkeys(texts))]
+        for batch in batches:
+            key = frozenset(batch)
+            if batch and key not in self._verdicts:
+                docs = with_provenance([Passage(planted_id(t), t) for t in batch], "attacker", "")
+                vecs = self._vectors(batch)
+                store: Any = self.store  # any object with search(vectors, k) and len()
+                found = screen_documents(
+                    store, self.encoder, docs, vecs, self.screen, self.screen_k
+                )
+                self._verdicts[key] = {t: not s.flagged for t, s in zip(batch, found, strict=True)}
+        verdict = {t: v for b in batches if b for t, v in self._verdicts[frozenset(b)].items()}
+        return [verdict[t] for t in texts]
+
+    def survivors(self, question: str, texts: Sequence[str], payloads: Sequence[str]) -> list[bool]:
+        self.calls += 1
+        ok = self.accepted(texts)
+        self.submitted += len(ok)
+        self.quarantined += ok.count(False)
+        kept = [(t, p) for t, p, a in zip(texts, payloads, ok, strict=True) if a]
+        if not kept:  # all quarantined: nothing of the attacker's can reach the context
+            return ok
+        alive = iter(self.reach(question, [t for t, _ in kept], [p for _, p in kept]))
+        return [a and next(alive) for a in ok]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,12 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ragshield.attacks.filter_aware import ChainOracle, FilterAwareAttack, SearchResult
+from ragshield.attacks.filter_aware import (
+    BlackBox,
+    ChainOracle,
+    FilterAwareAttack,
+    SearchResult,
+)
 from ragshield.attacks.settings import expand, resolve
 from ragshield.defenses.base import PassageFilter
 from ragshield.embed.base import Encoder
@@ -54,12 +59,16 @@ def search_cases(
     checkpoints: Sequence[int] = (),
     on_case: Callable[[QACase, SearchResult], None] | None = None,
     novelty: Any = None,
+    oracle: BlackBox | None = None,
 ) -> dict[int, list[QACase]]:
     """Per budget (``checkpoints`` + ``budget``): the cases with the filter-aware
     survivors against ``chain`` in ``attack_texts["filter-aware"]``. ``novelty``: the
     index's novelty table (a ``NoveltyIndex``); the attacker's candidates join it on each
-    call, as ``ragshield add`` would add them (:class:`ChainOracle`)."""
-    oracle = ChainOracle(store, encoder, chain, k=k, context_k=context_k, novelty=novelty)
+    call, as ``ragshield add`` would add them (:class:`ChainOracle`). ``oracle``: another
+    black box to search against (e.g. an :class:`~ragshield.attacks.filter_aware.
+    IngestOracle`) in place of that ChainOracle."""
+    if oracle is None:
+        oracle = ChainOracle(store, encoder, chain, k=k, context_k=context_k, novelty=novelty)
     attack = FilterAwareAttack(budget=budget)
     marks = sorted({*checkpoints, budget})
     out: dict[int, list[QACase]] = {m: [] for m in marks}
