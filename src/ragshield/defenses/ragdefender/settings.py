@@ -146,6 +146,10 @@ class CoverageParams:
     # @50 0.821 -> 0.750, clean unchanged (SQuAD gold max 1.822); but SQuAD test gold pages
     # reach 1.923 and 2 of 126 were lost, test reach @50 unchanged (results-poisoning.md)
     lone_claim: float = 3.0
+    # ours (#28): the index as a witness for lone_claim: a candidate goes only when at least
+    # this share of its unsupported claim words occurs in no indexed passage outside the
+    # retrieved set (index_support.py); 0 = the retrieved witnesses alone (default)
+    lone_claim_index: float = 0.0
 
 
 STAGES: dict[str, type] = {
