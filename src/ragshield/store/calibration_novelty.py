@@ -60,7 +60,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,6 +132,18 @@ def store_novelty(store: Any, texts: Sequence[str] | None = None) -> NoveltyInde
     )
 
 
+class NoveltyTable(dict[str, Novelty]):
+    """``{passage id: Novelty}`` (what RAGDefender reads) that also answers ``uses(word)``:
+    how many passages of the index — and of the passages added to it — use a word (the
+    tokens :func:`_words` makes). Why: RAGDefender's lone-claim stage asks whether the index
+    holds a claim word outside the retrieved set; the counts are the ones the table was
+    built from, read in place, so handing them over costs nothing."""
+
+    def __init__(self, rows: Mapping[str, Novelty], uses: Callable[[str], int]) -> None:
+        super().__init__(rows)
+        self.uses = uses
+
+
 class NoveltyIndex:
     """The novelty of every passage of an index against its ``neighbours`` nearest passages
     (:func:`knn`: the index's own search, ``index`` = its FAISS index when given), and of
@@ -180,7 +192,7 @@ class NoveltyIndex:
         self.sibling_words = sibling_words
         self._words: list[frozenset[str]] | None = None
         self._df: Counter[str] | None = None
-        self._table: dict[str, Novelty] | None = None
+        self._table: NoveltyTable | None = None
         if _values is not None:  # restored: the words are read only when passages are added
             self.values_ = np.asarray(_values, dtype=np.float32).reshape(n, 4)
             return
@@ -249,13 +261,15 @@ class NoveltyIndex:
         return self.values_[:, 2]
 
     @property
-    def table(self) -> dict[str, Novelty]:
-        """``{passage id: Novelty}``, what RAGDefender's ``derivative`` stage reads."""
+    def table(self) -> NoveltyTable:
+        """``{passage id: Novelty}``, what RAGDefender's ``derivative`` stage reads, with the
+        index's word counts (:class:`NoveltyTable`; counted on first use)."""
         if self._table is None:
-            self._table = {
-                pid: Novelty(round(float(v[0]), 4), int(v[1]), int(v[3]))
-                for pid, v in zip(self.ids, self.values_.tolist(), strict=True)
-            }
+            self._table = NoveltyTable(
+                {pid: Novelty(round(float(v[0]), 4), int(v[1]), int(v[3]))
+                 for pid, v in zip(self.ids, self.values_.tolist(), strict=True)},
+                lambda w: self._counts()[w],
+            )  # fmt: skip
         return self._table
 
     def __len__(self) -> int:
@@ -263,7 +277,7 @@ class NoveltyIndex:
 
     def with_added(
         self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray
-    ) -> dict[str, Novelty]:
+    ) -> NoveltyTable:
         """The table with passages added to the index (a scan's or an attacker's planted
         ones), each judged against the index and the other added passages. The index's own
         passages keep their values: what a handful of added passages change in them is
@@ -272,13 +286,15 @@ class NoveltyIndex:
         An overlay: only the added rows are computed, the index's words, counts and vectors
         are read in place (the filter-aware oracle calls this once per black-box call); the
         result is the index's table merged with them (one dict merge, < 1 ms at 100k
-        passages, where a ``ChainMap`` would cost its reader 75 ms to copy)."""
+        passages, where a ``ChainMap`` would cost its reader 75 ms to copy); its word
+        counts are the index's plus the added passages'."""
         if not len(ids):
             return self.table
-        values, _, _ = self._judge(ids, texts, vectors)
+        values, words, _ = self._judge(ids, texts, vectors)
         added = {pid: Novelty(round(float(v[0]), 4), int(v[1]), int(v[3]))
                  for pid, v in zip(ids, values.tolist(), strict=True)}  # fmt: skip
-        return self.table | added
+        base, more = self._counts(), Counter(w for ws in words for w in ws)
+        return NoveltyTable(self.table | added, lambda w: base[w] + more[w])
 
     def extended(
         self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray

@@ -247,7 +247,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         passage that spells out the question (``coverage_threshold``) in a sentence this
         close to it in embedding space is removed on its own (2.0 = off). ``lone_claim``:
         one passage whose echo + coverage / 100 reaches this and that uses a word no
-        passage below that bar uses is removed on its own (> 2 = off).
+        passage below that bar uses is removed on its own (> 2 = off); with
+        ``lone_claim_index`` > 0 only when that share of those words occurs in no indexed
+        passage outside the retrieved set (needs the index's novelty table).
     group_knn, group_similarity, group_lexical: the planted *group* (:mod:`.groups`): a
         passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
@@ -325,6 +327,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "coverage_min_chars": [Interval(int, 1, None)],
         "lone_echo": [Interval(Real, -1.0, 2.0)],
         "lone_claim": [Interval(Real, 0.0, 3.0)],
+        "lone_claim_index": [Interval(Real, 0.0, 1.0)],
     }
 
     _own_params: ClassVar[tuple[str, ...]] = ("mode", "trusted_ids")
@@ -393,7 +396,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
             "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],
-            "derivative": [], "lone_claim": [],
+            "derivative": [], "lone_claim": [], "lone_claim_held": [],
         }  # fmt: skip
         work = Work(n)
         raw = [r.text for r in items]
@@ -406,8 +409,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         self._stage_coverage(query, texts, sim, scores, work, details)
         self._stage_signals(query, texts, work, details)
         self._stage_lone_restatement(query, texts, work, details)
-        self._stage_lone_claim(query, texts, work, details)
-        self._stage_derivative([r.passage.id for r in items], work, details)
+        ids = [r.passage.id for r in items]
+        self._stage_lone_claim(query, texts, ids, work, details)
+        self._stage_derivative(ids, work, details)
         if not self._stage_guard(sim, work, details):
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence

@@ -146,6 +146,13 @@ class CoverageParams:
     # @50 0.821 -> 0.750, clean unchanged (SQuAD gold max 1.822); but SQuAD test gold pages
     # reach 1.923 and 2 of 126 were lost, test reach @50 unchanged (results-poisoning.md)
     lone_claim: float = 3.0
+    # ours (#28): the index as a witness for lone_claim: a candidate goes only when at least
+    # this share of its unsupported claim words occurs in no indexed passage outside the
+    # retrieved set (index_support.py); 0 = off. Dev, with lone_claim 1.65: at 0.2 clean
+    # cost 0 (both corpora), filter-aware reach @50 0.768 -> 0.357; at 0.5 / 1.0 the index
+    # holds the attacker's answer too (reach 0.768). SQuAD test at 0.2 loses 1 gold page of
+    # 126, so off (results-poisoning.md, poisoning-12)
+    lone_claim_index: float = 0.0
 
 
 STAGES: dict[str, type] = {

@@ -44,6 +44,7 @@ from ragshield.defenses.ragdefender.evidence import (
     typo_copies,
 )
 from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
+from ragshield.defenses.ragdefender.index_support import unheld_words
 from ragshield.defenses.ragdefender.settings import (
     STAGES,
     CopyParams,
@@ -74,6 +75,16 @@ class Work:
         self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
         self.disagree: np.ndarray | None = None  # pairs stating different numbers
         self.coverage: np.ndarray | None = None  # question coverage per passage (0-100)
+        self._claims: dict[frozenset[str], list[frozenset[str]]] = {}  # per vocabulary
+
+    def claims(
+        self, query: str, texts: Sequence[str], vocabulary: frozenset[str]
+    ) -> list[frozenset[str]]:
+        """:func:`~.claims.claim_words` of ``texts``, computed once per ``vocabulary`` (the
+        lone-claim and the consensus stages share it)."""
+        if vocabulary not in self._claims:
+            self._claims[vocabulary] = claim_words(query, texts, vocabulary)
+        return self._claims[vocabulary]
 
     def lexical(self, texts: Sequence[str]) -> np.ndarray:
         """:attr:`lex`, computed on first use (the coverage and the signal stages share it)."""
@@ -250,11 +261,7 @@ class EvidenceStages(StagedParams):
             sig = group_signature([texts[i] for i in known.tolist()], query)
             keep = {i for i in hi.tolist() if not work.evidence[i] and sig
                     and not sig & content_words(texts[i])}  # fmt: skip
-        spared, _ = outlier_to_spare(
-            sim, hi, scores, self.grouping.query_weight, self.grouping.spare_margin
-        )
-        if spared is not None and work.evidence[spared]:
-            spared = None  # a verbatim restatement is never spared
+        spared = self._spare(sim, hi, scores, work)
         details["coverage_spared"] = spared
         for i in hi.tolist():
             if i == spared or i in keep:
@@ -263,6 +270,17 @@ class EvidenceStages(StagedParams):
                            f"(coverage {cov[i]:.0f})")  # fmt: skip
             work.evidence[i] = True
             details["coverage_group"].append(i)
+
+    def _spare(
+        self, sim: np.ndarray, group: np.ndarray, scores: np.ndarray, work: Work
+    ) -> int | None:
+        """The member of a planted group at its edge and near the question
+        (:func:`outlier_to_spare`: the genuine passage the group was written about), unless
+        it is already caught (a verbatim restatement is never spared)."""
+        spared, _ = outlier_to_spare(
+            sim, group, scores, self.grouping.query_weight, self.grouping.spare_margin
+        )
+        return None if spared is None or work.evidence[spared] else spared
 
     def _lone_coverage(
         self, off: bool, query: str, texts: Sequence[str], work: Work
@@ -299,7 +317,12 @@ class EvidenceStages(StagedParams):
             details["lone"].append(i)
 
     def _stage_lone_claim(
-        self, query: str, texts: Sequence[str], work: Work, details: dict[str, Any]
+        self,
+        query: str,
+        texts: Sequence[str],
+        ids: Sequence[str],
+        work: Work,
+        details: dict[str, Any],
     ) -> None:
         """A passage close to the question on both measures *together* (echo + coverage /
         100 >= ``lone_claim``, where the lone restatement wants each at its own bar) that
@@ -308,7 +331,11 @@ class EvidenceStages(StagedParams):
         cannot vouch for each other. Why: the filter-aware search keeps one or two passages
         per target that miss exactly one half of the lone restatement's conjunction (a
         typo'd or statement prefix: coverage 97, echo 0.83; a reordered one: echo 0.97,
-        coverage 82), and each must carry its answer, which the genuine evidence lacks."""
+        coverage 82), and each must carry its answer, which the genuine evidence lacks.
+        With ``lone_claim_index`` > 0 and the index's word counts (``NoveltyTable.uses``)
+        the index is a witness too: a candidate goes only when at least that share of its
+        unsupported claim words occurs in no indexed passage outside the retrieved set
+        (:mod:`.index_support`); one whose claims the index holds stays."""
         bar = self.coverage.lone_claim
         cov = self._lone_coverage(bar > 2.0, query, texts, work)
         if cov is None or work.echo is None or work.lex is None:
@@ -316,15 +343,42 @@ class EvidenceStages(StagedParams):
         close = work.echo + cov / 100.0 >= bar
         if not (close & ~work.removed).any():
             return
-        words = claim_words(query, texts, self._index_words)
+        words = work.claims(query, texts, self._index_words)
         witnesses = ~close & ~work.removed  # a passage this close, or caught, vouches for none
         found = lone_claims(words, close & ~work.removed, work.lex, self.knn.group_lexical,
                             witnesses)  # fmt: skip
+        found = self._index_unheld(found, texts, ids, details)
         for i, claim in found.items():
             work.remove(i, f"restates the question (echo {work.echo[i]:.2f}, coverage "
                            f"{cov[i]:.0f}) with a claim no other passage makes "
                            f"({', '.join(claim[:3])})")  # fmt: skip
             details["lone_claim"].append(i)
+
+    def _index_unheld(
+        self,
+        found: dict[int, tuple[str, ...]],
+        texts: Sequence[str],
+        ids: Sequence[str],
+        details: dict[str, Any],
+    ) -> dict[int, tuple[str, ...]]:
+        """The lone-claim candidates whose claims the index does not hold: at least
+        ``lone_claim_index`` of each one's claim words occur in no indexed passage outside
+        the retrieved set (:func:`~.index_support.unheld_words`); every candidate when the
+        share is 0 or the index's word counts are unknown. The kept ones go to
+        ``details["lone_claim_held"]``."""
+        share, uses = self.coverage.lone_claim_index, getattr(self._novelty, "uses", None)
+        if share <= 0 or uses is None or not found or self._novelty is None:
+            return found
+        mine = [content_words(t) for t in texts]
+        in_index = [pid in self._novelty for pid in ids]
+        out: dict[int, tuple[str, ...]] = {}
+        for i, claim in found.items():
+            unheld = unheld_words(claim, uses, mine, in_index)
+            if len(unheld) >= share * len(claim):
+                out[i] = unheld
+            else:
+                details["lone_claim_held"].append(i)
+        return out
 
     def _stage_derivative(self, ids: Sequence[str], work: Work, details: dict[str, Any]) -> None:
         """A passage close to the question (echo >= ``derivative_echo``) that brings nothing
@@ -553,19 +607,14 @@ class EvidenceStages(StagedParams):
         rules = [(p.consensus_echo, p.consensus_min_group)]
         if p.consensus_pair_echo <= 1.0 and p.consensus_min_group > 2:
             rules.append((p.consensus_pair_echo, 2))  # a pair, both closer to the question
-        words = claim_words(query, texts, vocabulary)  # once for both rules
+        words = work.claims(query, texts, vocabulary)  # once for both rules and lone_claim
         found = [unsupported_consensus(query, texts, work.echo, bar + shift, size, work.lex,
                                        self.knn.group_lexical, vocabulary, disagree, words)
                  for bar, size in rules]  # fmt: skip
         c = union_consensus(found)
         if not c.members:
             return
-        g = np.array(c.members)
-        spared, _ = outlier_to_spare(
-            sim, g, scores, self.grouping.query_weight, self.grouping.spare_margin
-        )
-        if spared is not None and work.evidence[spared]:
-            spared = None  # a passage already caught is never spared
+        spared = self._spare(sim, np.array(c.members), scores, work)
         details["consensus"] = {"members": list(c.members), "words": list(c.words)[:10],
                                 "spared": spared}  # fmt: skip
         for i in c.members:
