@@ -408,38 +408,41 @@ def main() -> None:
     out["translated"] = {}
     import random as _random
 
-    t_ops = (*OPS, "head-only", "rules-only", "signals-only")
-    for lang in LANGS if partial else ():  # the draws the rows below take, nothing else
-        for _ in t_ops:
-            for _row in family_rows(None, lang=lang):
-                q = test_qs[int(rng.integers(len(test_qs)))]
-                rng.integers(len(carriers_for(q, by_article)))
-    for lang in () if partial else LANGS:
+    def translated_guard(op: str, lang: str) -> Any:
+        if op == "rules-only":
+            return InjectionGuard(classifier=False)
+        if op == "signals-only":
+            return signals_only(cals[f"-{lang}"])  # type: ignore[arg-type]
+        g = make_guard(
+            enc, heads[f"-{lang}"], cals[f"-{lang}"], "fpr1" if op == "head-only" else op
+        )  # type: ignore[arg-type]
+        g.rules = op != "head-only"
+        if op == "head-only":
+            g.signals = Signals(language_switch=False, disguise=False)
+        return g
+
+    for lang in LANGS:
         rows = family_rows(None, lang=lang)
         cells = {}
-        for op in t_ops:
-            if op == "rules-only":
-                g = InjectionGuard(classifier=False)
-            elif op == "signals-only":
-                g = signals_only(cals[f"-{lang}"])  # type: ignore[arg-type]
-            else:
-                g = make_guard(
-                    enc, heads[f"-{lang}"], cals[f"-{lang}"], "fpr1" if op == "head-only" else op
-                )  # type: ignore[arg-type]
-                g.rules = op != "head-only"
-                if op == "head-only":
-                    g.signals = Signals(language_switch=False, disguise=False)
+        for op in (*OPS, "head-only", "rules-only", "signals-only"):
+            # --placements: no head was trained for the language; the draws are taken only
+            g = None if partial else translated_guard(op, lang)
             caught = []
             for i, r in enumerate(rows):
                 q = test_qs[int(rng.integers(len(test_qs)))]
                 pool = carriers_for(q, by_article)
+                carrier = pool[int(rng.integers(len(pool)))]
+                if g is None:
+                    continue
                 text, planted = plant(
-                    fill(r.text, canary_word(r.id)), "in-passage", q.question,
-                    pool[int(rng.integers(len(pool)))], _random.Random(i),
+                    fill(r.text, canary_word(r.id)), "in-passage", q.question, carrier,
+                    _random.Random(i),
                 )  # fmt: skip
                 res = g.filter(q.question, [RetrievedPassage(Passage("x", text), 1.0, 0)])
                 caught.append(not survives(" ".join(k.text for k in res.kept), planted))
             cells[op] = detection_rate(caught)
+        if partial:
+            continue
         out["translated"][lang] = {**cells, "n": len(rows)}
         print(
             f"| {lang} | {len(rows)} | {pct(cells['fpr1'])} | {pct(cells['fpr0.1'])} | "
