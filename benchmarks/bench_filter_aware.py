@@ -59,6 +59,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -251,14 +252,11 @@ def ingest_clean_table(data: Any, cases: list, store: Any, enc: Any) -> tuple[st
         secs = time.perf_counter() - t0
         n = sum(s.flagged for s in found)
         lo, hi = wilson(n, len(found))
-        why: dict[str, int] = {}
-        for s in found:
-            for r in s.reasons:
-                why[r] = why.get(r, 0) + 1
-        top = "; ".join(f"{r} ({v})" for r, v in sorted(why.items(), key=lambda t: -t[1])[:3])
+        why = Counter(r for s in found for r in s.reasons)
+        top = "; ".join(f"{r} ({v})" for r, v in why.most_common(3))
         lines.append(f"| {INGEST_MODES[mode]} | {n}/{len(found)} = {n / len(found):.3f} "
                      f"[{lo:.3f}-{hi:.3f}] | {top or '-'} | {secs / len(found):.2f} |")  # fmt: skip
-        out[mode] = {"quarantined": n, "reasons": why, "s": secs}
+        out[mode] = {"quarantined": n, "reasons": dict(why), "s": secs}
     return "\n".join(lines), out
 
 
