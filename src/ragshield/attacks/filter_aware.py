@@ -42,7 +42,7 @@ import hashlib
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -51,6 +51,9 @@ from ragshield.embed.base import Encoder
 from ragshield.errors import InputError, check_int, check_names
 from ragshield.text import contains_answer
 from ragshield.types import Passage, RetrievedPassage
+
+if TYPE_CHECKING:
+    from ragshield.store.calibration_novelty import NoveltyIndex
 
 #: Families the search draws from (every rule-based adaptive attack; no model needed).
 FAMILIES: tuple[str, ...] = (
@@ -91,7 +94,7 @@ class ChainOracle:
 
     def __init__(
         self, store: object, encoder: Encoder, chain: object | None, *, k: int = 10,
-        context_k: int = 5, novelty: Any = None,
+        context_k: int = 5, novelty: NoveltyIndex | None = None,
     ) -> None:  # fmt: skip
         self.novelty = novelty
         self.store = store
@@ -199,7 +202,7 @@ class IngestOracle(ChainOracle):
 
     def __init__(
         self, store: object, encoder: Encoder, chain: object | None, screen: object, *,
-        k: int = 10, context_k: int = 5, novelty: Any = None, screen_k: int = 10,
+        k: int = 10, context_k: int = 5, novelty: NoveltyIndex | None = None, screen_k: int = 10,
         one_per_batch: bool = False, verdicts: dict[frozenset[str], dict[str, bool]] | None = None,
     ) -> None:  # fmt: skip
         super().__init__(store, encoder, chain, k=k, context_k=context_k, novelty=novelty)

@@ -42,6 +42,7 @@ from ragshield.eval.real_retrieval import (
     index_novelty,
     run_real_eval,
 )
+from ragshield.store.calibration_novelty import NoveltyIndex
 from ragshield.store.faiss_store import FaissStore
 
 
@@ -58,7 +59,7 @@ def search_cases(
     seed: int = 0,
     checkpoints: Sequence[int] = (),
     on_case: Callable[[QACase, SearchResult], None] | None = None,
-    novelty: Any = None,
+    novelty: NoveltyIndex | None = None,
     oracle: BlackBox | None = None,
 ) -> dict[int, list[QACase]]:
     """Per budget (``checkpoints`` + ``budget``): the cases with the filter-aware
