@@ -158,6 +158,13 @@ def test_searching_attackers_refuse_bad_parameters(
         attacker(**kwargs).search(GOAL, None)
 
 
+@pytest.mark.parametrize("attacker", [AdaptiveInjectionAttack, BlendInjectionAttack])
+def test_searching_attackers_refuse_checkpoints_outside_the_budget(attacker: type) -> None:
+    for checkpoints in ((0,), (6,)):
+        with pytest.raises(InputError, match=r"checkpoints must be in 1..budget \(5\)"):
+            attacker(budget=5).search(GOAL, None, checkpoints=checkpoints)
+
+
 def test_craft_is_refused_and_bad_intent_named() -> None:
     with pytest.raises(InputError, match="searches against a deployed chain"):
         AdaptiveInjectionAttack().craft(Q, "x", 1)
