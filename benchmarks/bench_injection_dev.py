@@ -23,7 +23,7 @@ What it measures (every figure printed is measured in this run; seed and split p
   one by one and as "articles" (runs of 5 consecutive sentences: the case a window
   score can make worse: sentences flagged / sentences).
 
-Configurations (``--configs``, :data:`CONFIGS`): ``mean`` (a window = the mean of its two
+Configurations (``--configs``, :func:`base_config`): ``mean`` (a window = the mean of its two
 sentence vectors, the shipped scoring until this round), ``text`` (a window = the encoding
 of the two sentences' joined text, ``InjectionGuard(windows="text")``), ``+boostB``
 (the head's ``offtopic_boost`` = B: B times
@@ -71,23 +71,21 @@ from train_injection_head import (
 )
 
 PLACEMENTS = ("prefixed", "in-passage", "split", "mid-paragraph", "translated", *OBFUSCATIONS)
-#: name -> (windows scored on their joined text, off-topic boost of the head, hysteresis)
-CONFIGS: dict[str, tuple[bool, float, bool]] = {
-    "mean": (False, 0.0, False),
-    "text": (True, 0.0, False),
-    "mean+boost0.5": (False, 0.5, False),
-    "mean+boost1": (False, 1.0, False),
-    "mean+boost2": (False, 2.0, False),
-    "text+boost1": (True, 1.0, False),
-    "mean+hyst": (False, 0.0, True),
-    "text+hyst": (True, 0.0, True),
-    "mean+boost1+hyst": (False, 1.0, True),
-    "text+boost1+hyst": (True, 1.0, True),
-    # the noisy-OR boost (scoring.pair_scores; the sum saturated at 1 in the first run)
-    "mean+orboost0.5+hyst": (False, 0.5, True),
-    "mean+orboost1+hyst": (False, 1.0, True),
-    "mean+orboost2+hyst": (False, 2.0, True),
-}
+#: a base name: ``mean`` or ``text``, then ``+boostB`` or ``+orboostB`` (the same head
+#: boost B: "or" marks the runs after the sum became the noisy-OR of scoring.pair_scores),
+#: then ``+hyst``
+_BASE = re.compile(r"(mean|text)(?:\+(?:or)?boost(\d+(?:\.\d+)?))?(\+hyst)?")
+
+
+def base_config(name: str) -> tuple[bool, float, bool]:
+    """``(windows scored on their joined text, off-topic boost of the head, hysteresis)``
+    read from the name itself, so a name and what it runs cannot disagree (the table
+    this replaced restated every name); the later sessions' suffixes are read in main."""
+    base = re.sub(r"\+lw\d+", "", name).replace("+sig", "").replace("+nb5", "")
+    m = _BASE.fullmatch(base.replace("+restated", ""))
+    if m is None:
+        raise ValueError(f"unknown config {name!r}: mean|text[+boostB|+orboostB][+hyst][+sig]…")
+    return m[1] == "text", float(m[2] or 0.0), m[3] is not None
 
 
 def wordings(lang: str) -> list[str]:
@@ -105,6 +103,10 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--head", default=None, help="a head JSON instead of the packaged one")
     args = ap.parse_args()
+    try:
+        configs = {name: base_config(name) for name in args.configs.split(",")}
+    except ValueError as exc:
+        ap.error(str(exc))
     t0 = time.time()
     enc = cached_encoder()
     idx = ontopic_index(args.data, enc)
@@ -157,9 +159,7 @@ def main() -> None:
         # eighth session: "+lwN" the language switch's span width (N = 0: whole sentences)
         lw = re.search(r"\+lw(\d+)", name)
         span = Signals() if lw is None else Signals(language_window=int(lw[1]) or None)
-        base = re.sub(r"\+lw\d+", "", name).replace("+sig", "").replace("+nb5", "")
-        base = base.replace("+restated", "")
-        window_text, boost, hyst = CONFIGS[base]
+        window_text, boost, hyst = configs[name]
         head = replace(packaged, offtopic_boost=boost)
         cal = calibrate_index(
             texts, enc, head=head, sample=10**9, window_text=window_text, signals=span

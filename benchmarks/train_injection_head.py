@@ -53,6 +53,7 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,14 @@ from ragshield.embed.base import l2_normalize
 from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "src/ragshield/data/injection_head.json"
+
+
+def _cross(heads: Sequence[str], tails: Sequence[str], stride: int) -> tuple[str, ...]:
+    """Sentences built from parts: head ``i`` with every ``stride``-th tail from offset
+    ``i % stride`` — a ``1/stride`` slice of the full product that still uses every tail,
+    so the sets stay varied without growing to heads x tails."""
+    return tuple(f"{h} {t}" for i, h in enumerate(heads) for t in tails[i % stride :: stride])
+
 
 #: Instructions written for training (our wording; {A} = an answer, {W} = a canary word).
 _OPENERS = (
@@ -204,9 +213,7 @@ _HOWTO_REST = (
     "the tickets at the counter at least an hour before departure.",
     "the plants in a cool place away from direct sunlight.",
 )
-HOWTO: tuple[str, ...] = tuple(
-    f"{v} {r}" for i, v in enumerate(_HOWTO_VERBS) for r in _HOWTO_REST[i % 3 :: 3]
-)
+HOWTO = _cross(_HOWTO_VERBS, _HOWTO_REST, 3)
 
 
 #: Benign sentences *about* AI systems, prompts and attacks (security writing, product
@@ -243,9 +250,7 @@ _ABOUT_PRED = (
     "listed the questions that customer-support bots are most often asked.",
     "showed that hidden comments in source code can steer coding assistants.",
 )
-ABOUT_AI: tuple[str, ...] = tuple(
-    f"{subj} {pred}" for i, subj in enumerate(_ABOUT_SUBJ) for pred in _ABOUT_PRED[i % 4 :: 4]
-)
+ABOUT_AI = _cross(_ABOUT_SUBJ, _ABOUT_PRED, 4)
 #: Product-documentation sentences about assistants (built from parts, Apache-2.0).
 _DOC_SUBJ = (
     "The assistant", "The chatbot", "The model", "The AI agent", "This feature",
@@ -265,9 +270,7 @@ _DOC_PRED = (
     "can draft emails, which a person then reviews and sends.",
     "was updated after researchers showed it could be tricked by hidden text.",
 )
-ABOUT_DOCS: tuple[str, ...] = tuple(
-    f"{subj} {pred}" for i, subj in enumerate(_DOC_SUBJ) for pred in _DOC_PRED[i % 3 :: 3]
-)
+ABOUT_DOCS = _cross(_DOC_SUBJ, _DOC_PRED, 3)
 #: Benign text that addresses its human reader ("you", "your"): notices, advice, terms of
 #: service — second person without an AI in sight, built from parts (Apache-2.0).
 _YOU_OPEN = (
@@ -287,9 +290,7 @@ _YOU_REST = (
     "the voucher within twelve months of purchase.",
     "free entry to all exhibitions in the museum.",
 )
-YOU_BENIGN: tuple[str, ...] = tuple(
-    f"{o} {r}" for i, o in enumerate(_YOU_OPEN) for r in _YOU_REST[i % 3 :: 3]
-)
+YOU_BENIGN = _cross(_YOU_OPEN, _YOU_REST, 3)
 #: The same topic as the instructions, in the other four languages, described (Apache-2.0).
 ABOUT_AI_NON_EN: tuple[str, ...] = (
     "Die Studie zeigt, dass Sprachmodelle manchmal versteckten Befehlen in Webseiten folgen.",

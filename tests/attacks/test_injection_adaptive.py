@@ -22,6 +22,7 @@ from ragshield.attacks.injection_adaptive import (
     encode,
     render,
 )
+from ragshield.attacks.injection_blend import BlendInjectionAttack
 from ragshield.defenses.injection.text import decoded_payloads, normalize
 from ragshield.errors import InputError
 from ragshield.store.faiss_store import FaissStore
@@ -134,17 +135,34 @@ def test_search_is_reproducible_per_seed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "match"),
+    ("attacker", "kwargs", "match"),
     [
-        ({"budget": 0}, "budget"),
-        ({"operators": "encode"}, "operators"),
-        ({"operators": ("teleport",)}, "unknown operators"),
-        ({"max_ops": 0}, "max_ops"),
+        (AdaptiveInjectionAttack, {"budget": 0}, "budget"),
+        (AdaptiveInjectionAttack, {"operators": "encode"}, "operators"),
+        (AdaptiveInjectionAttack, {"operators": ("teleport",)}, "unknown operators"),
+        (AdaptiveInjectionAttack, {"max_ops": 0}, "max_ops"),
+        (BlendInjectionAttack, {"budget": 0}, "budget"),
+        (BlendInjectionAttack, {"operators": "form"}, "operators"),
+        (BlendInjectionAttack, {"operators": ("teleport",)}, "unknown operators"),
+        (BlendInjectionAttack, {"patience": 0}, "patience"),
     ],
 )
-def test_bad_parameters_are_refused(kwargs: dict, match: str) -> None:  # type: ignore[type-arg]
+def test_searching_attackers_refuse_bad_parameters(
+    attacker: type,
+    kwargs: dict,  # type: ignore[type-arg]
+    match: str,
+) -> None:
+    """Both SearchingAttack subclasses refuse before the first call: the oracle is None,
+    so a search that reached it would fail with AttributeError, not InputError."""
     with pytest.raises(InputError, match=match):
-        AdaptiveInjectionAttack(**kwargs).search(GOAL, Oracle(lambda t, p: True))
+        attacker(**kwargs).search(GOAL, None)
+
+
+@pytest.mark.parametrize("attacker", [AdaptiveInjectionAttack, BlendInjectionAttack])
+def test_searching_attackers_refuse_checkpoints_outside_the_budget(attacker: type) -> None:
+    for checkpoints in ((0,), (6,)):
+        with pytest.raises(InputError, match=r"checkpoints must be in 1..budget \(5\)"):
+            attacker(budget=5).search(GOAL, None, checkpoints=checkpoints)
 
 
 def test_craft_is_refused_and_bad_intent_named() -> None:

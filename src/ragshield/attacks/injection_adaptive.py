@@ -295,6 +295,16 @@ class SearchingAttack:
         )
         return owner
 
+    def _marks_and_rng(
+        self, goal: InjectionGoal, seed: int, checkpoints: Sequence[int] | None
+    ) -> tuple[list[int], random.Random]:
+        """The budgets a search reports success at (``checkpoints`` and the whole budget)
+        and its RNG, seeded by the attacker's name so the two attackers draw apart."""
+        marks = sorted({*(checkpoints or ()), self.budget})
+        if marks[0] < 1 or marks[-1] > self.budget:
+            raise InputError(f"checkpoints must be in 1..budget ({self.budget}). Got {marks}.")
+        return marks, random.Random(f"{seed}:{self.name}:{goal.question}:{goal.intent}")
+
     def craft(self, question: str, target_answer: str, n: int, *, seed: int = 0) -> list[str]:
         """Refused: what this attacker plants depends on the chain it searched against."""
         raise InputError(f"{self.name} searches against a deployed chain: call {self.usage}")
@@ -335,10 +345,7 @@ class AdaptiveInjectionAttack(SearchingAttack):
         """Search (module docstring); ``checkpoints`` (<= budget) report success at each."""
         self._check()
         check_query(goal.question)
-        marks = sorted({*(checkpoints or ()), self.budget})
-        if marks[0] < 1 or marks[-1] > self.budget:
-            raise InputError(f"checkpoints must be in 1..budget ({self.budget}). Got {marks}.")
-        rng = random.Random(f"{seed}:injection-adaptive:{goal.question}:{goal.intent}")
+        marks, rng = self._marks_and_rng(goal, seed, checkpoints)
         tried: list[Variant] = []
         seen: set[tuple[str, str]] = set()
         current = Variant()

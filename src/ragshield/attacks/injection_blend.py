@@ -426,10 +426,7 @@ class BlendInjectionAttack(SearchingAttack):
         self._check()
         check_query(goal.question)
         _wordings(goal, "imperative")
-        marks = sorted({*(checkpoints or ()), self.budget})
-        if marks[0] < 1 or marks[-1] > self.budget:
-            raise InputError(f"checkpoints must be in 1..budget ({self.budget}). Got {marks}.")
-        rng = random.Random(f"{seed}:injection-blend:{goal.question}:{goal.intent}")
+        marks, rng = self._marks_and_rng(goal, seed, checkpoints)
         tried: list[Blend] = []
         seen: set[str] = set()
         parent, parent_fit, stale, best = Blend(), -1.0, 0, 0.0
