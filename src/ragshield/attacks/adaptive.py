@@ -28,6 +28,9 @@ through the cached :class:`~ragshield.attacks.writer.TextWriter`). The families:
   edited copies of the genuine gold passage — so no single string or cluster repeats;
 * **near-duplicate** (``near-duplicate``): the gold passage with the right answer replaced
   by the wrong one (cosine ~0.99 with the original; arXiv 2604.00387);
+* **excerpt-edit** (``excerpt-edit``, :mod:`ragshield.attacks.excerpt_edit`): the
+  near-duplicate cut to an excerpt under RAGDefender's near-copy bar, against its
+  provenance stage;
 * **meta-epistemic** (``meta-epistemic``): one passage saying the other sources are
   outdated (CorruptRAG-AK, arXiv 2605.05632);
 * **LLM paraphrase** (``prefix-llm``, opt-in): the packaged LLM rewrites the question.
@@ -106,7 +109,7 @@ class AdaptiveText:
     family: str
 
 
-def _check_target(target: AttackTarget, n: int, owner: str) -> None:
+def check_target(target: AttackTarget, n: int, owner: str) -> None:
     if not isinstance(target, AttackTarget):
         raise InputError(f"{owner}.craft_for needs an AttackTarget. Got {type(target).__name__}.")
     check_query(target.question)
@@ -138,7 +141,7 @@ def replace_answer(text: str, old: Sequence[str], new: str) -> str:
     return out
 
 
-class _Base:
+class AdaptiveAttack:
     """The protocol shared by the adaptive attacks (a :class:`CorpusAttack` too)."""
 
     name = "adaptive"
@@ -153,7 +156,7 @@ class _Base:
         ]
 
 
-class PrefixRewriteAttack(_Base):
+class PrefixRewriteAttack(AdaptiveAttack):
     """PoisonedRAG bodies behind a rewritten question, or the question moved.
 
     Parameters
@@ -197,7 +200,7 @@ class PrefixRewriteAttack(_Base):
 
     def craft_for(self, target: AttackTarget, n: int, *, seed: int = 0) -> list[AdaptiveText]:
         self._check()
-        _check_target(target, n, type(self).__name__)
+        check_target(target, n, type(self).__name__)
         rng = random.Random(f"{seed}:{self.name}:{target.question}")
         bodies, body_src = bodies_of(target)
         t = target.incorrect.strip()
@@ -226,7 +229,7 @@ class PrefixRewriteAttack(_Base):
         return _distinct(out)[:n]
 
 
-class AnswerSpreadAttack(_Base):
+class AnswerSpreadAttack(AdaptiveAttack):
     """The wrong answer worded differently in every passage; planted passages (rewritten
     prefixes over the bodies) alternate with edited copies of the genuine gold passage.
 
@@ -243,7 +246,7 @@ class AnswerSpreadAttack(_Base):
         self.genuine_share = genuine_share
 
     def craft_for(self, target: AttackTarget, n: int, *, seed: int = 0) -> list[AdaptiveText]:
-        _check_target(target, n, type(self).__name__)
+        check_target(target, n, type(self).__name__)
         if not 0.0 <= self.genuine_share <= 1.0:
             raise InputError(
                 "The 'genuine_share' parameter of AnswerSpreadAttack must be a float in "
@@ -296,7 +299,7 @@ def edit_genuine(target: AttackTarget, answer: str, *, seed: int = 0, rotate: in
     return edited
 
 
-class NearDuplicateAttack(_Base):
+class NearDuplicateAttack(AdaptiveAttack):
     """One copy of the genuine gold passage with the right answer swapped for the wrong one
     (arXiv 2604.00387: "one number changed", cosine 0.9997 with the original). Nothing is
     made when the gold passage is unknown."""
@@ -304,14 +307,14 @@ class NearDuplicateAttack(_Base):
     name = "near-duplicate"
 
     def craft_for(self, target: AttackTarget, n: int, *, seed: int = 0) -> list[AdaptiveText]:
-        _check_target(target, n, type(self).__name__)
+        check_target(target, n, type(self).__name__)
         if not target.gold or n == 0:
             return []
         t = target.incorrect.strip()
         return [AdaptiveText(edit_genuine(target, t, seed=seed), t, "rule", "genuine", self.name)]
 
 
-class MetaEpistemicAttack(_Base):
+class MetaEpistemicAttack(AdaptiveAttack):
     """One passage that states the wrong answer and calls the right one outdated
     (CorruptRAG-AK, arXiv 2605.05632: 81.9 % ASR on plain RAG with a single passage). The
     question goes in as a statement (:func:`~ragshield.attacks.rewrite.statement_form`),
@@ -320,7 +323,7 @@ class MetaEpistemicAttack(_Base):
     name = "meta-epistemic"
 
     def craft_for(self, target: AttackTarget, n: int, *, seed: int = 0) -> list[AdaptiveText]:
-        _check_target(target, n, type(self).__name__)
+        check_target(target, n, type(self).__name__)
         if n == 0:
             return []
         t = target.incorrect.strip()
@@ -335,7 +338,7 @@ PARAPHRASE_PROMPT = (
 )
 
 
-class LLMParaphraseAttack(_Base):
+class LLMParaphraseAttack(AdaptiveAttack):
     """PoisonedRAG bodies behind an LLM paraphrase of the question (opt-in: needs a model).
 
     Parameters
@@ -366,7 +369,7 @@ class LLMParaphraseAttack(_Base):
         return line if len(line.split()) >= 3 else question.strip()
 
     def craft_for(self, target: AttackTarget, n: int, *, seed: int = 0) -> list[AdaptiveText]:
-        _check_target(target, n, type(self).__name__)
+        check_target(target, n, type(self).__name__)
         bodies, body_src = bodies_of(target)
         p = self.paraphrase_of(target.question)
         t = target.incorrect.strip()

@@ -83,6 +83,8 @@ _ADAPTIVE: tuple[AttackSpec, ...] = (
           "the wrong answer worded differently per passage, mixed with edited genuine copies"),
     _spec("near-duplicate", "corpus", f"{_AD}:NearDuplicateAttack",
           "the gold passage with the right answer replaced (arXiv 2604.00387)"),
+    _spec("excerpt-edit", "corpus", f"{_A}.excerpt_edit:ExcerptEditAttack",
+          "an excerpt of the gold page, answer changed, cut below the near-copy bar"),
     _spec("meta-epistemic", "corpus", f"{_AD}:MetaEpistemicAttack",
           "one passage calling the other sources outdated (CorruptRAG-AK, arXiv 2605.05632)"),
     _spec("prefix-llm", "corpus", f"{_AD}:LLMParaphraseAttack",

@@ -114,6 +114,8 @@ SETTINGS: dict[str, Setting] = {
              "wrong answer worded differently, mixed with edited genuine copies"),
         _row("near-duplicate", "adaptive", ("near-duplicate",), 1, "adaptive",
              "the gold passage with the right answer replaced"),
+        _row("excerpt-edit", "adaptive", ("excerpt-edit",), 1, "adaptive",
+             "an excerpt of the gold passage, answer replaced, under the near-copy bar"),
         _row("meta-epistemic", "adaptive", ("meta-epistemic",), 1, "adaptive",
              "one passage calling the other sources outdated (CorruptRAG-AK)"),
         _row(FILTER_AWARE, "adaptive", (FILTER_AWARE,), 5, "searched",
