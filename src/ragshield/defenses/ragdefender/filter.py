@@ -310,6 +310,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "conflict_lexical": [Interval(Real, 0.0, 1.0)],
         "conflict_max_diff": [Interval(int, 1, None)],
         "inserted_claims": [Boolean()],
+        "provenance": [Options("off", "restore", "facts")],
         "claim_echo": [_COSINE],
         "conflict_echo_margin": [Interval(Real, 0.0, 2.0)],
         "group_knn": [Boolean()],
@@ -396,7 +397,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
             "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],
-            "derivative": [], "lone_claim": [], "lone_claim_held": [],
+            "derivative": [], "lone_claim": [], "lone_claim_held": [], "provenance": [],
         }  # fmt: skip
         work = Work(n)
         raw = [r.text for r in items]
@@ -413,6 +414,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         self._stage_lone_claim(query, texts, ids, work, details)
         self._stage_derivative(ids, work, details)
         if not self._stage_guard(sim, work, details):
+            self._stage_provenance(query, texts, items, work, details)
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence
         self._stage_knn_groups(sim, work, details)
@@ -428,6 +430,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         else:
             ps = self._stage_paper(sim, vectors, texts, mode, work, details)
         details.update(pairs=ps.pairs.tolist(), f=ps.f.tolist())
+        self._stage_provenance(query, texts, items, work, details)  # last: it reads every decision
         return self._finish(items, work, ps.f, details, t0)
 
     def _finish(

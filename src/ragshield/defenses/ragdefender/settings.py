@@ -72,6 +72,9 @@ class CopyParams:
     conflict_echo_margin: float = 0.05  # dev: an inserted claim sentence adds >= 0.1
     typo_view: bool = True  # ours (issue #28): prefix-typo groups; see .typos
     inserted_claims: bool = True  # ours (#28): dev HotpotQA near-duplicate 0.250 -> 0.214, clean 0
+    # ours (#28, stop 40): of two retrieved near-copies (group_lexical) the one the index held
+    # first is spared, the later removed (.provenance); "off" / "restore" / "facts"
+    provenance: Literal["off", "restore", "facts"] = "restore"
 
 
 @dataclass(frozen=True)
