@@ -63,7 +63,9 @@ question echo per sentence (:mod:`.echo`), near-copy fact conflicts (:mod:`.clai
 planted group against the index's m-th-NN bars (:mod:`.groups`), the question coverage of a
 group of passages (:mod:`.coverage`: a reworded, reordered or typo'd question prefix still
 spells out most of the question) and the typo view (:mod:`.typos`: one-letter edits of
-question words read back before the other stages judge a passage).
+question words read back before the other stages judge a passage). Provenance is an extra
+layer after them all (:mod:`.provenance`): of two retrieved near-copies, the one the index
+held first (``added_at``, stamped by ``ragshield add``) is spared and the later removed.
 
 ``RAGDefender(require_evidence=False, restated_question=False)`` is the density-only
 behaviour of earlier releases (what the synthetic tables measured).
@@ -259,8 +261,15 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         (2.0): at 0.03 HotpotQA clean benign removed falls 0.023 -> 0.005 but typo'd,
         question-less and answer-spread groups lose their only evidence (adversarial
         majority 0.36 -> 0.93 on prefix-typo); measured in docs/results-poisoning.md.
+    provenance: of two retrieved near-copies (``group_lexical`` 3-gram cosine) the one the
+        index held first is spared and the later one removed (:mod:`.provenance`; the
+        order is ``added_at``, which ``ragshield add`` stamps): ``"restore"`` when the
+        filter had removed the earlier one, ``"facts"`` also when the later one changes a
+        fact of a kept earlier one, ``"off"``. Without ``added_at`` on either side, or at
+        equal instants, the other stages' decision stands.
     trusted_ids: passage ids the operator vouches for (never removed); the index's
-        calibration adds the ids recorded at index time. Passage metadata is ignored.
+        calibration adds the ids recorded at index time. Passage metadata is ignored but
+        for ``added_at`` (provenance, stamped by ``ragshield add`` over the record's own).
 
     ``details``: ``mode``, ``guard`` (passed or not, ``max_similarity``), ``groups``
     (index lists with their level), ``spared``, ``typo_copies`` (copy, original) pairs,

@@ -34,9 +34,11 @@ the filter must hold on passages that carry no metadata the corpus lacks. An att
 cannot forge an earlier instant: ``add`` overwrites ``added_at``, and a record of the
 original build that wrote its own ``added_at`` only makes itself *later*. The cost is
 on genuine updates: a corrected version of a page added beside the old one is a later
-near-copy and loses to it. ``ragshield add`` refuses an id the index already holds, so
-an update has to replace the page (rebuild with ``ragshield index``, or delete the old
-id), not sit beside it.
+near-copy and loses to it (``"restore"``: when the filter removed the old one;
+``"facts"``: always, since an update changes facts). ``ragshield add`` refuses an id the
+index already holds (and ragshield has no command that deletes an indexed page), so an
+update cannot replace its page in place: rebuild the index with ``ragshield index`` (the
+new version is then built in, with no ``added_at``, and the old one gone).
 """
 
 from __future__ import annotations
