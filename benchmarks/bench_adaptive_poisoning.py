@@ -211,8 +211,13 @@ class Bench:
             self._hits_file.parent.mkdir(parents=True, exist_ok=True)
             for obj, path in ((self._hits, self._hits_file), (self._novelty, self._novelty_file)):
                 tmp = path.with_suffix(".tmp")
-                with tmp.open("wb") as fh:
-                    pickle.dump(obj, fh)
+                try:
+                    with tmp.open("wb") as fh:
+                        pickle.dump(obj, fh)
+                except (AttributeError, pickle.PicklingError) as exc:  # a table counting lazily
+                    tmp.unlink(missing_ok=True)
+                    print(f"  not cached: {path.name} ({exc})", file=sys.stderr, flush=True)
+                    continue
                 tmp.replace(path)
 
     @property
