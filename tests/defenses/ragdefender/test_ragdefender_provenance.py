@@ -124,3 +124,5 @@ def test_filter_without_provenance_is_todays_behaviour() -> None:
     assert today == ["p0", "p1"]  # both restate the question
     assert _removed("restore", [None, None, None]) == today  # no metadata: the same
     assert _removed("restore", [T1, T1, None]) == today  # one batch: no order
+    assert _removed("facts", [None, None, None]) == today  # the default mode, no metadata
+    assert RAGDefender().provenance == "facts"  # the shipped default (dev choice, stop 40)
