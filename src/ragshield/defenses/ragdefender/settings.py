@@ -76,7 +76,8 @@ class CopyParams:
     # first is spared, the later removed (.provenance). Dev reach near-duplicate / answer-
     # spread, off -> restore -> facts: HotpotQA 0.214 / 0.125 -> 0.196 / 0.125 -> 0.036 /
     # 0.018, SQuAD 0.439 / 0.409 -> 0.114 / 0.121 -> 0.015 / 0.038; clean with every index
-    # passage stamped later (each its own instant): benign removed 0.004 -> 0.005 HotpotQA
+    # passage stamped later (each its own instant): benign removed 0.004 -> 0.005 HotpotQA,
+    # SQuAD unchanged (docs/results-adaptive-attacks.md, stop 40)
     provenance: Literal["off", "restore", "facts"] = "facts"
 
 
