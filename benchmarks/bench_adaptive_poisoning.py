@@ -36,6 +36,13 @@ context.
   deployment holds it: the table ``ragshield index`` stores for the corpus, each setting's
   planted passages added as ``ragshield add`` adds them (:meth:`Bench.novelty`, cached
   beside the hits); ``--no-novelty`` hands none (an index built before the table existed).
+* Planted passages enter as a deployment gets them, through ``ragshield add``: with its
+  ``source`` / ``added_at`` metadata (RAGDefender's ``provenance`` stage reads it; the
+  none / paper / authors' columns ignore metadata). ``--no-provenance`` plants them bare
+  (an index that records none: the issue's "no metadata" row). ``--later-share F`` gives
+  a seeded share F of the index's own passages an ``added_at`` each (one instant apiece,
+  all before the plants), as if a later ``add`` had brought them: the clean cost of the
+  stage on genuine later additions (retrieval and the novelty table are unchanged).
 * ``--split dev`` runs ``main`` / ``ablation`` / ``speed`` on the dev split (every dev
   figure of docs/results-poisoning.md has such a command); ``lofo`` always tunes on dev
   and reports on test.
@@ -52,6 +59,8 @@ from __future__ import annotations
 
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
+import dataclasses
+import datetime as dt
 import itertools
 import json
 import os
@@ -179,6 +188,8 @@ class Bench:
         self.qv = encoder.encode([c.question for c in self.cases])
         self.mode = "multi_hop" if name == "hotpotqa" else "single_hop"
         self._hits: dict[str, tuple[list[Any], dict[str, Any], float, str]] = {}
+        self.provenance, self.later_share = bool(args.provenance), float(args.later_share)
+        self._stamped: dict[str, list[Any]] = {}
         self._novelty: dict[str, dict[str, Any]] = {}
         self.with_novelty = bool(args.novelty)
         self._hits_file: Path | None = None
@@ -200,8 +211,13 @@ class Bench:
             self._hits_file.parent.mkdir(parents=True, exist_ok=True)
             for obj, path in ((self._hits, self._hits_file), (self._novelty, self._novelty_file)):
                 tmp = path.with_suffix(".tmp")
-                with tmp.open("wb") as fh:
-                    pickle.dump(obj, fh)
+                try:
+                    with tmp.open("wb") as fh:
+                        pickle.dump(obj, fh)
+                except (AttributeError, pickle.PicklingError) as exc:  # a table counting lazily
+                    tmp.unlink(missing_ok=True)
+                    print(f"  not cached: {path.name} ({exc})", file=sys.stderr, flush=True)
+                    continue
                 tmp.replace(path)
 
     @property
@@ -248,13 +264,40 @@ class Bench:
             )
         return self._hits[setting]
 
+    def stamped(self, setting: str) -> list[Any]:
+        """``setting``'s retrieved sets with the metadata a managed index would return:
+        planted passages as ``ragshield add`` stamps them (or bare, ``--no-provenance``), and
+        the ``--later-share`` of the index's passages stamped as later additions. Stamped
+        here rather than read from the hits cache, whose sets may predate provenance."""
+        from ragshield.attacks.filter_aware import PLANTED_AT, as_added
+        from ragshield.types import RetrievedPassage
+
+        if setting not in self._stamped:
+            hits, planted, _, _ = self.hits(setting)
+            meta = {p.passage.id: as_added([p.passage], "planted", self.provenance)[0].metadata
+                    for p in planted.values() if not p.replaces}  # fmt: skip
+            ids = sorted(p.id for p in self.store.passages)
+            later = random.Random(self.seed).sample(ids, round(self.later_share * len(ids)))
+            t0 = dt.datetime.fromisoformat(PLANTED_AT) - dt.timedelta(seconds=len(later) + 1)
+            for n, pid in enumerate(later):  # each its own instant: every pair is ordered
+                stamp = (t0 + dt.timedelta(seconds=n)).isoformat().replace("+00:00", "Z")
+                meta[pid] = {"source": "later-add", "added_at": stamp}
+            self._stamped[setting] = [
+                [r if r.id not in meta else RetrievedPassage(
+                    dataclasses.replace(r.passage, metadata=meta[r.id]), r.score, r.rank,
+                    r.embedding) for r in retrieved]
+                for retrieved in hits
+            ]  # fmt: skip
+        return self._stamped[setting]
+
     def run(self, defense: Any, setting: str) -> dict[str, float]:
         from ragshield.defenses.ragdefender import RAGDefender
         from ragshield.eval.real_retrieval import _mean, _score_question
         from ragshield.pipeline import select_context
         from ragshield.types import Answer
 
-        hits, planted, _, _ = self.hits(setting)
+        _, planted, _, _ = self.hits(setting)
+        hits = self.stamped(setting)
         for part in getattr(defense, "filters", [defense]) if self.with_novelty else ():
             if isinstance(part, RAGDefender):
                 part.use_novelty(self.novelty(setting))
@@ -581,6 +624,10 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--no-novelty", dest="novelty", action="store_false",
                     help="hand RAGDefender no index-side novelty table (an old index)")  # fmt: skip
+    ap.add_argument("--no-provenance", dest="provenance", action="store_false",
+                    help="plant without the metadata `ragshield add` stamps (no added_at)")  # fmt: skip
+    ap.add_argument("--later-share", type=float, default=0.0,
+                    help="stamp this seeded share of the index's passages as later additions")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--split", choices=("dev", "test"), default="test",
                     help="main / ablation / speed on this split (dev: tuning studies)")  # fmt: skip
@@ -606,6 +653,9 @@ def main() -> None:
     except ValueError as exc:
         print(f"error: --variants must be a JSON object of objects ({exc})", file=sys.stderr)
         sys.exit(2)
+    if not 0.0 <= args.later_share <= 1.0:
+        print(f"error: --later-share must be in [0, 1], got {args.later_share}", file=sys.stderr)
+        sys.exit(2)
     if "lofo" in sections and args.split != "test":
         sys.exit("lofo tunes on dev and reports on test: run it with --split test")
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
@@ -615,7 +665,8 @@ def main() -> None:
     names = args.datasets.split(",")
     test = [Bench(n, args.split, enc, args) for n in names]
     print(f"# bench_adaptive_poisoning (seed {args.seed}, k={args.k}, MiniLM, "
-          f"limit {args.limit})\n", flush=True)  # fmt: skip
+          f"limit {args.limit}, planted with provenance: {args.provenance}, "
+          f"later share {args.later_share})\n", flush=True)  # fmt: skip
 
     def dev() -> list[Bench]:  # lofo and groups tune on the dev split
         return [Bench(n, "dev", enc, args) for n in names]

@@ -68,6 +68,12 @@ def test_oracle_retrieves_exactly_what_a_planted_copy_retrieves() -> None:
     assert np.allclose([r.score for r in merged], [r.score for r in copy], atol=1e-5)
     assert [r.rank for r in merged] == list(range(5))
     assert len(store) == len(PASSAGES)  # nothing was added to the index
+    # candidates carry what `ragshield add` stamps, as the planted copy's passages do
+    stamp = {r.text: r.passage.metadata.get("added_at") for r in copy}
+    assert {r.text: r.passage.metadata.get("added_at") for r in merged} == stamp
+    assert {stamp[t] for t in texts if t in stamp} == {"2026-01-01T00:00:00Z"}
+    bare = ChainOracle(store, enc, None, k=5, context_k=3, provenance=False).retrieve(Q, texts)
+    assert not [r for r in bare if "added_at" in r.passage.metadata]
 
 
 def test_without_a_defense_the_first_call_lands_every_passage() -> None:

@@ -157,3 +157,15 @@ def test_novelty_of_another_type_is_refused_before_work(novelty: object) -> None
     with pytest.raises(InputError, match="novelty must be True"):
         run_real_eval(tiny(), list(tiny().questions), {"none": None}, ["clean"],
                       encoder=WordHashEncoder(), novelty=novelty)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_planted_copy_stamps_provenance_as_add_does() -> None:
+    data, enc = tiny(), WordHashEncoder()
+    store = FaissStore(enc.dim)
+    store.add(list(data.passages), enc.encode([p.text for p in data.passages]))
+    planted = attack_passages(data.questions, "poisonedrag", golden_text={"q1": "x"})
+    added = planted_copy(store, planted, enc).passages[len(store) :]
+    assert {p.metadata["added_at"] for p in added} == {"2026-01-01T00:00:00Z"}
+    assert all(p.metadata["source"] == "planted" and p.metadata["sha256"] for p in added)
+    bare = planted_copy(store, planted, enc, provenance=False).passages[len(store) :]
+    assert all("added_at" not in p.metadata for p in bare)

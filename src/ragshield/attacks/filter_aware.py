@@ -63,6 +63,22 @@ FAMILIES: tuple[str, ...] = (
 )  # fmt: skip
 
 
+#: When a benchmark's planted passages entered the index, stamped as ``ragshield add`` stamps
+#: what it appends (:func:`ragshield.ingest.with_provenance`): fixed so a run repeats, and
+#: after every index the benchmarks build (whose own passages carry no ``added_at``).
+PLANTED_AT = "2026-01-01T00:00:00Z"
+
+
+def as_added(passages: Sequence[Passage], source: str, provenance: bool = True) -> list[Passage]:
+    """``passages`` as ``ragshield add`` would hold them (``source``, ``added_at`` =
+    :data:`PLANTED_AT`); ``provenance=False``: as given (an index that records none)."""
+    if not provenance:
+        return list(passages)
+    from ragshield.ingest import with_provenance
+
+    return with_provenance(passages, source, PLANTED_AT)
+
+
 def planted_id(text: str) -> str:
     """The id a candidate passage is planted under (stable across calls: one per text)."""
     return "fa::" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
@@ -90,13 +106,16 @@ class ChainOracle:
     novelty: the index's novelty table (a ``NoveltyIndex``, as ``ragshield index`` stores
         it); each call's candidates join it (``with_added``, as ``ragshield add`` would add
         them) before the chain reads it. ``None``: the chain gets no table.
+    provenance: candidates carry the metadata ``ragshield add`` stamps (:func:`as_added`),
+        as they would in a managed index; ``False``: none (an index that records none).
     """
 
     def __init__(
         self, store: object, encoder: Encoder, chain: object | None, *, k: int = 10,
-        context_k: int = 5, novelty: NoveltyIndex | None = None,
+        context_k: int = 5, novelty: NoveltyIndex | None = None, provenance: bool = True,
     ) -> None:  # fmt: skip
         self.novelty = novelty
+        self.provenance = provenance
         self.store = store
         self.encoder = encoder
         self.chain = chain
@@ -127,8 +146,9 @@ class ChainOracle:
         cands: list[RetrievedPassage] = []
         if texts:
             vecs = self._vectors(texts)
-            for t, v, s in zip(texts, vecs, vecs @ qv, strict=True):
-                cands.append(RetrievedPassage(Passage(planted_id(t), t), float(s), 0, v))
+            docs = as_added([Passage(planted_id(t), t) for t in texts], "attacker", self.provenance)
+            for d, v, s in zip(docs, vecs, vecs @ qv, strict=True):
+                cands.append(RetrievedPassage(d, float(s), 0, v))
         merged = sorted([*hits, *cands], key=lambda r: -r.score)[: self.k]
         return [RetrievedPassage(r.passage, r.score, i, r.embedding) for i, r in enumerate(merged)]
 
@@ -204,8 +224,10 @@ class IngestOracle(ChainOracle):
         self, store: object, encoder: Encoder, chain: object | None, screen: object, *,
         k: int = 10, context_k: int = 5, novelty: NoveltyIndex | None = None, screen_k: int = 10,
         one_per_batch: bool = False, verdicts: dict[frozenset[str], dict[str, bool]] | None = None,
+        provenance: bool = True,
     ) -> None:  # fmt: skip
-        super().__init__(store, encoder, chain, k=k, context_k=context_k, novelty=novelty)
+        super().__init__(store, encoder, chain, k=k, context_k=context_k, novelty=novelty,
+                         provenance=provenance)  # fmt: skip
         self.screen = screen
         self.screen_k = screen_k
         self.one_per_batch = one_per_batch

@@ -49,6 +49,7 @@ from ragshield.attacks.adaptive import (
     AttackTarget,
     LLMParaphraseAttack,
 )
+from ragshield.attacks.filter_aware import as_added
 from ragshield.attacks.injection import INJECTION_TEMPLATES, fill_template, insert_instruction
 from ragshield.attacks.poisonedrag import without_question_prefix
 from ragshield.attacks.registry import build_attack
@@ -367,10 +368,19 @@ def _hijack(
 
 
 def planted_copy(
-    store: FaissStore, planted: Sequence[PlantedPassage], encoder: Encoder
+    store: FaissStore,
+    planted: Sequence[PlantedPassage],
+    encoder: Encoder,
+    *,
+    provenance: bool = True,
 ) -> FaissStore:
     """A new in-memory FAISS store: ``store``'s passages (edited where a planted passage
-    ``replaces`` one) plus the new attacker passages. ``store`` itself is never modified."""
+    ``replaces`` one) plus the new attacker passages. ``store`` itself is never modified.
+
+    The new passages enter as a deployment gets them, through ``ragshield add``: with its
+    ``source`` / ``added_at`` metadata (:func:`~ragshield.attacks.filter_aware.as_added`);
+    ``provenance=False`` plants them bare (an index that records no provenance). An edit
+    in place keeps the page's metadata (``add`` cannot replace a page)."""
     from ragshield.indexing import index_text
 
     passages = list(store.passages)
@@ -390,5 +400,6 @@ def planted_copy(
     out = FaissStore(store.dim, encoder_name=store.encoder_name)
     out.add(passages, vectors)
     if new:
-        out.add([p.passage for p in new], encoder.encode([p.passage.text for p in new]))
+        docs = as_added([p.passage for p in new], "planted", provenance)
+        out.add(docs, encoder.encode([p.passage.text for p in new]))
     return out

@@ -63,7 +63,9 @@ question echo per sentence (:mod:`.echo`), near-copy fact conflicts (:mod:`.clai
 planted group against the index's m-th-NN bars (:mod:`.groups`), the question coverage of a
 group of passages (:mod:`.coverage`: a reworded, reordered or typo'd question prefix still
 spells out most of the question) and the typo view (:mod:`.typos`: one-letter edits of
-question words read back before the other stages judge a passage).
+question words read back before the other stages judge a passage). Provenance is an extra
+layer after them all (:mod:`.provenance`): of two retrieved near-copies, the one the index
+held first (``added_at``, stamped by ``ragshield add``) is spared and the later removed.
 
 ``RAGDefender(require_evidence=False, restated_question=False)`` is the density-only
 behaviour of earlier releases (what the synthetic tables measured).
@@ -259,8 +261,15 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         (2.0): at 0.03 HotpotQA clean benign removed falls 0.023 -> 0.005 but typo'd,
         question-less and answer-spread groups lose their only evidence (adversarial
         majority 0.36 -> 0.93 on prefix-typo); measured in docs/results-poisoning.md.
+    provenance: of two retrieved near-copies (``group_lexical`` 3-gram cosine) the one the
+        index held first is spared and the later one removed (:mod:`.provenance`; the
+        order is ``added_at``, which ``ragshield add`` stamps): ``"restore"`` when the
+        filter had removed the earlier one, ``"facts"`` also when the later one changes a
+        fact of a kept earlier one, ``"off"``. Without ``added_at`` on either side, or at
+        equal instants, the other stages' decision stands.
     trusted_ids: passage ids the operator vouches for (never removed); the index's
-        calibration adds the ids recorded at index time. Passage metadata is ignored.
+        calibration adds the ids recorded at index time. Passage metadata is ignored but
+        for ``added_at`` (provenance, stamped by ``ragshield add`` over the record's own).
 
     ``details``: ``mode``, ``guard`` (passed or not, ``max_similarity``), ``groups``
     (index lists with their level), ``spared``, ``typo_copies`` (copy, original) pairs,
@@ -310,6 +319,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "conflict_lexical": [Interval(Real, 0.0, 1.0)],
         "conflict_max_diff": [Interval(int, 1, None)],
         "inserted_claims": [Boolean()],
+        "provenance": [Options("off", "restore", "facts")],
         "claim_echo": [_COSINE],
         "conflict_echo_margin": [Interval(Real, 0.0, 2.0)],
         "group_knn": [Boolean()],
@@ -396,7 +406,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
             "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],
-            "derivative": [], "lone_claim": [], "lone_claim_held": [],
+            "derivative": [], "lone_claim": [], "lone_claim_held": [], "provenance": [],
         }  # fmt: skip
         work = Work(n)
         raw = [r.text for r in items]
@@ -413,6 +423,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         self._stage_lone_claim(query, texts, ids, work, details)
         self._stage_derivative(ids, work, details)
         if not self._stage_guard(sim, work, details):
+            self._stage_provenance(query, texts, items, work, details)
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence
         self._stage_knn_groups(sim, work, details)
@@ -428,6 +439,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         else:
             ps = self._stage_paper(sim, vectors, texts, mode, work, details)
         details.update(pairs=ps.pairs.tolist(), f=ps.f.tolist())
+        self._stage_provenance(query, texts, items, work, details)  # last: it reads every decision
         return self._finish(items, work, ps.f, details, t0)
 
     def _finish(

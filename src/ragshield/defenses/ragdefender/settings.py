@@ -72,6 +72,13 @@ class CopyParams:
     conflict_echo_margin: float = 0.05  # dev: an inserted claim sentence adds >= 0.1
     typo_view: bool = True  # ours (issue #28): prefix-typo groups; see .typos
     inserted_claims: bool = True  # ours (#28): dev HotpotQA near-duplicate 0.250 -> 0.214, clean 0
+    # ours (#28, stop 40): of two retrieved near-copies (group_lexical) the one the index held
+    # first is spared, the later removed (.provenance). Dev reach near-duplicate / answer-
+    # spread, off -> restore -> facts: HotpotQA 0.214 / 0.125 -> 0.196 / 0.125 -> 0.036 /
+    # 0.018, SQuAD 0.439 / 0.409 -> 0.114 / 0.121 -> 0.015 / 0.038; clean with every index
+    # passage stamped later (each its own instant): benign removed 0.004 -> 0.005 HotpotQA,
+    # SQuAD unchanged (docs/results-adaptive-attacks.md, stop 40)
+    provenance: Literal["off", "restore", "facts"] = "facts"
 
 
 @dataclass(frozen=True)

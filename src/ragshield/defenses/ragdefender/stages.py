@@ -45,6 +45,7 @@ from ragshield.defenses.ragdefender.evidence import (
 )
 from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
 from ragshield.defenses.ragdefender.index_support import unheld_words
+from ragshield.defenses.ragdefender.provenance import spare_originals
 from ragshield.defenses.ragdefender.settings import (
     STAGES,
     CopyParams,
@@ -59,6 +60,7 @@ from ragshield.defenses.ragdefender.typos import normalise_to_question
 from ragshield.embed.base import Encoder
 from ragshield.store.calibration_novelty import Novelty
 from ragshield.text import split_sentences
+from ragshield.types import RetrievedPassage
 
 
 class Work:
@@ -623,3 +625,33 @@ class EvidenceStages(StagedParams):
             work.remove(i, f"one of {len(c.members)} passages close to the question agreeing "
                            f"on what nothing else retrieved says ({', '.join(c.words[:3])})")  # fmt: skip
             work.evidence[i] = True
+
+    def _stage_provenance(
+        self,
+        query: str,
+        texts: Sequence[str],
+        items: Sequence[RetrievedPassage],
+        work: Work,
+        details: dict[str, Any],
+    ) -> None:
+        """Provenance, an extra layer after every other decision (:mod:`.provenance`): of two
+        retrieved near-copies (``group_lexical`` 3-gram cosine) the one the index held first
+        is spared and the later one removed (``provenance``: ``"restore"`` when the filter
+        had removed the earlier one, ``"facts"`` also when the later one changes a fact).
+        Passages without ``added_at`` on either side, or added at the same instant, keep the
+        other stages' decision."""
+        if self.copies.provenance == "off" or len(items) < 2:
+            return
+        restore, drop, rows = spare_originals(
+            self.copies.provenance, query, texts, [r.passage.metadata for r in items],
+            work.lexical(texts), self.knn.group_lexical, work.removed,
+            self.copies.conflict_max_diff,
+        )  # fmt: skip
+        for i in restore:
+            work.removed[i] = False
+            work.reasons.pop(i, None)
+        for j, why in drop.items():
+            old = work.reasons.get(j) if work.removed[j] else None
+            work.removed[j] = True
+            work.reasons[j] = why if old is None else f"{why}; also: {old}"
+        details["provenance"] = rows

@@ -1,0 +1,146 @@
+"""Provenance as an extra layer: of two retrieved near-copies, the one the index held first
+is the original (issue #28).
+
+Example::
+
+    from ragshield.defenses.ragdefender import RAGDefender
+
+    f = RAGDefender(encoder=enc, provenance="restore")
+    res = f.filter(question, retrieved)       # passages read from a managed index
+    res.details["provenance"]                 # [{"original": 0, "copy": 3, "restored": True}]
+
+Why: an attacker who edits a fact into a copy of a genuine page (the ``near-duplicate``
+attack) plants a pair that nothing *retrieved* can order — the group and near-copy stages
+then often remove both, and the victim page goes with its copy (SQuAD test: gold in the
+context 0.540 against 0.857 clean). The index can order them: ``ragshield index`` builds
+passages without an ``added_at``, and ``ragshield add`` stamps every passage it appends
+with ``added_at`` (UTC, ISO 8601; :func:`ragshield.ingest.with_provenance` overwrites
+whatever the record itself said). So a passage without ``added_at`` precedes every passage
+with one, and two ``added_at`` compare as instants.
+
+The rule only ever acts on a *pair of retrieved lexical near-copies* (character 3-gram
+cosine at the shipped near-copy bar, ``group_lexical``) whose order is known:
+
+* ``"restore"``: when the filter removed the earlier passage and a later near-copy of it
+  was retrieved, the earlier one is kept and the later ones are removed ("added after the
+  page it copies");
+* ``"facts"``: that, and also a later near-copy *with a changed fact* (a few content words
+  outside the question that the earlier passage lacks) of an earlier passage the filter
+  kept is removed.
+
+What it cannot do, by design: passages without provenance (no ``added_at`` on either side,
+or equal instants, or an unreadable value) are left exactly as the other stages decided —
+the filter must hold on passages that carry no metadata the corpus lacks. An attacker
+cannot forge an earlier instant: ``add`` overwrites ``added_at``, and a record of the
+original build that wrote its own ``added_at`` only makes itself *later*. The cost is
+on genuine updates: a corrected version of a page added beside the old one is a later
+near-copy and loses to it (``"restore"``: when the filter removed the old one;
+``"facts"``: always, since an update changes facts). ``ragshield add`` refuses an id the
+index already holds (and ragshield has no command that deletes an indexed page), so an
+update cannot replace its page in place: rebuild the index with ``ragshield index`` (the
+new version is then built in, with no ``added_at``, and the old one gone).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from ragshield.defenses.ragdefender.evidence import content_words
+
+Provenance = Literal["off", "restore", "facts"]
+
+#: The order of a passage built with the index (no ``added_at``): before any added one.
+_BUILT = _dt.datetime.min.replace(tzinfo=_dt.UTC)
+
+
+def added_at(metadata: Mapping[str, Any]) -> _dt.datetime | None:
+    """When ``ragshield add`` added the passage (UTC), ``_BUILT`` when it came with the
+    index (no ``added_at``), ``None`` when the value is unreadable (no order at all)."""
+    raw = metadata.get("added_at")
+    if raw is None:
+        return _BUILT
+    if not isinstance(raw, str):
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(raw)
+    except ValueError:
+        return None
+    return t.replace(tzinfo=_dt.UTC) if t.tzinfo is None else t.astimezone(_dt.UTC)
+
+
+@dataclass(frozen=True)
+class LaterCopy:
+    """``copy`` is a retrieved near-copy of ``original`` that entered the index after it."""
+
+    original: int
+    copy: int
+    lexical: float
+
+
+def later_copies(
+    stamps: Sequence[_dt.datetime | None], lex: np.ndarray, bar: float
+) -> list[LaterCopy]:
+    """Every ordered pair of near-copies (``lex`` >= ``bar``) with a strictly earlier
+    ``original``; equal or unknown instants give no pair (nothing says which came first)."""
+    out: list[LaterCopy] = []
+    ii, jj = np.nonzero(np.triu(lex >= bar, k=1))
+    for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
+        a, b = stamps[i], stamps[j]
+        if a is None or b is None or a == b:
+            continue
+        first, later = (i, j) if a < b else (j, i)
+        out.append(LaterCopy(first, later, float(lex[i, j])))
+    return out
+
+
+def changes_a_fact(original: str, copy: str, query: str, max_diff: int) -> bool:
+    """``copy`` states content words (outside the question) that ``original`` lacks, and
+    the two differ in at most ``max_diff`` such words each way: an edited fact, not a
+    longer version of the page."""
+    q = content_words(query)
+    a, b = content_words(original) - q, content_words(copy) - q
+    added, dropped = b - a, a - b
+    return bool(added) and len(added) <= max_diff and len(dropped) <= max_diff
+
+
+def spare_originals(
+    mode: Provenance,
+    query: str,
+    texts: Sequence[str],
+    metadata: Sequence[Mapping[str, Any]],
+    lex: np.ndarray,
+    bar: float,
+    removed: np.ndarray,
+    max_diff: int,
+) -> tuple[list[int], dict[int, str], list[dict[str, Any]]]:
+    """What the rule changes: (originals to keep again, copies to remove with their
+    reason, the details rows). ``removed`` is the other stages' decision (not modified)."""
+    if mode == "off" or len(texts) < 2:
+        return [], {}, []
+    pairs = later_copies([added_at(m) for m in metadata], lex, bar)
+    restore: list[int] = []
+    drop: dict[int, str] = {}
+    rows: list[dict[str, Any]] = []
+    for p in pairs:
+        if removed[p.original]:
+            why = "the filter had removed it"
+        elif mode == "facts" and changes_a_fact(texts[p.original], texts[p.copy], query, max_diff):
+            why = "it states a fact the page does not"
+        else:
+            continue
+        restored = bool(removed[p.original])
+        if restored and p.original not in restore:
+            restore.append(p.original)
+        drop.setdefault(
+            p.copy,
+            f"added after the page it copies (passage {p.original}, 3-gram cosine "
+            f"{p.lexical:.2f}; the index held that page first, {why})",
+        )
+        rows.append({"original": p.original, "copy": p.copy, "restored": restored})
+    restore = [i for i in restore if i not in drop]  # a copy of something earlier stays out
+    return restore, drop, rows

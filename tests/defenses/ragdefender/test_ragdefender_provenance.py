@@ -1,0 +1,128 @@
+"""Provenance (``provenance``): of two retrieved near-copies the one the index held first is
+spared and the later one removed. A passage without ``added_at`` (built with the index)
+precedes every added one; two ``added_at`` compare as UTC instants; no provenance on either
+side, equal instants or an unreadable value leave the other stages' decision untouched."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fakes import QuestionEncoder, unit_vector
+from ragshield.defenses.ragdefender import RAGDefender
+from ragshield.defenses.ragdefender.evidence import trigram_cosine_matrix
+from ragshield.defenses.ragdefender.provenance import added_at, later_copies, spare_originals
+from ragshield.types import Passage, RetrievedPassage
+
+DIM = 64
+Q = "Which city hosted the first congress of the Nordic rowing federation in its founding year?"
+PAGE = ("The first congress of the Nordic rowing federation met in Bergen in 1921, where the "
+        "delegates of four national clubs agreed on the rules of the regatta season.")  # fmt: skip
+COPY = PAGE.replace("Bergen", "Turku")  # an edited fact
+COPY2 = PAGE.replace("Bergen", "Aarhus")
+OTHER = "Rowing on the fjords became a popular summer pastime in the years after the war."
+T1, T2 = "2026-11-20T10:00:00Z", "2026-11-21T09:00:00+01:00"  # T2 is later (08:00 UTC)
+
+
+def _meta(stamp: str | None) -> Mapping[str, Any]:
+    return {} if stamp is None else {"added_at": stamp, "source": "new.jsonl"}
+
+
+def _decide(texts: list[str], stamps: list[str | None], removed: list[int], mode: str = "restore"):
+    mask = np.zeros(len(texts), dtype=bool)
+    mask[removed] = True
+    return spare_originals(mode, Q, texts, [_meta(s) for s in stamps],  # type: ignore[arg-type]
+                           trigram_cosine_matrix(texts), 0.8, mask, 6)  # fmt: skip
+
+
+def test_added_at_orders_built_before_added_and_reads_utc() -> None:
+    built, t1, t2 = added_at({}), added_at(_meta(T1)), added_at(_meta(T2))
+    assert built is not None and t1 is not None and t2 is not None
+    assert built < t1 < t2
+    assert added_at({"added_at": "yesterday"}) is None  # unreadable: no order
+    assert added_at({"added_at": 17}) is None
+
+
+def test_the_removed_original_is_restored_and_the_later_copy_removed() -> None:
+    restore, drop, rows = _decide([PAGE, COPY, OTHER], [None, T1, None], removed=[0])
+    assert restore == [0] and list(drop) == [1]
+    assert drop[1].startswith("added after the page it copies (passage 0")
+    assert rows == [{"original": 0, "copy": 1, "restored": True}]
+
+
+@pytest.mark.parametrize(
+    "stamps",
+    [[None, None, None], [T1, T1, None], [None, "not a date", None]],
+    ids=["no metadata", "equal instants", "unreadable"],
+)
+def test_without_an_order_nothing_changes(stamps: list[str | None]) -> None:
+    assert _decide([PAGE, COPY, OTHER], stamps, removed=[0]) == ([], {}, [])
+
+
+def test_two_added_passages_compare_as_instants() -> None:
+    restore, drop, _ = _decide([COPY, PAGE, OTHER], [T2, T1, None], removed=[1])
+    assert restore == [1] and list(drop) == [0]  # the page added at T1 preceded T2's copy
+
+
+def test_three_way_copies_keep_only_the_first() -> None:
+    texts, stamps = [COPY2, PAGE, COPY, OTHER], [T2, None, T1, None]
+    restore, drop, _ = _decide(texts, stamps, removed=[1, 2])
+    assert restore == [1] and sorted(drop) == [0, 2]  # the T1 copy is not restored: it copies
+
+
+def test_a_kept_original_leaves_its_copy_unless_facts_mode() -> None:
+    assert _decide([PAGE, COPY, OTHER], [None, T1, None], removed=[]) == ([], {}, [])
+    restore, drop, _ = _decide([PAGE, COPY, OTHER], [None, T1, None], [], mode="facts")
+    assert restore == [] and list(drop) == [1] and "states a fact" in drop[1]
+    same = PAGE + " "  # a re-added identical page changes no fact
+    assert _decide([PAGE, same, OTHER], [None, T1, None], [], mode="facts") == ([], {}, [])
+
+
+def test_off_and_far_passages_give_no_pair() -> None:
+    assert _decide([PAGE, COPY, OTHER], [None, T1, None], [0], mode="off") == ([], {}, [])
+    lex = trigram_cosine_matrix([PAGE, OTHER])
+    assert later_copies([added_at({}), added_at(_meta(T1))], lex, 0.8) == []
+
+
+# ---- through the filter: the original restates the question, so the filter removes it
+
+
+RESTATING = Q + " " + PAGE
+RESTATING_COPY = Q + " " + COPY
+
+
+def _retrieved(stamps: list[str | None]) -> list[RetrievedPassage]:
+    texts = [RESTATING, RESTATING_COPY, OTHER]
+    return [RetrievedPassage(Passage(f"p{i}", t, metadata=_meta(s)), 1.0 - i / 10, i,
+                             unit_vector(50 + i, DIM))
+            for i, (t, s) in enumerate(zip(texts, stamps, strict=True))]  # fmt: skip
+
+
+def _filter(mode: str) -> RAGDefender:
+    enc = QuestionEncoder(Q, {}, DIM)
+    return RAGDefender(enc, provenance=mode, group_knn=False, echo_pairs=False,
+                       claim_consensus=False, typo_view=False, coverage_threshold=101.0,
+                       lone_echo=2.0, guard=False, copy_conflicts=False)  # fmt: skip
+
+
+def _removed(mode: str, stamps: list[str | None]) -> list[str]:
+    return sorted(_filter(mode).filter(Q, _retrieved(stamps)).removed_ids)
+
+
+def test_filter_spares_the_indexed_original() -> None:
+    res = _filter("restore").filter(Q, _retrieved([None, T1, None]))
+    assert res.removed_ids == ["p1"]
+    assert res.details["provenance"] == [{"original": 0, "copy": 1, "restored": True}]
+    assert "added after the page it copies" in res.decisions[0].reason
+
+
+def test_filter_without_provenance_is_todays_behaviour() -> None:
+    today = _removed("off", [None, T1, None])
+    assert today == ["p0", "p1"]  # both restate the question
+    assert _removed("restore", [None, None, None]) == today  # no metadata: the same
+    assert _removed("restore", [T1, T1, None]) == today  # one batch: no order
+    assert _removed("facts", [None, None, None]) == today  # the default mode, no metadata
+    assert RAGDefender().provenance == "facts"  # the shipped default (dev choice, stop 40)
