@@ -87,7 +87,7 @@ PUBLISHED = ("clean", "poisonedrag-1", "poisonedrag", "garag", "mixed-2x", "mixe
 ADAPTIVE = (
     "prefix-drop", "prefix-synonym", "prefix-reorder", "prefix-statement", "prefix-typo",
     "question-middle", "question-end", "no-question", "answer-spread", "near-duplicate",
-    "meta-epistemic",
+    "excerpt-edit", "meta-epistemic",
 )  # fmt: skip
 #: Attack families of the leave-one-family-out table (settings per family). The mixed
 #: settings combine three families and are never used for tuning here.
@@ -98,7 +98,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "rewritten prefixes": ("prefix-drop", "prefix-synonym", "prefix-reorder",
                            "prefix-statement", "prefix-typo", "question-middle",
                            "question-end", "answer-spread"),
-    "gold edits / single passage": ("near-duplicate", "meta-epistemic"),
+    "gold edits / single passage": ("near-duplicate", "excerpt-edit", "meta-epistemic"),
     "LLM-written": (),  # prefix-llm / scan --writer llm: needs the packaged LLM (not run)
     "filter-aware": (),  # attacks.filter_aware: not on this branch yet (not run)
 }  # fmt: skip
@@ -111,7 +111,7 @@ DEFAULT_DEFENSES = "none;ragdefender-paper;authors;ragdefender;ragdefender,ecosa
 KEYS = ("benign_removed", "gold_retrieved", "gold_kept", "attack_reaches", "adv_majority",
         "filter_ms")  # fmt: skip
 CLEAN_BUDGET = 0.005  # LOFO: dev clean benign removed must stay at or below this
-_N = {"near-duplicate": 1, "meta-epistemic": 1}  # one passage by design; else 5 (PoisonedRAG N)
+_N = {"near-duplicate": 1, "excerpt-edit": 1, "meta-epistemic": 1}  # one passage by design; else 5 (PoisonedRAG N)
 
 
 # --------------------------------------------------------------------------- planting

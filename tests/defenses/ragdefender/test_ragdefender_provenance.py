@@ -14,7 +14,12 @@ import pytest
 from fakes import QuestionEncoder, unit_vector
 from ragshield.defenses.ragdefender import RAGDefender
 from ragshield.defenses.ragdefender.evidence import trigram_cosine_matrix
-from ragshield.defenses.ragdefender.provenance import added_at, later_copies, spare_originals
+from ragshield.defenses.ragdefender.provenance import (
+    added_at,
+    later_copies,
+    shingle_containment,
+    spare_originals,
+)
 from ragshield.types import Passage, RetrievedPassage
 
 DIM = 64
@@ -126,3 +131,31 @@ def test_filter_without_provenance_is_todays_behaviour() -> None:
     assert _removed("restore", [T1, T1, None]) == today  # one batch: no order
     assert _removed("facts", [None, None, None]) == today  # the default mode, no metadata
     assert RAGDefender().provenance == "facts"  # the shipped default (dev choice, stop 40)
+
+
+# ---- excerpts (the answer to ``excerpt-edit``): cut under the cosine bar, still contained
+
+LONG = (PAGE + " The federation later moved its seat to Oslo. Its archive holds the minutes of "
+        "every congress since then, with the names of the delegates and the results of each "
+        "regatta. A museum in the old boathouse shows the early boats.")  # fmt: skip
+EXCERPT = PAGE.replace("Bergen", "Turku")  # the edited answer sentence alone
+
+
+def test_shingle_containment_reads_an_excerpt_whatever_its_length() -> None:
+    assert shingle_containment(PAGE, LONG) == 1.0
+    assert shingle_containment(EXCERPT, LONG) > 0.8  # one word of ~25 changed
+    assert shingle_containment(OTHER, LONG) < 0.1
+    assert shingle_containment("two words", LONG) == 0.0  # no 3-shingle at all
+
+
+def test_a_later_excerpt_that_changes_a_fact_goes_in_facts_mode() -> None:
+    texts = [LONG, EXCERPT, OTHER]
+    assert trigram_cosine_matrix(texts)[0, 1] < 0.8  # under the near-copy bar
+    restore, drop, rows = _decide(texts, [None, T1, None], [], mode="facts")
+    assert restore == [] and list(drop) == [1] and "an excerpt of it" in drop[1]
+    assert rows == [{"original": 0, "copy": 1, "restored": False}]
+    # a later excerpt that changes nothing (a quote) stays; without an order nothing moves
+    assert _decide([LONG, PAGE, OTHER], [None, T1, None], [], mode="facts") == ([], {}, [])
+    assert _decide(texts, [None, None, None], [], mode="facts") == ([], {}, [])
+    # the earlier page is never taken for an excerpt of the later one
+    assert _decide([EXCERPT, LONG, OTHER], [None, T1, None], [], mode="facts")[1] == {}

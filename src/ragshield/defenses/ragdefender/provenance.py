@@ -19,7 +19,13 @@ whatever the record itself said). So a passage without ``added_at`` precedes eve
 with one, and two ``added_at`` compare as instants.
 
 The rule only ever acts on a *pair of retrieved lexical near-copies* (character 3-gram
-cosine at the shipped near-copy bar, ``group_lexical``) whose order is known:
+cosine at the shipped near-copy bar, ``group_lexical``) whose order is known — or on a later
+passage that is an *excerpt* of an earlier one (at least :data:`CONTAINED` of its word
+3-shingles stand in it, :func:`shingle_containment`). The excerpt test is the answer to
+``excerpt-edit`` (:mod:`ragshield.attacks.excerpt_edit`), the attacker who read the cosine
+bar and cut the copy under it (dev: ragdefender's reach on it 0.411 HotpotQA / 0.553 SQuAD
+with the cosine test alone); containment does not fall with the share of the page kept.
+An excerpt is judged only by what it adds (a quote that changes nothing stays):
 
 * ``"restore"``: when the filter removed the earlier passage and a later near-copy of it
   was retrieved, the earlier one is kept and the later ones are removed ("added after the
@@ -44,6 +50,7 @@ new version is then built in, with no ``added_at``, and the old one gone).
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -73,39 +80,77 @@ def added_at(metadata: Mapping[str, Any]) -> _dt.datetime | None:
     return t.replace(tzinfo=_dt.UTC) if t.tzinfo is None else t.astimezone(_dt.UTC)
 
 
+#: A later passage at least this share of whose word 3-shingles stand in an earlier retrieved
+#: page is copied *from* it (an excerpt), whatever the two passages' lengths. Dev (HotpotQA,
+#: SQuAD): ``excerpt-edit`` median 0.71 / 0.92 (p5 0.34 / 0.76; the low ones are the
+#: inserted claim sentence alone), while of the ordered pairs of genuine passages in a clean
+#: top-10, 19 of 5,040 / 3 of 11,880 reach 0.5 (the corpora's own mirrors).
+CONTAINED = 0.5
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def shingle_containment(part: str, whole: str, n: int = 3) -> float:
+    """The share of ``part``'s word ``n``-shingles that stand in ``whole``: 1.0 for an
+    excerpt, whatever its length — where the symmetric 3-gram cosine of an excerpt with
+    its page falls with the share of the page it keeps (an attacker cuts under the bar)."""
+    a, b = _WORD.findall(part.lower()), _WORD.findall(whole.lower())
+    sa = {tuple(a[i : i + n]) for i in range(len(a) - n + 1)}
+    if not sa:
+        return 0.0
+    sb = {tuple(b[i : i + n]) for i in range(len(b) - n + 1)}
+    return len(sa & sb) / len(sa)
+
+
 @dataclass(frozen=True)
 class LaterCopy:
-    """``copy`` is a retrieved near-copy of ``original`` that entered the index after it."""
+    """``copy`` is a retrieved near-copy (or, ``excerpt``, a copied excerpt) of
+    ``original`` that entered the index after it."""
 
     original: int
     copy: int
     lexical: float
+    excerpt: bool = False
 
 
 def later_copies(
-    stamps: Sequence[_dt.datetime | None], lex: np.ndarray, bar: float
+    stamps: Sequence[_dt.datetime | None],
+    lex: np.ndarray,
+    bar: float,
+    texts: Sequence[str] | None = None,
+    contained: float = CONTAINED,
 ) -> list[LaterCopy]:
     """Every ordered pair of near-copies (``lex`` >= ``bar``) with a strictly earlier
-    ``original``; equal or unknown instants give no pair (nothing says which came first)."""
+    ``original``; equal or unknown instants give no pair (nothing says which came first).
+    With ``texts``, also a later passage whose word 3-shingles stand in an earlier one at
+    ``contained`` or more (:func:`shingle_containment`: an excerpt of it)."""
     out: list[LaterCopy] = []
-    ii, jj = np.nonzero(np.triu(lex >= bar, k=1))
-    for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
-        a, b = stamps[i], stamps[j]
-        if a is None or b is None or a == b:
-            continue
-        first, later = (i, j) if a < b else (j, i)
-        out.append(LaterCopy(first, later, float(lex[i, j])))
+    n = len(stamps)
+    for i in range(n):
+        for j in range(i + 1, n):
+            a, b = stamps[i], stamps[j]
+            if a is None or b is None or a == b:
+                continue
+            first, later = (i, j) if a < b else (j, i)
+            if lex[i, j] >= bar:
+                out.append(LaterCopy(first, later, float(lex[i, j])))
+            elif texts is not None and (
+                shingle_containment(texts[later], texts[first]) >= contained
+            ):
+                out.append(LaterCopy(first, later, float(lex[i, j]), excerpt=True))
     return out
 
 
-def changes_a_fact(original: str, copy: str, query: str, max_diff: int) -> bool:
+def changes_a_fact(
+    original: str, copy: str, query: str, max_diff: int, *, excerpt: bool = False
+) -> bool:
     """``copy`` states content words (outside the question) that ``original`` lacks, and
     the two differ in at most ``max_diff`` such words each way: an edited fact, not a
-    longer version of the page."""
+    longer version of the page. An ``excerpt`` drops what it likes: only what it adds
+    counts."""
     q = content_words(query)
     a, b = content_words(original) - q, content_words(copy) - q
     added, dropped = b - a, a - b
-    return bool(added) and len(added) <= max_diff and len(dropped) <= max_diff
+    return bool(added) and len(added) <= max_diff and (excerpt or len(dropped) <= max_diff)
 
 
 def spare_originals(
@@ -122,24 +167,27 @@ def spare_originals(
     reason, the details rows). ``removed`` is the other stages' decision (not modified)."""
     if mode == "off" or len(texts) < 2:
         return [], {}, []
-    pairs = later_copies([added_at(m) for m in metadata], lex, bar)
+    pairs = later_copies([added_at(m) for m in metadata], lex, bar, texts)
     restore: list[int] = []
     drop: dict[int, str] = {}
     rows: list[dict[str, Any]] = []
     for p in pairs:
         if removed[p.original]:
             why = "the filter had removed it"
-        elif mode == "facts" and changes_a_fact(texts[p.original], texts[p.copy], query, max_diff):
+        elif mode == "facts" and changes_a_fact(
+            texts[p.original], texts[p.copy], query, max_diff, excerpt=p.excerpt
+        ):
             why = "it states a fact the page does not"
         else:
             continue
         restored = bool(removed[p.original])
         if restored and p.original not in restore:
             restore.append(p.original)
+        how = "an excerpt of it" if p.excerpt else f"3-gram cosine {p.lexical:.2f}"
         drop.setdefault(
             p.copy,
-            f"added after the page it copies (passage {p.original}, 3-gram cosine "
-            f"{p.lexical:.2f}; the index held that page first, {why})",
+            f"added after the page it copies (passage {p.original}, {how}; "
+            f"the index held that page first, {why})",
         )
         rows.append({"original": p.original, "copy": p.copy, "restored": restored})
     restore = [i for i in restore if i not in drop]  # a copy of something earlier stays out
