@@ -111,7 +111,11 @@ DEFAULT_DEFENSES = "none;ragdefender-paper;authors;ragdefender;ragdefender,ecosa
 KEYS = ("benign_removed", "gold_retrieved", "gold_kept", "attack_reaches", "adv_majority",
         "filter_ms")  # fmt: skip
 CLEAN_BUDGET = 0.005  # LOFO: dev clean benign removed must stay at or below this
-_N = {"near-duplicate": 1, "excerpt-edit": 1, "meta-epistemic": 1}  # one passage by design; else 5 (PoisonedRAG N)
+_N = {
+    "near-duplicate": 1,
+    "excerpt-edit": 1,
+    "meta-epistemic": 1,
+}  # one passage by design; else 5 (PoisonedRAG N)
 
 
 # --------------------------------------------------------------------------- planting
