@@ -23,6 +23,11 @@ deploy them, k = 10 retrieved, the 5 survivors nearest the question = the contex
   plants the survivors of the best set found within that many calls). Cell = reaches /
   majority after 10 / 50 / 200 calls; ``calls`` = mean calls actually spent (the search
   stops when all 5 passages survive).
+  ``--generator MODEL`` (e.g. ``qwen2.5-0.5b``) answers each question from the context the
+  chain keeps with the survivors planted, and the cell gains the end-to-end ASR: the answer
+  contains the attacker's target answer (a target with no survivor: the clean context,
+  the no-attack baseline's test) — the same test as ``bench_real_retrieval.py
+  --generator``, whose answer cache it shares. The ``adaptive`` section takes it too.
   ``--through-ingest batch,single`` adds a row per chain where the attacker must enter
   through ``ragshield add`` (:class:`~ragshield.attacks.filter_aware.IngestOracle`): each
   call adds its set through the shipped ingestion screen (calibrated from the index, as
@@ -98,12 +103,14 @@ def chains_for(spec: str, enc: Any, mode: str) -> dict[str, Any]:
 
 
 def cell(m: dict[str, float]) -> str:
-    return f"{m['attack_reaches']:.2f} / {m['adv_majority']:.2f}"
+    """reaches / majority, then the end-to-end ASR when a generator answered."""
+    asr = f" / ASR {m['asr']:.2f}" if "asr" in m else ""
+    return f"{m['attack_reaches']:.2f} / {m['adv_majority']:.2f}{asr}"
 
 
 def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed: int,
-                   k: int, paraphrase: str | None = None,
-                   split: str = "test") -> tuple[str, dict]:  # fmt: skip
+                   k: int, paraphrase: str | None = None, split: str = "test",
+                   generator: Any = None) -> tuple[str, dict]:  # fmt: skip
     from ragshield.attacks.settings import SETTINGS
     from ragshield.eval.real_retrieval import run_real_eval
 
@@ -118,7 +125,7 @@ def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, s
         cases = paraphrase_texts(cases, TextWriter(paraphrase))
         settings.append("prefix-llm")
     res = run_real_eval(data, cases, chains, settings, encoder=enc, k=k, seed=seed,
-                        split=split, base_store=store)  # fmt: skip
+                        split=split, base_store=store, generator=generator)  # fmt: skip
     names = list(chains)
     lines = ["| setting | planted/q (texts) | " + " | ".join(names) + " |",
              "|---" * (len(names) + 2) + "|"]  # fmt: skip
@@ -135,9 +142,10 @@ def adaptive_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, s
 
 def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed: int, k: int,
                 budgets: list[int], novelty: bool = True, split: str = "test",
-                ingest: tuple[str, ...] = ()) -> tuple[str, dict]:  # fmt: skip
+                ingest: tuple[str, ...] = (), generator: Any = None) -> tuple[str, dict]:  # fmt: skip
     """One row per chain; with ``ingest`` modes (``batch`` / ``single``) also one row per
-    chain and mode where the attacker enters through ``ragshield add``'s screen."""
+    chain and mode where the attacker enters through ``ragshield add``'s screen. With a
+    ``generator`` each budget's planted context is answered (end-to-end ASR)."""
     from ragshield.attacks.filter_aware import IngestOracle, shipped_screen
     from ragshield.eval.adaptive_eval import search_cases
     from ragshield.eval.real_retrieval import index_novelty, run_real_eval
@@ -178,7 +186,8 @@ def curve_table(data: Any, cases: list, chains: dict, enc: Any, store: Any, seed
                 planted = found[b] if oracle is None else _admitted(found[b], oracle)
                 res = run_real_eval(data, planted, {name: chain}, [f"filter-aware:{b}"],
                                     encoder=enc, k=k, seed=seed, split=split, base_store=store,
-                                    calibrate_index=False, novelty=table)  # fmt: skip
+                                    calibrate_index=False, novelty=table,
+                                    generator=generator)  # fmt: skip
                 m = dict(res.rows[0].metrics)
                 out[row][str(b)] = m | {"m_planted": res.rows[0].m_planted}
                 vals.append(cell(m))
@@ -375,6 +384,8 @@ def main() -> None:
     ap.add_argument("--through-ingest", default="",
                     help="curve: also search through `ragshield add`'s screen; modes 'batch' "
                     "(the set added as one batch) and/or 'single' (one passage per batch)")  # fmt: skip
+    ap.add_argument("--generator", default=None,
+                    help="e.g. qwen2.5-0.5b: answer each context, add the end-to-end ASR")  # fmt: skip
     ap.add_argument(
         "--paraphrase",
         default=None,
@@ -390,6 +401,7 @@ def main() -> None:
               f"{','.join(SECTIONS)}", file=sys.stderr)  # fmt: skip
         sys.exit(2)
 
+    from bench_real_retrieval import bench_generator
     from ragshield.defenses.calibration import calibrate
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.ontopic import load_ontopic
@@ -397,7 +409,9 @@ def main() -> None:
     from ragshield.store.profile import profile_vectors
 
     enc = SentenceTransformerEncoder()
-    dump: dict[str, Any] = {"seed": args.seed, "k": args.k, "context_k": 5, "budgets": budgets}
+    gen = bench_generator(args.generator, enc, args.cache_dir)
+    dump: dict[str, Any] = {"seed": args.seed, "k": args.k, "context_k": 5, "budgets": budgets,
+                            "generator": args.generator}  # fmt: skip
     for name in args.datasets.split(","):
         rel, pois = DATASETS[name]
         per_topic = args.squad_per_topic if name == "squad" else None
@@ -417,8 +431,9 @@ def main() -> None:
         if "adaptive" in sections:
             t0 = time.perf_counter()
             table, rows = adaptive_table(
-                data, cases, chains, enc, store, args.seed, args.k, args.paraphrase, args.split
-            )
+                data, cases, chains, enc, store, args.seed, args.k, args.paraphrase, args.split,
+                gen,
+            )  # fmt: skip
             print("### adaptive settings (attack reaches / adversarial majority)\n")
             print(table + f"\n\n({time.perf_counter() - t0:.0f} s)\n", flush=True)
             dump[name]["adaptive"] = rows
@@ -433,7 +448,7 @@ def main() -> None:
             dump[name]["ingest-clean"] = rows
         if "curve" in sections:
             table, rows = curve_table(data, cases, chains, enc, store, args.seed, args.k, budgets,
-                                      args.novelty, args.split, ingest)  # fmt: skip
+                                      args.novelty, args.split, ingest, gen)  # fmt: skip
             print("### filter-aware attacker: reaches / majority against budget "
                   "(black-box calls per target)\n")  # fmt: skip
             print(table + "\n", flush=True)

@@ -24,6 +24,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -59,15 +60,7 @@ def main() -> None:
     from ragshield.eval.real_retrieval import run_real_eval
 
     enc = SentenceTransformerEncoder()
-    gen = None
-    if args.generator:
-        from ragshield.generate.factory import make_generator
-
-        # greedy, <= 32 new tokens, answers cached on disk so a rerun resumes
-        gen = make_generator(
-            args.generator, enc, cache_dir=os.path.join(args.cache_dir, "answers"),
-            max_new_tokens=32, dtype="auto",
-        )  # fmt: skip
+    gen = bench_generator(args.generator, enc, args.cache_dir)
     for name in args.datasets.split(","):
         rel, pois, per_topic = DATASETS[name]
         data = load_ontopic(
@@ -91,6 +84,20 @@ def main() -> None:
         print(res.to_markdown())
         print(f"({name}: {len(data.passages)} passages indexed, "
               f"{time.perf_counter() - t0:.0f} s)\n", flush=True)  # fmt: skip
+
+
+def bench_generator(spec: str | None, enc: object, cache_dir: str) -> Any:
+    """The end-to-end generator of the retrieval benchmarks (``None`` without ``spec``):
+    greedy, <= 32 new tokens, answers cached under ``cache_dir/answers`` so a rerun
+    resumes and every benchmark that asks the same (question, context) shares the answer.
+    Threads: the generator's own default (llama.cpp: one), the machine is shared."""
+    if not spec:
+        return None
+    from ragshield.generate.factory import make_generator
+
+    return make_generator(
+        spec, enc, cache_dir=os.path.join(cache_dir, "answers"), max_new_tokens=32, dtype="auto"
+    )  # type: ignore[arg-type]
 
 
 def _with_authors(chains: dict, enc: object, mode: str) -> dict:
