@@ -116,6 +116,7 @@ from ragshield.defenses.ragdefender.math import (
     top_n_by_score,
 )
 from ragshield.defenses.ragdefender.paper import Mode, PaperRAGDefender, _RAGDefenderBase
+from ragshield.defenses.ragdefender.provenance import entered_later
 from ragshield.defenses.ragdefender.settings import (
     CopyParams,
     CoverageParams,
@@ -252,6 +253,8 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         passage below that bar uses is removed on its own (> 2 = off); with
         ``lone_claim_index`` > 0 only when that share of those words occurs in no indexed
         passage outside the retrieved set (needs the index's novelty table).
+        ``lone_claim_added``: the same bar for passages that entered after the index was
+        built (``added_at``), where only passages the index was built with can vouch.
     group_knn, group_similarity, group_lexical: the planted *group* (:mod:`.groups`): a
         passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
@@ -337,6 +340,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "coverage_min_chars": [Interval(int, 1, None)],
         "lone_echo": [Interval(Real, -1.0, 2.0)],
         "lone_claim": [Interval(Real, 0.0, 3.0)],
+        "lone_claim_added": [Interval(Real, 0.0, 3.0)],
         "lone_claim_index": [Interval(Real, 0.0, 1.0)],
     }
 
@@ -409,6 +413,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "derivative": [], "lone_claim": [], "lone_claim_held": [], "provenance": [],
         }  # fmt: skip
         work = Work(n)
+        work.added = np.array([entered_later(r.passage.metadata) for r in items], dtype=bool)
         raw = [r.text for r in items]
         texts, vectors = self._stage_typo_view(query, raw, vectors, details)
         self._stage_restated(query, texts, work, details)

@@ -101,6 +101,13 @@ def shingle_containment(part: str, whole: str, n: int = 3) -> float:
     return len(sa & sb) / len(sa)
 
 
+def entered_later(metadata: Mapping[str, Any]) -> bool:
+    """The passage came through ``ragshield add`` (a readable ``added_at``), not with the
+    index's build: what the lone-claim stage scrutinises harder (``lone_claim_added``)."""
+    t = added_at(metadata)
+    return t is not None and t != _BUILT
+
+
 @dataclass(frozen=True)
 class LaterCopy:
     """``copy`` is a retrieved near-copy (or, ``excerpt``, a copied excerpt) of

@@ -160,6 +160,10 @@ class CoverageParams:
     # holds the attacker's answer too (reach 0.768). SQuAD test at 0.2 loses 1 gold page of
     # 126, so off (results-poisoning.md, poisoning-12)
     lone_claim_index: float = 0.0
+    # ours (#28, stop 40): lone_claim's bar for passages that entered the index after it was
+    # built (``added_at``, stamped by ``ragshield add``): scrutiny by provenance, where only
+    # passages the index was built with can vouch for a claim; > 2 = off
+    lone_claim_added: float = 3.0
 
 
 STAGES: dict[str, type] = {

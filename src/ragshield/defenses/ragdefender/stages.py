@@ -77,6 +77,7 @@ class Work:
         self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
         self.disagree: np.ndarray | None = None  # pairs stating different numbers
         self.coverage: np.ndarray | None = None  # question coverage per passage (0-100)
+        self.added = np.zeros(n, dtype=bool)  # entered after the index's build (added_at)
         self._claims: dict[frozenset[str], list[frozenset[str]]] = {}  # per vocabulary
 
     def claims(
@@ -338,15 +339,21 @@ class EvidenceStages(StagedParams):
         the index is a witness too: a candidate goes only when at least that share of its
         unsupported claim words occurs in no indexed passage outside the retrieved set
         (:mod:`.index_support`); one whose claims the index holds stays."""
-        bar = self.coverage.lone_claim
-        cov = self._lone_coverage(bar > 2.0, query, texts, work)
+        base, later = self.coverage.lone_claim, self.coverage.lone_claim_added
+        scrutiny = later <= 2.0 and bool(work.added.any())
+        cov = self._lone_coverage(base > 2.0 and not scrutiny, query, texts, work)
         if cov is None or work.echo is None or work.lex is None:
             return
+        bar = (
+            np.where(work.added, min(base, later), base) if scrutiny else np.full(len(texts), base)
+        )
         close = work.echo + cov / 100.0 >= bar
         if not (close & ~work.removed).any():
             return
         words = work.claims(query, texts, self._index_words)
-        witnesses = ~close & ~work.removed  # a passage this close, or caught, vouches for none
+        # a passage this close, or caught, vouches for none; under scrutiny neither does one
+        # that was added later (only what the index was built with can vouch)
+        witnesses = ~close & ~work.removed & ~(work.added if scrutiny else False)
         found = lone_claims(words, close & ~work.removed, work.lex, self.knn.group_lexical,
                             witnesses)  # fmt: skip
         found = self._index_unheld(found, texts, ids, details)
