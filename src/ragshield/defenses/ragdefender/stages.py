@@ -455,7 +455,8 @@ class EvidenceStages(StagedParams):
         and, with an encoder, each passage's question echo (its sentence closest to the
         question, :mod:`~ragshield.defenses.ragdefender.echo`)."""
         e, c, k = self.echo, self.copies, self.knn
-        lone = self.coverage.lone_echo <= 1.0 or self.coverage.lone_claim <= 2.0
+        cv = self.coverage
+        lone = cv.lone_echo <= 1.0 or cv.lone_claim <= 2.0 or cv.lone_claim_added <= 2.0
         if not (e.echo_pairs or e.claim_consensus or c.copy_conflicts or k.group_knn or lone):
             return
         work.lexical(texts)
