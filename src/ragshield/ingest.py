@@ -59,8 +59,12 @@ DEFAULT_SCREEN = "ragdefender,ecosaferag"
 #: What the screen changes in its filters: RAGDefender's planted-group signal is off at
 #: ingestion, where a batch of related new documents (versions, a series, one source's
 #: boilerplate) is normal and is judged as a group among itself; it applies at retrieval,
-#: where the group must also sit around one question (tests/test_add.py's clean batch).
-SCREEN_PARAMS: dict[str, dict[str, object]] = {"ragdefender": {"group_knn": False}}
+#: where the group must also sit around one question (tests/test_add.py's clean batch). The
+#: lone-claim scrutiny of added passages is off too: the screen's probe question is the new
+#: document's own first sentence, so every new document is "close to the question" there.
+SCREEN_PARAMS: dict[str, dict[str, object]] = {
+    "ragdefender": {"group_knn": False, "lone_claim_added": 3.0}
+}
 #: Indexed neighbours per new document (the retrieval depth the scan uses, k=10).
 DEFAULT_K = 10
 QUARANTINE = "quarantine.jsonl"

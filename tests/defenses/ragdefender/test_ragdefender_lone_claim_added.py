@@ -62,3 +62,12 @@ def test_only_the_built_index_vouches_for_an_added_claim() -> None:
     texts = [REWORDED, VOUCH, GOLD, OTHER]
     assert _removed(1.7, (0,), texts) == []  # an indexed passage says "Vessel" too
     assert _removed(1.7, (0, 1), texts) == ["p0"]  # the voucher was added too: it cannot
+
+
+def test_the_shipped_bar_and_the_ingest_screen_s() -> None:
+    from ragshield.ingest import SCREEN_PARAMS
+
+    assert RAGDefender().lone_claim_added == 1.65  # dev choice (stop 40)
+    assert RAGDefender().lone_claim > 2.0  # the unscrutinised bar stays off
+    # the ingest screen's probe question is the document's own first sentence: off there
+    assert SCREEN_PARAMS["ragdefender"]["lone_claim_added"] == 3.0

@@ -161,9 +161,10 @@ class CoverageParams:
     # 126, so off (results-poisoning.md, poisoning-12)
     lone_claim_index: float = 0.0
     # ours (#28, stop 40): lone_claim's bar for passages that entered the index after it was
-    # built (``added_at``, stamped by ``ragshield add``): scrutiny by provenance, where only
-    # passages the index was built with can vouch for a claim; > 2 = off
-    lone_claim_added: float = 3.0
+    # built (added_at, stamped by `ragshield add`); only built passages vouch; > 2 = off.
+    # HotpotQA dev filter-aware reach @50: 1.4 0.036, 1.65 0.089, 1.8 0.589 (off: 0.661);
+    # clean with 10 % of the index added later: 1.65 no cost (1.4: SQuAD gold -0.038)
+    lone_claim_added: float = 1.65
 
 
 STAGES: dict[str, type] = {
