@@ -338,7 +338,10 @@ class EvidenceStages(StagedParams):
         With ``lone_claim_index`` > 0 and the index's word counts (``NoveltyTable.uses``)
         the index is a witness too: a candidate goes only when at least that share of its
         unsupported claim words occurs in no indexed passage outside the retrieved set
-        (:mod:`.index_support`); one whose claims the index holds stays."""
+        (:mod:`.index_support`); one whose claims the index holds stays. Passages that came
+        through ``ragshield add`` face ``lone_claim_added`` instead, and then only passages
+        the index was built with vouch (provenance as scrutiny: planted passages arrive that
+        way; an index with none added is judged as before)."""
         base, later = self.coverage.lone_claim, self.coverage.lone_claim_added
         scrutiny = later <= 2.0 and bool(work.added.any())
         cov = self._lone_coverage(base > 2.0 and not scrutiny, query, texts, work)
