@@ -39,7 +39,7 @@ def _meta(stamp: str | None) -> Mapping[str, Any]:
 def _decide(texts: list[str], stamps: list[str | None], removed: list[int], mode: str = "restore"):
     mask = np.zeros(len(texts), dtype=bool)
     mask[removed] = True
-    return spare_originals(mode, Q, texts, [_meta(s) for s in stamps],  # type: ignore[arg-type]
+    return spare_originals(mode, Q, texts, [added_at(_meta(s)) for s in stamps],  # type: ignore[arg-type]
                            trigram_cosine_matrix(texts), 0.8, mask, 6)  # fmt: skip
 
 

@@ -116,7 +116,7 @@ from ragshield.defenses.ragdefender.math import (
     top_n_by_score,
 )
 from ragshield.defenses.ragdefender.paper import Mode, PaperRAGDefender, _RAGDefenderBase
-from ragshield.defenses.ragdefender.provenance import entered_later
+from ragshield.defenses.ragdefender.provenance import added_at
 from ragshield.defenses.ragdefender.settings import (
     CopyParams,
     CoverageParams,
@@ -413,7 +413,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "derivative": [], "lone_claim": [], "lone_claim_held": [], "provenance": [],
         }  # fmt: skip
         work = Work(n)
-        work.added = np.array([entered_later(r.passage.metadata) for r in items], dtype=bool)
+        work.stamps = [added_at(r.passage.metadata) for r in items]  # read once per call
         raw = [r.text for r in items]
         texts, vectors = self._stage_typo_view(query, raw, vectors, details)
         self._stage_restated(query, texts, work, details)
@@ -428,7 +428,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         self._stage_lone_claim(query, texts, ids, work, details)
         self._stage_derivative(ids, work, details)
         if not self._stage_guard(sim, work, details):
-            self._stage_provenance(query, texts, items, work, details)
+            self._stage_provenance(query, texts, work, details)
             return self._finish(items, work, np.zeros(n), details, t0)
         self._stage_typo_copies(sim, raw, work, details)  # the typos themselves are its evidence
         self._stage_knn_groups(sim, work, details)
@@ -444,7 +444,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         else:
             ps = self._stage_paper(sim, vectors, texts, mode, work, details)
         details.update(pairs=ps.pairs.tolist(), f=ps.f.tolist())
-        self._stage_provenance(query, texts, items, work, details)  # last: it reads every decision
+        self._stage_provenance(query, texts, work, details)  # last: it reads every decision
         return self._finish(items, work, ps.f, details, t0)
 
     def _finish(

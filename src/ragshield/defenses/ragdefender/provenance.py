@@ -50,14 +50,13 @@ new version is then built in, with no ``added_at``, and the old one gone).
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from ragshield.defenses.ragdefender.evidence import content_words
+from ragshield.defenses.ragdefender.evidence import _TOKEN, content_words
 
 Provenance = Literal["off", "restore", "facts"]
 
@@ -86,26 +85,34 @@ def added_at(metadata: Mapping[str, Any]) -> _dt.datetime | None:
 #: inserted claim sentence alone), while of the ordered pairs of genuine passages in a clean
 #: top-10, 19 of 5,040 / 3 of 11,880 reach 0.5 (the corpora's own mirrors).
 CONTAINED = 0.5
-_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _shingles(text: str, n: int = 3) -> frozenset[tuple[str, ...]]:
+    w = _TOKEN.findall(text.lower())  # the tokens content_words reads
+    return frozenset(tuple(w[i : i + n]) for i in range(len(w) - n + 1))
+
+
+def _contained(part: frozenset[tuple[str, ...]], whole: frozenset[tuple[str, ...]]) -> float:
+    return len(part & whole) / len(part) if part else 0.0
 
 
 def shingle_containment(part: str, whole: str, n: int = 3) -> float:
     """The share of ``part``'s word ``n``-shingles that stand in ``whole``: 1.0 for an
     excerpt, whatever its length — where the symmetric 3-gram cosine of an excerpt with
     its page falls with the share of the page it keeps (an attacker cuts under the bar)."""
-    a, b = _WORD.findall(part.lower()), _WORD.findall(whole.lower())
-    sa = {tuple(a[i : i + n]) for i in range(len(a) - n + 1)}
-    if not sa:
-        return 0.0
-    sb = {tuple(b[i : i + n]) for i in range(len(b) - n + 1)}
-    return len(sa & sb) / len(sa)
+    return _contained(_shingles(part, n), _shingles(whole, n))
+
+
+def is_later(stamp: _dt.datetime | None) -> bool:
+    """A readable ``added_at`` (:func:`added_at`'s value): the passage came through
+    ``ragshield add``, not with the index's build."""
+    return stamp is not None and stamp != _BUILT
 
 
 def entered_later(metadata: Mapping[str, Any]) -> bool:
     """The passage came through ``ragshield add`` (a readable ``added_at``), not with the
     index's build: what the lone-claim stage scrutinises harder (``lone_claim_added``)."""
-    t = added_at(metadata)
-    return t is not None and t != _BUILT
+    return is_later(added_at(metadata))
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,13 @@ def later_copies(
     ``contained`` or more (:func:`shingle_containment`: an excerpt of it)."""
     out: list[LaterCopy] = []
     n = len(stamps)
+    shingles: dict[int, frozenset[tuple[str, ...]]] = {}  # each text's, made once
+
+    def sh(i: int) -> frozenset[tuple[str, ...]]:
+        if i not in shingles:
+            shingles[i] = _shingles(texts[i]) if texts is not None else frozenset()
+        return shingles[i]
+
     for i in range(n):
         for j in range(i + 1, n):
             a, b = stamps[i], stamps[j]
@@ -140,9 +154,7 @@ def later_copies(
             first, later = (i, j) if a < b else (j, i)
             if lex[i, j] >= bar:
                 out.append(LaterCopy(first, later, float(lex[i, j])))
-            elif texts is not None and (
-                shingle_containment(texts[later], texts[first]) >= contained
-            ):
+            elif texts is not None and _contained(sh(later), sh(first)) >= contained:
                 out.append(LaterCopy(first, later, float(lex[i, j]), excerpt=True))
     return out
 
@@ -164,17 +176,18 @@ def spare_originals(
     mode: Provenance,
     query: str,
     texts: Sequence[str],
-    metadata: Sequence[Mapping[str, Any]],
+    stamps: Sequence[_dt.datetime | None],
     lex: np.ndarray,
     bar: float,
     removed: np.ndarray,
     max_diff: int,
 ) -> tuple[list[int], dict[int, str], list[dict[str, Any]]]:
     """What the rule changes: (originals to keep again, copies to remove with their
-    reason, the details rows). ``removed`` is the other stages' decision (not modified)."""
+    reason, the details rows). ``stamps``: each passage's :func:`added_at`; ``removed`` is
+    the other stages' decision (not modified)."""
     if mode == "off" or len(texts) < 2:
         return [], {}, []
-    pairs = later_copies([added_at(m) for m in metadata], lex, bar, texts)
+    pairs = later_copies(stamps, lex, bar, texts)
     restore: list[int] = []
     drop: dict[int, str] = {}
     rows: list[dict[str, Any]] = []

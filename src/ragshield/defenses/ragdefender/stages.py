@@ -18,6 +18,7 @@ one ordered sequence over one shared :class:`Work`; a module per stage would hid
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,7 +46,7 @@ from ragshield.defenses.ragdefender.evidence import (
 )
 from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
 from ragshield.defenses.ragdefender.index_support import unheld_words
-from ragshield.defenses.ragdefender.provenance import spare_originals
+from ragshield.defenses.ragdefender.provenance import is_later, spare_originals
 from ragshield.defenses.ragdefender.settings import (
     STAGES,
     CopyParams,
@@ -60,7 +61,6 @@ from ragshield.defenses.ragdefender.typos import normalise_to_question
 from ragshield.embed.base import Encoder
 from ragshield.store.calibration_novelty import Novelty
 from ragshield.text import split_sentences
-from ragshield.types import RetrievedPassage
 
 
 class Work:
@@ -77,7 +77,7 @@ class Work:
         self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
         self.disagree: np.ndarray | None = None  # pairs stating different numbers
         self.coverage: np.ndarray | None = None  # question coverage per passage (0-100)
-        self.added = np.zeros(n, dtype=bool)  # entered after the index's build (added_at)
+        self.stamps: list[_dt.datetime | None] = [None] * n  # provenance.added_at, per passage
         self._claims: dict[frozenset[str], list[frozenset[str]]] = {}  # per vocabulary
 
     def claims(
@@ -88,6 +88,11 @@ class Work:
         if vocabulary not in self._claims:
             self._claims[vocabulary] = claim_words(query, texts, vocabulary)
         return self._claims[vocabulary]
+
+    @property
+    def added(self) -> np.ndarray:
+        """Which passages entered after the index's build (:func:`~.provenance.is_later`)."""
+        return np.array([is_later(t) for t in self.stamps], dtype=bool)
 
     def lexical(self, texts: Sequence[str]) -> np.ndarray:
         """:attr:`lex`, computed on first use (the coverage and the signal stages share it)."""
@@ -343,20 +348,19 @@ class EvidenceStages(StagedParams):
         the index was built with vouch (provenance as scrutiny: planted passages arrive that
         way; an index with none added is judged as before)."""
         base, later = self.coverage.lone_claim, self.coverage.lone_claim_added
-        scrutiny = later <= 2.0 and bool(work.added.any())
+        added = work.added
+        scrutiny = later <= 2.0 and bool(added.any())
         cov = self._lone_coverage(base > 2.0 and not scrutiny, query, texts, work)
         if cov is None or work.echo is None or work.lex is None:
             return
-        bar = (
-            np.where(work.added, min(base, later), base) if scrutiny else np.full(len(texts), base)
-        )
+        bar = np.where(added, min(base, later), base) if scrutiny else np.full(len(texts), base)
         close = work.echo + cov / 100.0 >= bar
         if not (close & ~work.removed).any():
             return
         words = work.claims(query, texts, self._index_words)
         # a passage this close, or caught, vouches for none; under scrutiny neither does one
         # that was added later (only what the index was built with can vouch)
-        witnesses = ~close & ~work.removed & ~(work.added if scrutiny else False)
+        witnesses = ~close & ~work.removed & ~(added if scrutiny else False)
         found = lone_claims(words, close & ~work.removed, work.lex, self.knn.group_lexical,
                             witnesses)  # fmt: skip
         found = self._index_unheld(found, texts, ids, details)
@@ -641,7 +645,6 @@ class EvidenceStages(StagedParams):
         self,
         query: str,
         texts: Sequence[str],
-        items: Sequence[RetrievedPassage],
         work: Work,
         details: dict[str, Any],
     ) -> None:
@@ -651,10 +654,10 @@ class EvidenceStages(StagedParams):
         had removed the earlier one, ``"facts"`` also when the later one changes a fact).
         Passages without ``added_at`` on either side, or added at the same instant, keep the
         other stages' decision."""
-        if self.copies.provenance == "off" or len(items) < 2:
+        if self.copies.provenance == "off" or len(texts) < 2:
             return
         restore, drop, rows = spare_originals(
-            self.copies.provenance, query, texts, [r.passage.metadata for r in items],
+            self.copies.provenance, query, texts, work.stamps,
             work.lexical(texts), self.knn.group_lexical, work.removed,
             self.copies.conflict_max_diff,
         )  # fmt: skip
