@@ -218,7 +218,7 @@ class Bench:
                 try:
                     with tmp.open("wb") as fh:
                         pickle.dump(obj, fh)
-                except (AttributeError, pickle.PicklingError) as exc:  # a table counting lazily
+                except (AttributeError, pickle.PicklingError) as exc:  # an object that cannot pickle
                     tmp.unlink(missing_ok=True)
                     print(f"  not cached: {path.name} ({exc})", file=sys.stderr, flush=True)
                     continue

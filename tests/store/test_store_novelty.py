@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import random
 import shutil
 from pathlib import Path
@@ -146,6 +147,19 @@ def test_the_overlay_gives_the_values_the_copying_extension_gave(
                           reference.values_)  # fmt: skip
     assert np.array_equal(base.values_, before) and len(base) == n  # the index untouched
     assert len({v.share for k, v in overlay.items() if k in new_ids} | {-1.0}) > 1
+
+
+def test_tables_pickle_with_their_word_counts() -> None:
+    """A benchmark caches the tables of its planted indexes: the index's table and an
+    overlay pickle, and answer ``uses`` as before (the counts were a lambda)."""
+    ids, texts, vectors = _corpus(40)
+    base = NoveltyIndex(ids[:35], texts[:35], vectors[:35])
+    words = sorted({w for t in texts for w in cn._words(t)})
+    for table in (base.table, base.with_added(ids[35:], texts[35:], vectors[35:])):
+        again = pickle.loads(pickle.dumps(table))
+        assert again == table and [again.uses(w) for w in words] == [table.uses(w) for w in words]
+    overlay = base.with_added(ids[35:], texts[35:], vectors[35:])
+    assert any(overlay.uses(w) > base.table.uses(w) for w in words)  # the added ones count
 
 
 def test_extended_gives_added_passages_what_with_added_gives() -> None:

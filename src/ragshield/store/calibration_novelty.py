@@ -144,6 +144,25 @@ class NoveltyTable(dict[str, Novelty]):
         self.uses = uses
 
 
+class _Uses:
+    """``uses(word)``: the sum of one or more word counts, an index's counted on first call.
+
+    A class, not a lambda, so a :class:`NoveltyTable` pickles (a benchmark caches the tables
+    of its planted indexes); it pickles with its counts counted."""
+
+    def __init__(self, *parts: Counter[str] | NoveltyIndex) -> None:
+        self._parts = parts
+
+    def _counters(self) -> tuple[Counter[str], ...]:
+        return tuple(p if isinstance(p, Counter) else p._counts() for p in self._parts)
+
+    def __call__(self, word: str) -> int:
+        return sum(c[word] for c in self._counters())
+
+    def __reduce__(self) -> tuple[type[_Uses], tuple[Counter[str], ...]]:
+        return (_Uses, self._counters())
+
+
 class NoveltyIndex:
     """The novelty of every passage of an index against its ``neighbours`` nearest passages
     (:func:`knn`: the index's own search, ``index`` = its FAISS index when given), and of
@@ -268,7 +287,7 @@ class NoveltyIndex:
             self._table = NoveltyTable(
                 {pid: Novelty(round(float(v[0]), 4), int(v[1]), int(v[3]))
                  for pid, v in zip(self.ids, self.values_.tolist(), strict=True)},
-                lambda w: self._counts()[w],
+                _Uses(self),
             )  # fmt: skip
         return self._table
 
@@ -293,8 +312,7 @@ class NoveltyIndex:
         values, words, _ = self._judge(ids, texts, vectors)
         added = {pid: Novelty(round(float(v[0]), 4), int(v[1]), int(v[3]))
                  for pid, v in zip(ids, values.tolist(), strict=True)}  # fmt: skip
-        base, more = self._counts(), Counter(w for ws in words for w in ws)
-        return NoveltyTable(self.table | added, lambda w: base[w] + more[w])
+        return NoveltyTable(self.table | added, _Uses(self, Counter(w for ws in words for w in ws)))
 
     def extended(
         self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray
