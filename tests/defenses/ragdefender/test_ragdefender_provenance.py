@@ -159,3 +159,24 @@ def test_a_later_excerpt_that_changes_a_fact_goes_in_facts_mode() -> None:
     assert _decide(texts, [None, None, None], [], mode="facts") == ([], {}, [])
     # the earlier page is never taken for an excerpt of the later one
     assert _decide([EXCERPT, LONG, OTHER], [None, T1, None], [], mode="facts")[1] == {}
+
+
+def test_provenance_runs_when_the_density_guard_does_not_pass() -> None:
+    """No evidence and no pair above the guard's bar end the filter early (the calibrated
+    bar is 0.996 on HotpotQA); a later copy that changes a fact still goes, and without an
+    order the early exit removes nothing."""
+    texts = [PAGE, COPY, OTHER]
+
+    def run(stamps: list[str | None]) -> Any:
+        items = [RetrievedPassage(Passage(f"p{i}", t, metadata=_meta(s)), 1.0 - i / 10, i,
+                                  unit_vector(70 + i, DIM))
+                 for i, (t, s) in enumerate(zip(texts, stamps, strict=True))]  # fmt: skip
+        rd = RAGDefender(QuestionEncoder(Q, {}, DIM), provenance="facts", guard=True,
+                         guard_threshold=0.999)  # fmt: skip
+        return rd.filter(Q, items)
+
+    res = run([None, T1, None])
+    assert res.details["guard"]["passed"] is False
+    assert res.removed_ids == ["p1"] and "states a fact" in res.decisions[0].reason
+    bare = run([None, None, None])
+    assert bare.details["guard"]["passed"] is False and bare.removed_ids == []
