@@ -78,6 +78,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 
+from bench_written import llm_written
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATASETS = {
     "hotpotqa": ("ontopic/hotpotqa_distractor_dev100.json", "poisoning/hotpotqa", None),
@@ -185,8 +187,10 @@ class Bench:
             SHARED / rel, poisoning_dir=SHARED / pois if pois else None,
             per_topic=per_topic, seed=args.seed,
         )  # fmt: skip
-        self.cases = self.data.split(split)[: args.limit]
         self.encoder = encoder
+        self.writer = getattr(args, "writer", None)
+        self.cases = llm_written(self.data, self.data.split(split)[: args.limit], encoder,
+                                 self.writer, args.seed)  # fmt: skip
         self.store = build_base_store(self.data, encoder, args.cache_dir)
         self.golden = _golden(self.data, self.cases)
         self.qv = encoder.encode([c.question for c in self.cases])
@@ -199,7 +203,8 @@ class Bench:
         self._hits_file: Path | None = None
         if args.hits_cache:  # the retrieved top-k of each setting, as a previous run left it
             self._hits_file = Path(args.hits_cache) / (
-                f"{name}_{split}_k{args.k}_s{args.seed}_l{args.limit}.pkl"
+                f"{name}_{split}_k{args.k}_s{args.seed}_l{args.limit}"
+                f"{'_w' + self.writer if self.writer else ''}.pkl"
             )
             if self._hits_file.is_file():
                 with self._hits_file.open("rb") as fh:
@@ -218,7 +223,7 @@ class Bench:
                 try:
                     with tmp.open("wb") as fh:
                         pickle.dump(obj, fh)
-                except (AttributeError, pickle.PicklingError) as exc:  # an object that cannot pickle
+                except (AttributeError, pickle.PicklingError) as exc:  # cannot pickle
                     tmp.unlink(missing_ok=True)
                     print(f"  not cached: {path.name} ({exc})", file=sys.stderr, flush=True)
                     continue
@@ -641,6 +646,9 @@ def main() -> None:
                     help="main: only these settings (comma list), e.g. to split a run")  # fmt: skip
     ap.add_argument("--variants", default='{"ragdefender": {}}',
                     help="variants: RAGDefender overrides per label, a JSON object")  # fmt: skip
+    ap.add_argument("--writer", default=None,
+                    help="e.g. qwen2.5-0.5b: questions without published texts get LLM-written "
+                         "ones (target, PoisonedRAG bodies, Tan et al. passages; bench_written)")  # fmt: skip
     ap.add_argument("--hits-cache", default=None,
                     help="keep / reuse each setting's retrieved top-k here (a directory)")  # fmt: skip
     args = ap.parse_args()
@@ -670,7 +678,8 @@ def main() -> None:
     test = [Bench(n, args.split, enc, args) for n in names]
     print(f"# bench_adaptive_poisoning (seed {args.seed}, k={args.k}, MiniLM, "
           f"limit {args.limit}, planted with provenance: {args.provenance}, "
-          f"later share {args.later_share})\n", flush=True)  # fmt: skip
+          f"later share {args.later_share}, attack texts written by {args.writer or 'nobody'})\n",
+          flush=True)  # fmt: skip
 
     def dev() -> list[Bench]:  # lofo and groups tune on the dev split
         return [Bench(n, "dev", enc, args) for n in names]
