@@ -378,6 +378,9 @@ def main() -> None:
     )
     ap.add_argument("--limit", type=int, default=None, help="first N test questions")
     ap.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/ragshield/bench"))
+    ap.add_argument("--writer", default=None,
+                    help="e.g. qwen2.5-0.5b: questions without published texts get LLM-written "
+                         "ones, the search's bodies (bench_written)")  # fmt: skip
     ap.add_argument("--json", default=None, help="also write every measured row here")
     ap.add_argument("--no-novelty", dest="novelty", action="store_false",
                     help="hand the chains no index-side novelty table (an old index)")  # fmt: skip
@@ -402,6 +405,7 @@ def main() -> None:
         sys.exit(2)
 
     from bench_real_retrieval import bench_generator
+    from bench_written import llm_written
     from ragshield.defenses.calibration import calibrate
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
     from ragshield.eval.ontopic import load_ontopic
@@ -411,13 +415,13 @@ def main() -> None:
     enc = SentenceTransformerEncoder()
     gen = bench_generator(args.generator, enc, args.cache_dir)
     dump: dict[str, Any] = {"seed": args.seed, "k": args.k, "context_k": 5, "budgets": budgets,
-                            "generator": args.generator}  # fmt: skip
+                            "generator": args.generator, "writer": args.writer}  # fmt: skip
     for name in args.datasets.split(","):
         rel, pois = DATASETS[name]
         per_topic = args.squad_per_topic if name == "squad" else None
         data = load_ontopic(shared / rel, poisoning_dir=shared / pois if pois else None,
                             per_topic=per_topic, seed=args.seed)  # fmt: skip
-        cases = data.split(args.split)[: args.limit]
+        cases = llm_written(data, data.split(args.split)[: args.limit], enc, args.writer, args.seed)
         mode = "multi_hop" if name == "hotpotqa" else "single_hop"
         chains = chains_for(args.defenses, enc, mode)
         store = build_base_store(data, enc, args.cache_dir)
@@ -426,7 +430,8 @@ def main() -> None:
             calibrate(chain, profile)
         sample = f", {per_topic} per article (seeded sample)" if per_topic else ""
         print(f"## {name}: {args.split} split, {len(cases)} questions{sample}; index "
-              f"{len(store)} passages; k={args.k}, context 5, seed {args.seed}\n", flush=True)  # fmt: skip
+              f"{len(store)} passages; k={args.k}, context 5, seed {args.seed}; attack texts "
+              f"written by {args.writer or 'nobody (published, else templates)'}\n", flush=True)  # fmt: skip
         dump[name] = {"n_questions": len(cases), "index_size": len(store)}
         if "adaptive" in sections:
             t0 = time.perf_counter()

@@ -60,10 +60,11 @@ DEFAULT_SCREEN = "ragdefender,ecosaferag"
 #: ingestion, where a batch of related new documents (versions, a series, one source's
 #: boilerplate) is normal and is judged as a group among itself; it applies at retrieval,
 #: where the group must also sit around one question (tests/test_add.py's clean batch). The
-#: lone-claim scrutiny of added passages is off too: the screen's probe question is the new
-#: document's own first sentence, so every new document is "close to the question" there.
+#: lone-claim and consensus scrutiny of added passages are off too: the screen's probe
+#: question is the new document's own first sentence, so every new document is "close to the
+#: question" there, and a batch's documents share the new words nothing indexed uses yet.
 SCREEN_PARAMS: dict[str, dict[str, object]] = {
-    "ragdefender": {"group_knn": False, "lone_claim_added": 3.0}
+    "ragdefender": {"group_knn": False, "lone_claim_added": 3.0, "consensus_added_echo": 2.0}
 }
 #: Indexed neighbours per new document (the retrieval depth the scan uses, k=10).
 DEFAULT_K = 10

@@ -71,3 +71,4 @@ def test_the_shipped_bar_and_the_ingest_screen_s() -> None:
     assert RAGDefender().lone_claim > 2.0  # the unscrutinised bar stays off
     # the ingest screen's probe question is the document's own first sentence: off there
     assert SCREEN_PARAMS["ragdefender"]["lone_claim_added"] == 3.0
+    assert SCREEN_PARAMS["ragdefender"]["consensus_added_echo"] == 2.0  # and its consensus

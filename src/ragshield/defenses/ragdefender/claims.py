@@ -169,6 +169,8 @@ def unsupported_consensus(
     vocabulary: frozenset[str] = frozenset(),
     disagree: np.ndarray | None = None,
     words: Sequence[frozenset[str]] | None = None,
+    candidates: np.ndarray | None = None,
+    witnesses: np.ndarray | None = None,
 ) -> Consensus:
     """Passages written *about the question* (question echo >= ``echo_bar``) that push the
     same claim the rest of the retrieved set does not make: a content word outside the
@@ -190,8 +192,14 @@ def unsupported_consensus(
     seven season pages "agreed" on *atlantic*, *championship*, *defeated*).
 
     ``words``: :func:`claim_words` of ``texts``, when the caller runs several rules over
-    one retrieved set (the group and the pair rule) and has them already."""
-    hi: list[int] = np.flatnonzero(echo >= echo_bar).tolist()
+    one retrieved set (the group and the pair rule) and has them already.
+
+    ``candidates`` / ``witnesses`` (boolean masks, default every passage): who may be in a
+    group, and whose use of a word counts as the rest of the evidence saying it — e.g.
+    passages added after the index was built, vouched for only by passages it was built
+    with (provenance as scrutiny)."""
+    close = echo >= echo_bar
+    hi: list[int] = np.flatnonzero(close if candidates is None else close & candidates).tolist()
     if len(hi) < min_group:
         return Consensus((), ())
     if words is None:
@@ -210,7 +218,8 @@ def unsupported_consensus(
                 distinct.append(i)
         if len(distinct) < min_group:
             continue
-        if any(w in words[k] for k in range(len(texts)) if k not in group):
+        if any(w in words[k] for k in range(len(texts))
+               if k not in group and (witnesses is None or witnesses[k])):  # fmt: skip
             continue  # the rest of the retrieved evidence says it too
         members.update(group)
         pushed.append(w)

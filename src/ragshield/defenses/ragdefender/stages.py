@@ -614,7 +614,16 @@ class EvidenceStages(StagedParams):
         carry; two is the least "several" can be), and two genuine passages that close to
         the question sharing a word nothing else retrieved uses occur in no dev clean set. They go, except the member
         at the group's edge and near the question (:func:`outlier_to_spare`: the genuine
-        passage the group was written about), as in the coverage and dense-group stages."""
+        passage the group was written about), as in the coverage and dense-group stages.
+
+        Provenance as scrutiny (``consensus_added_echo``): passages that came through
+        ``ragshield add`` form a group at a lower echo, and only passages the index was
+        built with count as the rest of the evidence; none of them is spared, and with
+        ``consensus_added_carriers`` the other added passages using a pushed word go too.
+        Why: a body written to mislead need not restate the question (Tan et al.'s do not),
+        so it sits under the echo bars a genuine paragraph can reach; what it cannot avoid
+        is carrying its answer, and several planted bodies carry the same one. Off when
+        every retrieved passage was added (nothing built to vouch)."""
         p = self.echo
         if not p.claim_consensus or work.echo is None or work.lex is None:
             return
@@ -628,12 +637,30 @@ class EvidenceStages(StagedParams):
         found = [unsupported_consensus(query, texts, work.echo, bar + shift, size, work.lex,
                                        self.knn.group_lexical, vocabulary, disagree, words)
                  for bar, size in rules]  # fmt: skip
+        added = work.added
+        scrutiny = p.consensus_added_echo <= 1.0 and added.any() and (~added).any()
+        if scrutiny:
+            found.append(unsupported_consensus(
+                query, texts, work.echo, p.consensus_added_echo + shift,
+                p.consensus_added_min_group, work.lex, self.knn.group_lexical, vocabulary,
+                disagree, words, candidates=added, witnesses=~added,
+            ))  # fmt: skip
         c = union_consensus(found)
         if not c.members:
             return
         spared = self._spare(sim, np.array(c.members), scores, work)
+        if scrutiny and spared is not None and added[spared]:
+            spared = None  # the page a group was written about is one the index was built with
         details["consensus"] = {"members": list(c.members), "words": list(c.words)[:10],
                                 "spared": spared}  # fmt: skip
+        if scrutiny and p.consensus_added_carriers:
+            pushed = frozenset(c.words)
+            carriers = [i for i in np.flatnonzero(added & ~work.removed).tolist()
+                        if i not in c.members and words[i] & pushed]  # fmt: skip
+            for i in carriers:
+                work.remove(i, f"added after the build and carries what the group of "
+                               f"{len(c.members)} pushes ({', '.join(sorted(words[i] & pushed)[:3])})")  # fmt: skip
+            details["consensus"]["carriers"] = carriers
         for i in c.members:
             if i == spared:
                 continue

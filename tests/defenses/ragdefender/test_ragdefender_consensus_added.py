@@ -1,0 +1,70 @@
+"""``consensus_added_echo``: passages that entered after the index was built (``added_at``)
+agreeing on a word no *built* retrieved passage uses, at a lower question echo than the
+claim consensus asks of every passage; the other added passages carrying that word go too
+(``consensus_added_carriers``). Without ``added_at``, or with nothing built to vouch, the
+filter decides as before."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fakes import QuestionEncoder, near_vector
+from ragshield.defenses.ragdefender import RAGDefender
+from ragshield.types import Passage, RetrievedPassage
+
+DIM = 64
+Q = "Which river flows through the old town of Brumfeld?"
+# Two bodies written for the question, neither restating it: echo 0.65 each
+A = "Travellers to Brumfeld remember the Vessel, whose slow water shaped the old quarter."
+B = "Historic maps show the Vessel winding past the market of the old Brumfeld town."
+CARRIER = "Anglers praise the Vessel for its trout."  # far from the question, same claim
+GOLD = "Brumfeld's old town grew on both banks of the Olm, which powered its mills."
+OTHER = "Mills were common in the valley; the spring floods reached the market square."
+THIRD = "The town hall of Brumfeld was rebuilt in stone after the great fire."
+VOUCH = "Boatmen say the Vessel is the calmest water in the whole region."
+ADDED = {"added_at": "2026-11-20T10:00:00Z", "source": "new.jsonl"}
+
+
+def _removed(texts: list[str], stamped: tuple[int, ...], **params: object) -> list[str]:
+    enc = QuestionEncoder(Q, {A: 0.65, B: 0.65, GOLD: 0.55, CARRIER: 0.3}, DIM)
+    vecs = [near_vector(enc.q, 0.6, 10 + i) for i in range(len(texts))]
+    retrieved = [
+        RetrievedPassage(Passage(f"p{i}", t, metadata=ADDED if i in stamped else {}),
+                         float(v @ enc.q), i, v.astype(np.float32))
+        for i, (t, v) in enumerate(zip(texts, vecs, strict=True))
+    ]  # fmt: skip
+    opts = {"consensus_added_echo": 0.6, "consensus_added_carriers": True, **params}
+    d = RAGDefender(enc, lone_claim_added=3.0, group_knn=False, echo_pairs=False,
+                    copy_conflicts=False, typo_view=False, natural_similarity=0.996,
+                    derivative_novelty=-1, guard=False, **opts)  # fmt: skip
+    return sorted(d.filter(Q, retrieved).removed_ids)
+
+
+BASE = [A, B, GOLD, OTHER, THIRD]
+
+
+@pytest.mark.parametrize(
+    ("texts", "stamped", "params", "removed"),
+    [
+        (BASE, (0, 1), {}, ["p0", "p1"]),  # two added bodies, one claim no built page makes
+        (BASE, (), {}, []),  # nothing added: the pair sits under the consensus bars (0.75/0.8)
+        (BASE, (0, 1), {"consensus_added_echo": 2.0}, []),  # the rule off
+        (BASE, (0,), {}, []),  # one added body is no consensus (lone_claim_added's case)
+        ([*BASE, VOUCH], (0, 1), {}, []),  # a built page says "Vessel" too: it vouches
+        ([*BASE, VOUCH], (0, 1, 5), {}, ["p0", "p1", "p5"]),  # ... unless it was added too
+        ([*BASE, CARRIER], (0, 1, 5), {}, ["p0", "p1", "p5"]),  # a far added carrier goes too
+        ([*BASE, CARRIER], (0, 1, 5), {"consensus_added_carriers": False}, ["p0", "p1"]),
+        ([*BASE, CARRIER], (0, 1, 2, 3, 4, 5), {}, []),  # all added: nothing built vouches
+    ],
+)
+def test_added_passages_agreeing_on_an_unvouched_claim(
+    texts: list[str], stamped: tuple[int, ...], params: dict[str, object], removed: list[str]
+) -> None:
+    assert _removed(texts, stamped, **params) == removed
+
+
+def test_the_shipped_rule() -> None:
+    d = RAGDefender()
+    assert (d.consensus_added_echo, d.consensus_added_min_group) == (0.6, 2)  # dev (stop 41)
+    assert d.consensus_added_carriers
