@@ -131,14 +131,14 @@ class EchoParams:
     consensus_vocabulary: bool = True  # ours: the index's common words are no claim (FAQ)
     # ours (#28, stop 41): passages that entered after the build (added_at) agreeing at this
     # echo on a word no *built* retrieved passage uses; > 1 = off. HotpotQA dev, LLM-written
-    # bodies (--writer qwen2.5-0.5b), no-question reach / majority: off 0.411 / 0.214, 0.5
-    # 0.125 / 0.018, 0.6 0.161 / 0.054, 0.7 0.357 / 0.089 (carriers on but at 0.7); clean
-    # with 10 % of the index added later: no cost on either corpus at 0.6 (0.5 and 0.55:
-    # SQuAD benign 0.003 -> 0.012-0.014); with 50 % added, SQuAD benign 0.0045 -> 0.066
+    # bodies (--writer qwen2.5-0.5b), no-question reach / majority with carriers: off 0.411
+    # / 0.214, 0.5 and 0.55 0.125 / 0.018, 0.6 0.161 / 0.054, 0.65 0.196 / 0.089; clean with
+    # 10 % of the index added later: no cost on either corpus from 0.6 (0.5 and 0.55: SQuAD
+    # benign 0.003 -> 0.012-0.015); with 50 % added, SQuAD benign 0.0045 -> 0.066
     consensus_added_echo: float = 0.6
     consensus_added_min_group: int = 2  # dev: 3 left no-question reach 0.286 at 0.6
-    # ours (stop 41): an added passage using a word such a group pushes goes too (dev: the
-    # group's far members, 0.161 -> 0.125 at 0.5 and 0.55)
+    # ours (stop 41): an added passage using a word such a group pushes goes too (dev at
+    # 0.5: the group's far members, reach 0.161 -> 0.125)
     consensus_added_carriers: bool = True
 
 
