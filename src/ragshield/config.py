@@ -311,6 +311,9 @@ def assemble(
     from ragshield.store.calibration_novelty import use_index_novelty
 
     use_index_novelty(named, getattr(parts.store, "novelty", None), config.index)  # index-side
+    from ragshield.defenses.ragdefender.provenance import warn_if_mostly_added
+
+    warn_if_mostly_added(named, getattr(parts.store, "passages", None), config.index)
     chain = [*filters, *named.filters]
     generator = parts.generator
     if plan.wrappers:

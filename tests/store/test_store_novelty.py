@@ -330,3 +330,28 @@ def index_novelty_of(store: FaissStore) -> NoveltyIndex:
     out = index_novelty(store, True)
     assert isinstance(out, NoveltyIndex)
     return out
+
+
+@pytest.mark.parametrize(("added", "warned"), [(3, False), (12, True)])
+def test_opening_an_index_mostly_added_says_so_once(
+    index_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    added: int, warned: bool,
+) -> None:  # fmt: skip
+    """3 of 33 passages added (9 %): silent; 12 of 42 (29 %): one line per index, however
+    often it is opened (RAGDefender's scrutiny of added passages costs genuine additions)."""
+    from ragshield.defenses.ragdefender import provenance
+
+    monkeypatch.setattr(provenance, "_WARNED", set())
+    monkeypatch.setattr("ragshield.indexing.SentenceTransformerEncoder",
+                        lambda *a, **k: WordHashEncoder())  # fmt: skip
+    docs = [Passage(f"n{i}", f"New passage {i} about topic{i % 4} with extra{i} alpha")
+            for i in range(added)]  # fmt: skip
+    add_documents(index_dir, docs, screen="none", encoder=WordHashEncoder())
+    with caplog.at_level(logging.WARNING):
+        _pipeline(index_dir, monkeypatch)
+        _pipeline(index_dir, monkeypatch)
+    lines = [r.getMessage() for r in caplog.records
+             if "came through 'ragshield add'" in r.getMessage()]  # fmt: skip
+    assert len(lines) == (1 if warned else 0)
+    if warned:
+        assert lines[0].startswith("29 % of index")

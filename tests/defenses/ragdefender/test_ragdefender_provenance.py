@@ -180,3 +180,10 @@ def test_provenance_runs_when_the_density_guard_does_not_pass() -> None:
     assert res.removed_ids == ["p1"] and "states a fact" in res.decisions[0].reason
     bare = run([None, None, None])
     assert bare.details["guard"]["passed"] is False and bare.removed_ids == []
+
+
+def test_added_share_counts_readable_stamps_only() -> None:
+    from ragshield.defenses.ragdefender.provenance import added_share
+
+    assert added_share([_meta(T1), _meta(None), {"added_at": "soon"}, _meta(T2)]) == 0.5
+    assert added_share([]) == 0.0

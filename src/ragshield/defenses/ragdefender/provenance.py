@@ -50,7 +50,8 @@ new version is then built in, with no ``added_at``, and the old one gone).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -107,6 +108,44 @@ def is_later(stamp: _dt.datetime | None) -> bool:
     """A readable ``added_at`` (:func:`added_at`'s value): the passage came through
     ``ragshield add``, not with the index's build."""
     return stamp is not None and stamp != _BUILT
+
+
+#: The share of an index's passages that came through ``ragshield add`` above which the
+#: scrutiny of added passages costs genuine additions. Clean, SQuAD test, gold kept with
+#: 0 / 10 / 20 / 50 % added: 0.857 / 0.857 / 0.825 / 0.746 (no defense 0.865;
+#: docs/results-adaptive-attacks.md, stop 41).
+ADDED_SHARE_WARN = 0.1
+_WARNED: set[str] = set()  # indexes already reported (one line each)
+log = logging.getLogger(__name__)
+
+
+def added_share(metadatas: Iterable[Mapping[str, Any]]) -> float:
+    """The share of passages that came through ``ragshield add`` (:func:`entered_later`)."""
+    flags = [entered_later(m) for m in metadatas]
+    return sum(flags) / len(flags) if flags else 0.0
+
+
+def warn_if_mostly_added(defense: object, passages: Sequence[Any] | None, where: object) -> None:
+    """One log line per index when more than :data:`ADDED_SHARE_WARN` of ``passages`` came
+    through ``ragshield add`` and a RAGDefender of ``defense`` scrutinises added passages.
+
+    Why a warning and no switch: an index-level switch would be the attacker's to flip (add
+    enough harmless passages and the scrutiny is off); the operator can rebuild instead
+    (``ragshield index`` over the sources), after which every passage counts as built."""
+    parts = [p for p in getattr(defense, "filters", [defense])
+             if getattr(p, "consensus_added_echo", 2.0) <= 1.0
+             or getattr(p, "lone_claim_added", 3.0) <= 2.0]  # fmt: skip
+    if not parts or not passages or str(where) in _WARNED:
+        return
+    share = added_share(getattr(p, "metadata", {}) or {} for p in passages)
+    if share > ADDED_SHARE_WARN:
+        _WARNED.add(str(where))
+        log.warning(
+            "%.0f %% of index %s came through 'ragshield add': RAGDefender scrutinises added "
+            "passages (only passages the index was built with vouch for a claim), which costs "
+            "genuine additions at this share; rebuild it from its sources ('ragshield index') "
+            "to count them as built", 100 * share, where or "(in memory)",
+        )  # fmt: skip
 
 
 def entered_later(metadata: Mapping[str, Any]) -> bool:
