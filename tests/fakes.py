@@ -207,6 +207,20 @@ class CueEncoder:
         return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+def stamped_retrieved(
+    q: np.ndarray, texts: Sequence[str], cosine: float, stamped: Sequence[int],
+    metadata: dict[str, str],
+) -> list[RetrievedPassage]:  # fmt: skip
+    """``texts`` as a retrieved set at ``cosine`` to the question vector ``q`` (seeded), the
+    ``stamped`` positions carrying ``metadata`` (e.g. ``ragshield add``'s ``added_at``)."""
+    from ragshield.types import Passage
+
+    vecs = [near_vector(q, cosine, 10 + i) for i in range(len(texts))]
+    return [RetrievedPassage(Passage(f"p{i}", t, metadata=metadata if i in stamped else {}),
+                             float(v @ q), i, v.astype(np.float32))
+            for i, (t, v) in enumerate(zip(texts, vecs, strict=True))]  # fmt: skip
+
+
 def cue_head(threshold: float = 0.5, *, boost: float = 0.0) -> InjectionHead:
     """A linear injection head over :class:`CueEncoder` vectors: cues push the score up."""
     w = np.array([[8.0], [-4.0], [-1.0], [0.0]], dtype=np.float32)

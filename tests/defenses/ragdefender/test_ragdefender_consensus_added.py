@@ -6,12 +6,10 @@ filter decides as before."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from fakes import QuestionEncoder, near_vector
+from fakes import QuestionEncoder, stamped_retrieved
 from ragshield.defenses.ragdefender import RAGDefender
-from ragshield.types import Passage, RetrievedPassage
 
 DIM = 64
 Q = "Which river flows through the old town of Brumfeld?"
@@ -28,12 +26,7 @@ ADDED = {"added_at": "2026-11-20T10:00:00Z", "source": "new.jsonl"}
 
 def _removed(texts: list[str], stamped: tuple[int, ...], **params: object) -> list[str]:
     enc = QuestionEncoder(Q, {A: 0.65, B: 0.65, GOLD: 0.55, CARRIER: 0.3}, DIM)
-    vecs = [near_vector(enc.q, 0.6, 10 + i) for i in range(len(texts))]
-    retrieved = [
-        RetrievedPassage(Passage(f"p{i}", t, metadata=ADDED if i in stamped else {}),
-                         float(v @ enc.q), i, v.astype(np.float32))
-        for i, (t, v) in enumerate(zip(texts, vecs, strict=True))
-    ]  # fmt: skip
+    retrieved = stamped_retrieved(enc.q, texts, 0.6, stamped, ADDED)
     opts = {"consensus_added_echo": 0.6, "consensus_added_carriers": True, **params}
     d = RAGDefender(enc, lone_claim_added=3.0, group_knn=False, echo_pairs=False,
                     copy_conflicts=False, typo_view=False, natural_similarity=0.996,

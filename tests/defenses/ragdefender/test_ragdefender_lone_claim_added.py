@@ -4,13 +4,11 @@ for a claim. Without ``added_at`` anywhere the filter decides exactly as with th
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from fakes import QuestionEncoder, near_vector
+from fakes import QuestionEncoder, stamped_retrieved
 from ragshield.defenses.ragdefender import RAGDefender
 from ragshield.defenses.ragdefender.provenance import entered_later
-from ragshield.types import Passage, RetrievedPassage
 
 DIM = 64
 Q = "Which river flows through the old town of Brumfeld?"
@@ -30,12 +28,7 @@ def test_entered_later_reads_a_readable_added_at_only() -> None:
 def _removed(later: float, stamped: tuple[int, ...], texts: list[str] | None = None) -> list[str]:
     texts = texts or [REWORDED, GOLD, OTHER]
     enc = QuestionEncoder(Q, {REWORDED: 0.85, GOLD: 0.6}, DIM)
-    vecs = [near_vector(enc.q, 0.7, 10 + i) for i in range(len(texts))]
-    retrieved = [
-        RetrievedPassage(Passage(f"p{i}", t, metadata=ADDED if i in stamped else {}),
-                         float(v @ enc.q), i, v.astype(np.float32))
-        for i, (t, v) in enumerate(zip(texts, vecs, strict=True))
-    ]  # fmt: skip
+    retrieved = stamped_retrieved(enc.q, texts, 0.7, stamped, ADDED)
     d = RAGDefender(enc, lone_echo=2.0, lone_claim=3.0, lone_claim_added=later,
                     claim_consensus=False, group_knn=False, echo_pairs=False,
                     copy_conflicts=False, typo_view=False, natural_similarity=0.996,
