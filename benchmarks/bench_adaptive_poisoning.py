@@ -123,11 +123,6 @@ _N = {
 # --------------------------------------------------------------------------- planting
 
 
-def _golden(data: Any, cases: Sequence[Any]) -> dict[str, str]:
-    text_of = {p.id: p.text for p in data.passages}
-    return {c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids and c.gold_ids[0] in text_of}
-
-
 def planted_for(
     cases: Sequence[Any], setting: str, seed: int, golden: Mapping[str, str]
 ) -> list[Any]:
@@ -192,7 +187,7 @@ class Bench:
         self.cases = llm_written(self.data, self.data.split(split)[: args.limit], encoder,
                                  self.writer, args.seed)  # fmt: skip
         self.store = build_base_store(self.data, encoder, args.cache_dir)
-        self.golden = _golden(self.data, self.cases)
+        self.golden = self.data.golden_text(self.cases)
         self.qv = encoder.encode([c.question for c in self.cases])
         self.mode = "multi_hop" if name == "hotpotqa" else "single_hop"
         self._hits: dict[str, tuple[list[Any], dict[str, Any], float, str]] = {}

@@ -47,8 +47,7 @@ def llm_written(data: Any, cases: Sequence[Any], encoder: Any, spec: str | None,
     ]  # fmt: skip
     if not bare:
         return list(cases)
-    text = {p.id: p.text for p in data.passages}
-    golden = {c.id: text[c.gold_ids[0]] for c in bare if c.gold_ids and c.gold_ids[0] in text}
+    golden = data.golden_text(bare)
     questions = [ScanQuestion(c.question, c.answers, id=c.id) for c in bare]
     written = AttackTextWriter(TextWriter(spec), encoder).fill(
         bare, questions, golden, seed=seed, kinds=KINDS

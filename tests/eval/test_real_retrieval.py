@@ -35,6 +35,15 @@ def tiny() -> OnTopicData:
     return OnTopicData("tiny", passages, (q,))
 
 
+def test_golden_text_is_each_cases_first_gold_passage_in_the_corpus() -> None:
+    data = tiny()
+    (q,) = data.questions
+    none = QACase("q2", "Which city is largest?", ("Sydney",), (), "Australia", "test")
+    gone = QACase("q3", "Which river flows through Perth?", ("Swan",), ("p9",), "Australia",
+                  "test")  # fmt: skip
+    assert data.golden_text([q, none, gone]) == {"q1": data.passages[0].text}
+
+
 def test_planted_copy_leaves_the_store_untouched() -> None:
     data, enc = tiny(), WordHashEncoder()
     store = FaissStore(enc.dim)

@@ -123,10 +123,7 @@ def run_settings(
                                   calibrate_index=calibrate_index, **kwargs)  # fmt: skip
     res = run_real_eval(data, cases, defenses, direct, **common) if direct else None
     rows = list(res.rows) if res else []
-    text_of = {p.id: p.text for p in data.passages}
-    golden = {
-        c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids and c.gold_ids[0] in text_of
-    }
+    golden = data.golden_text(cases)
     notes: dict[str, Any] = dict(res.notes) if res else {}
     for setting in searched:
         budget = resolve(setting).budget

@@ -72,6 +72,13 @@ class OnTopicData:
             raise InputError(f"split must be 'dev', 'test' or 'all'; got {which!r}.")
         return [q for q in self.questions if which == "all" or q.split == which]
 
+    def golden_text(self, cases: Sequence[QACase]) -> dict[str, str]:
+        """``{case id: text of its first gold passage}`` for the cases that have one in
+        this corpus: what planting edits (near-copies, excerpts) and the searches read."""
+        text_of = {p.id: p.text for p in self.passages}
+        return {c.id: text_of[c.gold_ids[0]] for c in cases
+                if c.gold_ids and c.gold_ids[0] in text_of}  # fmt: skip
+
 
 def _read(path: Path) -> dict[str, Any]:
     if not path.is_file():

@@ -276,10 +276,7 @@ def run_real_eval(
     if not 1 <= k <= len(store):
         raise InputError(f"k ({k}) must be in 1..{len(store)} (the index size)")
     table0 = index_novelty(store, novelty)  # the index's table (module docstring)
-    text_of = {p.id: p.text for p in data.passages}
-    golden = {
-        c.id: text_of[c.gold_ids[0]] for c in cases if c.gold_ids and c.gold_ids[0] in text_of
-    }
+    golden = data.golden_text(cases)
     qv = _encode_cached([c.question for c in cases], encoder, cache)
     rows: list[RealRow] = []
     for setting in settings:
