@@ -187,3 +187,18 @@ def test_added_share_counts_readable_stamps_only() -> None:
 
     assert added_share([_meta(T1), _meta(None), {"added_at": "soon"}, _meta(T2)]) == 0.5
     assert added_share([]) == 0.0
+
+
+def test_the_added_share_warning_only_where_added_passages_are_scrutinised(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ragshield.defenses.ragdefender import provenance
+
+    passages = [Passage(f"p{i}", "text", metadata=_meta(T1 if i % 2 else None)) for i in range(10)]
+    off = RAGDefender(lone_claim_added=3.0, consensus_added_echo=2.0)
+    for defense, where, lines in ((off, "a", 0), (RAGDefender(lone_claim_added=3.0), "b", 1)):
+        monkeypatch.setattr(provenance, "_WARNED", set())
+        caplog.clear()
+        with caplog.at_level("WARNING", logger=provenance.__name__):
+            provenance.warn_if_mostly_added(defense, passages, where)
+        assert len(caplog.records) == lines  # 50 % added

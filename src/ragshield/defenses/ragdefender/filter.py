@@ -412,8 +412,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],
             "derivative": [], "lone_claim": [], "lone_claim_held": [], "provenance": [],
         }  # fmt: skip
-        work = Work(n)
-        work.stamps = [added_at(r.passage.metadata) for r in items]  # read once per call
+        work = Work(n, [added_at(r.passage.metadata) for r in items])
         raw = [r.text for r in items]
         texts, vectors = self._stage_typo_view(query, raw, vectors, details)
         self._stage_restated(query, texts, work, details)

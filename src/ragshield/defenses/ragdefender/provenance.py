@@ -133,8 +133,7 @@ def warn_if_mostly_added(defense: object, passages: Sequence[Any] | None, where:
     enough harmless passages and the scrutiny is off); the operator can rebuild instead
     (``ragshield index`` over the sources), after which every passage counts as built."""
     parts = [p for p in getattr(defense, "filters", [defense])
-             if getattr(p, "consensus_added_echo", 2.0) <= 1.0
-             or getattr(p, "lone_claim_added", 3.0) <= 2.0]  # fmt: skip
+             if getattr(p, "scrutinises_added", False)]  # fmt: skip
     if not parts or not passages or str(where) in _WARNED:
         return
     share = added_share(getattr(p, "metadata", {}) or {} for p in passages)

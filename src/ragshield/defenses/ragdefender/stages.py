@@ -66,7 +66,7 @@ from ragshield.text import split_sentences
 class Work:
     """What the stages of one :meth:`RAGDefender.filter` call decide, shared between them."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, stamps: Sequence[_dt.datetime | None] | None = None) -> None:
         self.removed = np.zeros(n, dtype=bool)
         self.evidence = np.zeros(n, dtype=bool)  # restated or typo copy: attack evidence
         self.victim = np.zeros(n, dtype=bool)  # the original a typo copy was made from
@@ -77,7 +77,10 @@ class Work:
         self.second: np.ndarray | None = None  # 2nd retrieved neighbour, near-copies aside
         self.disagree: np.ndarray | None = None  # pairs stating different numbers
         self.coverage: np.ndarray | None = None  # question coverage per passage (0-100)
-        self.stamps: list[_dt.datetime | None] = [None] * n  # provenance.added_at, per passage
+        # provenance.added_at per passage (read once per call), and which entered after the
+        # index's build (:func:`~.provenance.is_later`)
+        self.stamps: list[_dt.datetime | None] = list(stamps) if stamps is not None else [None] * n
+        self.added = np.array([is_later(t) for t in self.stamps], dtype=bool)
         self._claims: dict[frozenset[str], list[frozenset[str]]] = {}  # per vocabulary
 
     def claims(
@@ -88,11 +91,6 @@ class Work:
         if vocabulary not in self._claims:
             self._claims[vocabulary] = claim_words(query, texts, vocabulary)
         return self._claims[vocabulary]
-
-    @property
-    def added(self) -> np.ndarray:
-        """Which passages entered after the index's build (:func:`~.provenance.is_later`)."""
-        return np.array([is_later(t) for t in self.stamps], dtype=bool)
 
     def lexical(self, texts: Sequence[str]) -> np.ndarray:
         """:attr:`lex`, computed on first use (the coverage and the signal stages share it)."""
@@ -147,6 +145,13 @@ class EvidenceStages(StagedParams):
         self.warm_up()
         assert self._vocabulary is not None
         return oov_rate(texts, self._vocabulary)
+
+    @property
+    def scrutinises_added(self) -> bool:
+        """Whether a stage judges passages that came through ``ragshield add`` harder
+        (``lone_claim_added``, ``consensus_added_echo``; each off above its bar), which costs
+        genuine additions on an index grown mostly that way (provenance.warn_if_mostly_added)."""
+        return self.coverage.lone_claim_added <= 2.0 or self.echo.consensus_added_echo <= 1.0
 
     def bar_shift(self) -> float:
         """How far the similarity bars of the group and pair stages rise on this index: by as
