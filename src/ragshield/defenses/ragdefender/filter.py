@@ -65,7 +65,10 @@ group of passages (:mod:`.coverage`: a reworded, reordered or typo'd question pr
 spells out most of the question) and the typo view (:mod:`.typos`: one-letter edits of
 question words read back before the other stages judge a passage). Provenance is an extra
 layer after them all (:mod:`.provenance`): of two retrieved near-copies, the one the index
-held first (``added_at``, stamped by ``ragshield add``) is spared and the later removed.
+held first (``added_at``, stamped by ``ragshield add``) is spared and the later removed;
+and a group that is the added passages' doing (``spare_built``: its built members alone are
+no group, or only an added group's answer evidenced it) keeps its built members — planted
+passages gather round the genuine page they were written about.
 
 ``RAGDefender(require_evidence=False, restated_question=False)`` is the density-only
 behaviour of earlier releases (what the synthetic tables measured).
@@ -410,7 +413,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
             "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],
-            "derivative": [], "lone_claim": [], "lone_claim_held": [], "provenance": [],
+            "derivative": [], "lone_claim": [], "lone_claim_held": [], "provenance": [], "built_spared": [],
         }  # fmt: skip
         work = Work(n, [added_at(r.passage.metadata) for r in items])
         raw = [r.text for r in items]

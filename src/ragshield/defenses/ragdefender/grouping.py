@@ -65,6 +65,7 @@ class GroupStages(EvidenceStages):
             ("loose", self.grouping.loose_threshold + shift, self.grouping.loose_min_size),
         ]
         signature: set[str] = set()
+        signers: list[int] = []  # the tight groups' members the signature came from
         pool = np.flatnonzero(~work.removed | work.evidence)
         for level, threshold, min_size in levels:
             for g in dense_groups(sim, pool, threshold, self.grouping.linkage):
@@ -79,6 +80,7 @@ class GroupStages(EvidenceStages):
                     evidenced = self._claim_group(g, query, texts, work)
                     if evidenced:
                         details["claim_groups"].append(g.tolist())
+                by_signature = False
                 if level == "loose" and self.grouping.loose_signature and signature:
                     bearing = [bool(signature & content_words(texts[i])) for i in g.tolist()]
                     details["signature_kept"].extend(
@@ -88,6 +90,7 @@ class GroupStages(EvidenceStages):
                     if g.size < self.evidence.signature_min_size and not work.evidence[g].any():
                         details["signature_kept"].extend(g.tolist())
                         continue  # one topic passage that happens to name the target answer
+                    by_signature = not evidenced
                     evidenced = evidenced or g.size > 0
                     if g.size == 0:
                         continue
@@ -110,14 +113,25 @@ class GroupStages(EvidenceStages):
                     )
                     if spared is not None and work.evidence[spared]:
                         spared = None  # a restated or typo-copied passage is never spared
+                protected = (work.victim[g] & ~work.evidence[g]) | np.isin(g, originals)
+                alone = np.zeros(g.size, dtype=bool)
+                if self.grouping.spare_built:
+                    alone = work.built_alone(g, min_size) & ~work.evidence[g]
+                    if by_signature and work.added[signers].all():
+                        alone |= work.built[g] & ~work.evidence[g]  # carriers of an added answer
+                    if alone.any():  # the index orders them: an added member is no original
+                        protected = (protected & ~work.added[g]) | alone
+                        if spared is not None and work.added[spared]:
+                            spared = None
                 details["groups"].append({"level": level, "members": g.tolist(), "spared": spared,
                                           "density": density})  # fmt: skip
                 if spared is not None:
                     details["spared"].append(spared)
-                protected = (work.victim[g] & ~work.evidence[g]) | np.isin(g, originals)
+                details["built_spared"].extend(g[alone & (g != spared)].tolist())
                 hit = g[(g != spared) & ~protected]
                 if level == "tight" and self._distinct_pages(hit, texts, work) >= 2:
                     signature |= group_signature([texts[i] for i in hit.tolist()], query)
+                    signers.extend(hit.tolist())
                 work.allowed[np.ix_(hit, hit)] = True
                 for i in hit.tolist():
                     work.remove(

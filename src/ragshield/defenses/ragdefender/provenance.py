@@ -62,15 +62,15 @@ from ragshield.defenses.ragdefender.evidence import _TOKEN, content_words
 Provenance = Literal["off", "restore", "facts"]
 
 #: The order of a passage built with the index (no ``added_at``): before any added one.
-_BUILT = _dt.datetime.min.replace(tzinfo=_dt.UTC)
+BUILT = _dt.datetime.min.replace(tzinfo=_dt.UTC)
 
 
 def added_at(metadata: Mapping[str, Any]) -> _dt.datetime | None:
-    """When ``ragshield add`` added the passage (UTC), ``_BUILT`` when it came with the
+    """When ``ragshield add`` added the passage (UTC), ``BUILT`` when it came with the
     index (no ``added_at``), ``None`` when the value is unreadable (no order at all)."""
     raw = metadata.get("added_at")
     if raw is None:
-        return _BUILT
+        return BUILT
     if not isinstance(raw, str):
         return None
     try:
@@ -107,7 +107,7 @@ def shingle_containment(part: str, whole: str, n: int = 3) -> float:
 def is_later(stamp: _dt.datetime | None) -> bool:
     """A readable ``added_at`` (:func:`added_at`'s value): the passage came through
     ``ragshield add``, not with the index's build."""
-    return stamp is not None and stamp != _BUILT
+    return stamp is not None and stamp != BUILT
 
 
 #: The share of an index's passages that came through ``ragshield add`` above which the

@@ -56,6 +56,10 @@ class GroupingParams:
     # the tight, paraphrase and echo bars rise with it; ChatDoctor dev benign removed 0.137
     # -> 0.039 (first-sentence questions); SQuAD / HotpotQA (0.532 / 0.295) are unchanged
     neighbourhood_bars: bool = True
+    # ours (#28, provenance): a group's built members stay when it is the added passages'
+    # doing (Work.built_alone; a loose group evidenced only by an added group's answer);
+    # dev PoisonedRAG gold kept SQuAD 0.773 -> 0.788 of 0.788, HotpotQA 0.911 -> 0.964
+    spare_built: bool = True
 
 
 @dataclass(frozen=True)

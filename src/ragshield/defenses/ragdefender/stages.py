@@ -46,7 +46,7 @@ from ragshield.defenses.ragdefender.evidence import (
 )
 from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
 from ragshield.defenses.ragdefender.index_support import unheld_words
-from ragshield.defenses.ragdefender.provenance import is_later, spare_originals
+from ragshield.defenses.ragdefender.provenance import BUILT, is_later, spare_originals
 from ragshield.defenses.ragdefender.settings import (
     STAGES,
     CopyParams,
@@ -81,6 +81,7 @@ class Work:
         # index's build (:func:`~.provenance.is_later`)
         self.stamps: list[_dt.datetime | None] = list(stamps) if stamps is not None else [None] * n
         self.added = np.array([is_later(t) for t in self.stamps], dtype=bool)
+        self.built = np.array([t == BUILT for t in self.stamps], dtype=bool)
         self._claims: dict[frozenset[str], list[frozenset[str]]] = {}  # per vocabulary
 
     def claims(
@@ -103,6 +104,18 @@ class Work:
         if self.disagree is None:
             self.disagree = number_conflicts(texts, query)
         return self.disagree
+
+    def built_alone(self, members: np.ndarray, least: int) -> np.ndarray:
+        """Which of a group's ``members`` (indices) the index was built with, when the group
+        holds an added passage and, without its added members, fewer than ``least`` would
+        be left: those are no group of their own. Why: passages planted through ``ragshield
+        add`` are written about a genuine page, so they gather round it, and the page went
+        with them (SQuAD dev, PoisonedRAG: gold removed as a member of a loose group). A
+        group of built passages alone, a poisoned build included, is judged as before."""
+        built = self.built[members]
+        if not self.added[members].any() or int(built.sum()) >= least:
+            return np.zeros(members.size, dtype=bool)
+        return built
 
     def remove(self, i: int, reason: str) -> None:
         self.removed[i] = True
@@ -666,7 +679,10 @@ class EvidenceStages(StagedParams):
                 work.remove(i, f"added after the build and carries what the group of "
                                f"{len(c.members)} pushes ({', '.join(sorted(words[i] & pushed)[:3])})")  # fmt: skip
             details["consensus"]["carriers"] = carriers
-        for i in c.members:
+        members = np.array(c.members)
+        alone = work.built_alone(members, 2) if self.grouping.spare_built else members < 0
+        details["built_spared"].extend(members[alone & (members != spared)].tolist())
+        for i in members[~alone].tolist():
             if i == spared:
                 continue
             work.remove(i, f"one of {len(c.members)} passages close to the question agreeing "
