@@ -101,7 +101,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                            "prefix-statement", "prefix-typo", "question-middle",
                            "question-end", "answer-spread"),
     "gold edits / single passage": ("near-duplicate", "excerpt-edit", "meta-epistemic"),
-    "LLM-written": (),  # prefix-llm / scan --writer llm: needs the packaged LLM (not run)
+    # on --lofo-writer's benches only: every text written by the LLM (HotpotQA test: in
+    # place of the published ones), target included (bench_written)
+    "LLM-written": ("poisonedrag", "no-question"),
     "filter-aware": (),  # attacks.filter_aware: not on this branch yet (not run)
 }  # fmt: skip
 #: The grid the LOFO tuning searches (the new signals' thresholds; everything else fixed).
@@ -172,7 +174,8 @@ def planted_for(
 class Bench:
     """One dataset/split: its index, cases and the retrieved top-k of every setting."""
 
-    def __init__(self, name: str, split: str, encoder: Any, args: argparse.Namespace) -> None:
+    def __init__(self, name: str, split: str, encoder: Any, args: argparse.Namespace, *,
+                 writer: str | None = None, replace: bool = False) -> None:  # fmt: skip
         from ragshield.eval.ontopic import load_ontopic
         from ragshield.eval.real_retrieval import build_base_store
 
@@ -183,9 +186,9 @@ class Bench:
             per_topic=per_topic, seed=args.seed,
         )  # fmt: skip
         self.encoder = encoder
-        self.writer = getattr(args, "writer", None)
+        self.writer = writer or getattr(args, "writer", None)
         self.cases = llm_written(self.data, self.data.split(split)[: args.limit], encoder,
-                                 self.writer, args.seed)  # fmt: skip
+                                 self.writer, args.seed, replace=replace)  # fmt: skip
         self.store = build_base_store(self.data, encoder, args.cache_dir)
         self.golden = self.data.golden_text(self.cases)
         self.qv = encoder.encode([c.question for c in self.cases])
@@ -199,7 +202,7 @@ class Bench:
         if args.hits_cache:  # the retrieved top-k of each setting, as a previous run left it
             self._hits_file = Path(args.hits_cache) / (
                 f"{name}_{split}_k{args.k}_s{args.seed}_l{args.limit}"
-                f"{'_w' + self.writer if self.writer else ''}.pkl"
+                f"{'_w' + self.writer if self.writer else ''}{'_all' if replace else ''}.pkl"
             )
             if self._hits_file.is_file():
                 with self._hits_file.open("rb") as fh:
@@ -488,47 +491,62 @@ def _grid() -> list[dict[str, Any]]:
     return [dict(zip(keys, vals, strict=True)) for vals in itertools.product(*GRID.values())]
 
 
-def section_lofo(dev: Sequence[Bench], test: Sequence[Bench], args: argparse.Namespace) -> None:
-    """Thresholds chosen without the held-out family (dev), its rows reported (test)."""
+WRITTEN = "LLM-written"
+
+
+def section_lofo(dev: Sequence[Bench], test: Sequence[Bench], args: argparse.Namespace,
+                 written: tuple[Sequence[Bench], Sequence[Bench]] = ((), ())) -> None:  # fmt: skip
+    """Thresholds chosen without the held-out family (dev), its rows reported (test).
+    ``written`` = (dev, test) benches whose texts the LLM wrote (``--lofo-writer``): the
+    "LLM-written" family's settings run there, every other family's on ``dev`` / ``test``;
+    without them that family is left out of the table (and of every tuning)."""
     from ragshield.defenses.ragdefender import RAGDefender
 
-    families = {f: s for f, s in FAMILIES.items() if s}
+    dev_w, test_w = written
+    families = {f: s for f, s in FAMILIES.items() if s and (f != WRITTEN or dev_w)}
+
+    def cells(fam: str, plain: Sequence[Bench], llm: Sequence[Bench]) -> list[tuple[Bench, str]]:
+        return [(b, x) for b in (llm if fam == WRITTEN else plain) for x in families[fam]]
+
     grid = _grid()
-    scores: dict[tuple[int, str, str], dict[str, float]] = {}
+    scores: dict[tuple[int, int, str], dict[str, float]] = {}
     for gi, params in enumerate(grid):
-        for b in dev:
-            d = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))  # type: ignore[arg-type]
-            for s in ("clean", *(x for f in families.values() for x in f)):
-                scores[(gi, b.name, s)] = b.run(d, s)
+        runs = [(b, "clean") for b in dev] + [c for f in families for c in cells(f, dev, dev_w)]
+        made: dict[int, Any] = {}
+        for b, x in runs:
+            if id(b) not in made:
+                made[id(b)] = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))  # type: ignore[arg-type]
+            scores[(gi, id(b), x)] = b.run(made[id(b)], x)
         print(f"  lofo grid {gi + 1}/{len(grid)} {params}", file=sys.stderr, flush=True)
-        for b in dev:
+        for b in (*dev, *dev_w):
             b.save_hits()
     lines = ["### Leave-one-family-out (tuned on dev without the family, reported on test)", "",
              "| held-out family | chosen on dev | dataset | settings | attack_reaches | "
              "adv_majority | gold_kept / gold_retrieved | clean benign_removed |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for fam, held in families.items():
-        train = [s for f, ss in families.items() if f != fam for s in ss]
+    for fam in families:
+        train = [c for f in families if f != fam for c in cells(f, dev, dev_w)]
 
-        def objective(gi: int, train: list[str] = train) -> tuple[float, float]:
-            clean = max(scores[(gi, b.name, "clean")]["benign_removed"] for b in dev)
-            caught = float(np.mean([1.0 - scores[(gi, b.name, s)]["attack_reaches"]
-                                    for b in dev for s in train]))  # fmt: skip
+        def objective(gi: int, train: list[tuple[Bench, str]] = train) -> tuple[float, float]:
+            clean = max(scores[(gi, id(b), "clean")]["benign_removed"] for b in dev)
+            caught = float(np.mean([1.0 - scores[(gi, id(b), x)]["attack_reaches"]
+                                    for b, x in train]))  # fmt: skip
             return (caught if clean <= CLEAN_BUDGET else -1.0, -clean)
 
         best = max(range(len(grid)), key=objective)
         params = grid[best]
-        for b in test:
+        for b in test_w if fam == WRITTEN else test:
             d = calibrated(b, RAGDefender(b.encoder, mode=b.mode, **params))  # type: ignore[arg-type]
             clean = b.run(d, "clean")
-            ms = [b.run(d, s) for s in held]
+            ms = [b.run(d, x) for x in families[fam]]
             reach = np.mean([m["attack_reaches"] for m in ms])
             maj = np.mean([m["adv_majority"] for m in ms])
             gk = np.mean([m["gold_kept"] for m in ms])
             gr = np.mean([m["gold_retrieved"] for m in ms])
             pstr = ", ".join(f"{k}={v}" for k, v in params.items())
-            lines.append(f"| {fam} | {pstr} | {b.name} | {len(held)} | {reach:.3f} | {maj:.3f} | "
-                         f"{gk:.3f} / {gr:.3f} | {clean['benign_removed']:.3f} |")  # fmt: skip
+            name = b.name + (f" (texts: {b.writer})" if fam == WRITTEN else "")
+            lines.append(f"| {fam} | {pstr} | {name} | {len(families[fam])} | {reach:.3f} | "
+                         f"{maj:.3f} | {gk:.3f} / {gr:.3f} | {clean['benign_removed']:.3f} |")  # fmt: skip
     print("\n".join(lines) + "\n", flush=True)
 
 
@@ -644,6 +662,15 @@ def main() -> None:
     ap.add_argument("--writer", default=None,
                     help="e.g. qwen2.5-0.5b: questions without published texts get LLM-written "
                          "ones (target, PoisonedRAG bodies, Tan et al. passages; bench_written)")  # fmt: skip
+    ap.add_argument("--lofo-writer", default=None,
+                    help="lofo: the LLM-written family, texts by this spec (e.g. qwen2.5-0.5b) "
+                         "on --lofo-writer-datasets (dev: the unpublished questions; test: "
+                         "every question, in place of the published texts)")  # fmt: skip
+    ap.add_argument(
+        "--lofo-writer-datasets",
+        default="hotpotqa",
+        help="lofo: datasets the LLM-written family runs on (comma list)",
+    )
     ap.add_argument("--hits-cache", default=None,
                     help="keep / reuse each setting's retrieved top-k here (a directory)")  # fmt: skip
     args = ap.parse_args()
@@ -679,10 +706,17 @@ def main() -> None:
     def dev() -> list[Bench]:  # lofo and groups tune on the dev split
         return [Bench(n, "dev", enc, args) for n in names]
 
+    def written() -> tuple[list[Bench], list[Bench]]:  # lofo's LLM-written family
+        if not args.lofo_writer:
+            return [], []
+        ws = [n for n in args.lofo_writer_datasets.split(",") if n in names]
+        return ([Bench(n, "dev", enc, args, writer=args.lofo_writer) for n in ws],
+                [Bench(n, "test", enc, args, writer=args.lofo_writer, replace=True) for n in ws])  # fmt: skip
+
     runs: dict[str, Any] = {  # the sections in the order they print
         "main": lambda: section_main(test, args),
         "ablation": lambda: section_ablation(test, args),
-        "lofo": lambda: section_lofo(dev(), test, args),
+        "lofo": lambda: section_lofo(dev(), test, args, written()),
         "variants": lambda: section_variants(test, args),
         "novelty": lambda: section_novelty(test, args),
         "speed": lambda: section_speed(test, args),

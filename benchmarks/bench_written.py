@@ -31,9 +31,11 @@ KINDS = ("poisonedrag", "blind")
 
 
 def llm_written(data: Any, cases: Sequence[Any], encoder: Any, spec: str | None,
-                seed: int) -> list[Any]:  # fmt: skip
+                seed: int, *, replace: bool = False) -> list[Any]:  # fmt: skip
     """``cases``, those without published attack texts given LLM-written ones (unchanged
-    without ``spec``)."""
+    without ``spec``); with ``replace``, every case's texts are the LLM's (the
+    leave-one-family-out table's "LLM-written" family on the split whose questions have
+    published ones)."""
     if not spec:
         return list(cases)
     from ragshield.attacks.writer import TextWriter
@@ -43,7 +45,7 @@ def llm_written(data: Any, cases: Sequence[Any], encoder: Any, spec: str | None,
 
     bare = [
         dataclasses.replace(c, target_answer=pick_target(c, cases, seed))  # the LLM's fallback
-        for c in cases if not c.attack_texts
+        for c in cases if replace or not c.attack_texts
     ]  # fmt: skip
     if not bare:
         return list(cases)
