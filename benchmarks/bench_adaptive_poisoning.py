@@ -31,7 +31,10 @@ context.
 * ``lofo``: for each attack family, the new signals' thresholds are chosen on the *dev*
   split (SQuAD even articles, HotpotQA non-targets) from a small grid using every *other*
   family (most attacks caught with clean benign removed <= 0.005 on dev), then the held-out
-  family is reported on the test split.
+  family is reported on the test split. ``--lofo-writer SPEC`` adds the "LLM-written"
+  family (PoisonedRAG and no-question settings whose every text and target the LLM wrote:
+  dev's unpublished questions, and HotpotQA test's targets in place of their published
+  texts; ``--lofo-writer-datasets``, HotpotQA by default).
 * The index-side novelty table (RAGDefender's ``derivative`` stage) is handed over as a
   deployment holds it: the table ``ragshield index`` stores for the corpus, each setting's
   planted passages added as ``ragshield add`` adds them (:meth:`Bench.novelty`, cached
