@@ -641,7 +641,10 @@ class EvidenceStages(StagedParams):
         Why: a body written to mislead need not restate the question (Tan et al.'s do not),
         so it sits under the echo bars a genuine paragraph can reach; what it cannot avoid
         is carrying its answer, and several planted bodies carry the same one. Off when
-        every retrieved passage was added (nothing built to vouch)."""
+        every retrieved passage was added (nothing built to vouch). With ``spare_built``, a
+        member the index was built with stays when it is the only built one among added
+        members (:meth:`Work.built_alone`): planted passages name the answer their page
+        gives too, and the page went with them."""
         p = self.echo
         if not p.claim_consensus or work.echo is None or work.lex is None:
             return
@@ -680,7 +683,9 @@ class EvidenceStages(StagedParams):
                                f"{len(c.members)} pushes ({', '.join(sorted(words[i] & pushed)[:3])})")  # fmt: skip
             details["consensus"]["carriers"] = carriers
         members = np.array(c.members)
-        alone = work.built_alone(members, 2) if self.grouping.spare_built else members < 0
+        alone = np.zeros(members.size, dtype=bool)
+        if self.grouping.spare_built:  # a lone built member is no consensus of its own
+            alone = work.built_alone(members, 2)
         details["built_spared"].extend(members[alone & (members != spared)].tolist())
         for i in members[~alone].tolist():
             if i == spared:
