@@ -94,6 +94,7 @@ ADAPTIVE = (
     "question-middle", "question-end", "no-question", "answer-spread", "near-duplicate",
     "excerpt-edit", "meta-epistemic",
 )  # fmt: skip
+WRITTEN = "LLM-written"  # the family whose texts --lofo-writer's LLM writes
 #: Attack families of the leave-one-family-out table (settings per family). The mixed
 #: settings combine three families and are never used for tuning here.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -106,8 +107,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "gold edits / single passage": ("near-duplicate", "excerpt-edit", "meta-epistemic"),
     # on --lofo-writer's benches only: every text written by the LLM (HotpotQA test: in
     # place of the published ones), target included (bench_written)
-    "LLM-written": ("poisonedrag", "no-question"),
-    "filter-aware": (),  # attacks.filter_aware: not on this branch yet (not run)
+    WRITTEN: ("poisonedrag", "no-question"),
+    # a search, not a setting: it is tuned on nothing, so bench_filter_aware's budget curve
+    # is held out by construction (no row here)
+    "filter-aware": (),
 }  # fmt: skip
 #: The grid the LOFO tuning searches (the new signals' thresholds; everything else fixed).
 GRID: dict[str, tuple[Any, ...]] = {
@@ -492,9 +495,6 @@ def section_variants(benches: Sequence[Bench], args: argparse.Namespace) -> None
 def _grid() -> list[dict[str, Any]]:
     keys = list(GRID)
     return [dict(zip(keys, vals, strict=True)) for vals in itertools.product(*GRID.values())]
-
-
-WRITTEN = "LLM-written"
 
 
 def section_lofo(dev: Sequence[Bench], test: Sequence[Bench], args: argparse.Namespace,
