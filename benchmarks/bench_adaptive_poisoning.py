@@ -35,6 +35,10 @@ context.
   family (PoisonedRAG and no-question settings whose every text and target the LLM wrote:
   dev's unpublished questions, and HotpotQA test's targets in place of their published
   texts; ``--lofo-writer-datasets``, HotpotQA by default).
+* ``--writer SPEC`` (:mod:`bench_written`): questions without published texts get the
+  LLM's; with ``--writer-replace`` every question's are the LLM's (that family's rows in
+  every column: ``--sections main --datasets hotpotqa --writer qwen2.5-0.5b
+  --writer-replace``).
 * The index-side novelty table (RAGDefender's ``derivative`` stage) is handed over as a
   deployment holds it: the table ``ragshield index`` stores for the corpus, each setting's
   planted passages added as ``ragshield add`` adds them (:meth:`Bench.novelty`, cached
@@ -665,6 +669,9 @@ def main() -> None:
     ap.add_argument("--writer", default=None,
                     help="e.g. qwen2.5-0.5b: questions without published texts get LLM-written "
                          "ones (target, PoisonedRAG bodies, Tan et al. passages; bench_written)")  # fmt: skip
+    ap.add_argument("--writer-replace", action="store_true",
+                    help="with --writer: every question's texts are the LLM's, the published "
+                         "ones too (HotpotQA test: the LLM-written family's main rows)")  # fmt: skip
     ap.add_argument("--lofo-writer", default=None,
                     help="lofo: the LLM-written family, texts by this spec (e.g. qwen2.5-0.5b) "
                          "on --lofo-writer-datasets (dev: the unpublished questions; test: "
@@ -693,6 +700,9 @@ def main() -> None:
     if not 0.0 <= args.later_share <= 1.0:
         print(f"error: --later-share must be in [0, 1], got {args.later_share}", file=sys.stderr)
         sys.exit(2)
+    if args.writer_replace and not args.writer:
+        print("error: --writer-replace needs --writer SPEC", file=sys.stderr)
+        sys.exit(2)
     if "lofo" in sections and args.split != "test":
         sys.exit("lofo tunes on dev and reports on test: run it with --split test")
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
@@ -700,10 +710,11 @@ def main() -> None:
     random.seed(args.seed)
     enc = SentenceTransformerEncoder()
     names = args.datasets.split(",")
-    test = [Bench(n, args.split, enc, args) for n in names]
+    test = [Bench(n, args.split, enc, args, replace=args.writer_replace) for n in names]
     print(f"# bench_adaptive_poisoning (seed {args.seed}, k={args.k}, MiniLM, "
           f"limit {args.limit}, planted with provenance: {args.provenance}, "
-          f"later share {args.later_share}, attack texts written by {args.writer or 'nobody'})\n",
+          f"later share {args.later_share}, attack texts written by {args.writer or 'nobody'}"
+          f"{' for every question, published ones replaced' if args.writer_replace else ''})\n",
           flush=True)  # fmt: skip
 
     def dev() -> list[Bench]:  # lofo and groups tune on the dev split
