@@ -32,7 +32,8 @@ context.
   split (SQuAD even articles, HotpotQA non-targets) from a small grid using every *other*
   family (most attacks caught with clean benign removed <= 0.005 on dev), then the held-out
   family is reported on the test split. ``--lofo-writer SPEC`` adds the "LLM-written"
-  family (PoisonedRAG and no-question settings whose every text and target the LLM wrote:
+  family (PoisonedRAG and no-question settings whose target and texts the LLM wrote, template
+  bodies where it wrote fewer than five:
   dev's unpublished questions, and HotpotQA test's targets in place of their published
   texts; ``--lofo-writer-datasets``, HotpotQA by default).
 * ``--writer SPEC`` (:mod:`bench_written`): questions without published texts get the
@@ -109,8 +110,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                            "prefix-statement", "prefix-typo", "question-middle",
                            "question-end", "answer-spread"),
     "gold edits / single passage": ("near-duplicate", "excerpt-edit", "meta-epistemic"),
-    # on --lofo-writer's benches only: every text written by the LLM (HotpotQA test: in
-    # place of the published ones), target included (bench_written)
+    # on --lofo-writer's benches only: target and texts by the LLM (HotpotQA test: in place
+    # of the published ones; template bodies where it wrote fewer than five; bench_written)
     WRITTEN: ("poisonedrag", "no-question"),
     # a search, not a setting: it is tuned on nothing, so bench_filter_aware's budget curve
     # is held out by construction (no row here)

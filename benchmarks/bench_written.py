@@ -33,7 +33,8 @@ KINDS = ("poisonedrag", "blind")
 def llm_written(data: Any, cases: Sequence[Any], encoder: Any, spec: str | None,
                 seed: int, *, replace: bool = False) -> list[Any]:  # fmt: skip
     """``cases``, those without published attack texts given LLM-written ones (unchanged
-    without ``spec``); with ``replace``, every case's texts are the LLM's (the
+    without ``spec``); with ``replace``, every case's texts are the LLM's (planting fills in
+    template bodies where it wrote fewer than it plants; the
     leave-one-family-out table's "LLM-written" family on the split whose questions have
     published ones)."""
     if not spec:
