@@ -646,7 +646,44 @@ def section_novelty(benches: Sequence[Bench], args: argparse.Namespace) -> None:
     print("\n".join(lines) + "\n", flush=True)
 
 
-def main() -> None:
+SECTIONS = ("main", "ablation", "lofo", "speed", "groups", "variants", "novelty")
+
+
+def check_args(args: argparse.Namespace, sections: set[str]) -> str | None:
+    """What is wrong with a command line, before any index is built (exit 2), or None.
+    Why each combination is refused: ``--writer`` with ``--lofo-writer`` would put the
+    LLM-written family into every tuning set (the dev split gets the writer's texts), so
+    the held-out row would not be held out; ``--lofo-writer`` outside ``lofo`` and a
+    writer dataset not run would be ignored without a word."""
+    unknown = sections - set(SECTIONS)
+    if unknown:
+        return f"unknown section(s) {sorted(unknown)}; use {', '.join(SECTIONS)}"
+    try:
+        if not isinstance(json.loads(args.variants), dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        return f"--variants must be a JSON object of objects ({exc})"
+    if not 0.0 <= args.later_share <= 1.0:
+        return f"--later-share must be in [0, 1], got {args.later_share}"
+    if args.writer_replace and not args.writer:
+        return "--writer-replace needs --writer SPEC"
+    if "lofo" in sections and args.split != "test":
+        return "lofo tunes on dev and reports on test: run it with --split test"
+    if args.lofo_writer and "lofo" not in sections:
+        return "--lofo-writer is the lofo section's LLM-written family: add lofo to --sections"
+    if args.lofo_writer and args.writer and "lofo" in sections:
+        return ("--writer with --lofo-writer puts the LLM-written family into every lofo "
+                "tuning set: run lofo without --writer")  # fmt: skip
+    if args.lofo_writer:
+        names = set(args.datasets.split(","))
+        stray = sorted(set(args.lofo_writer_datasets.split(",")) - names)
+        if stray:
+            return f"--lofo-writer-datasets {stray} not in --datasets {sorted(names)}"
+    return None
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (:func:`main`; :func:`check_args` judges what it parsed)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", default="hotpotqa,squad")
     ap.add_argument("--sections", default="main,ablation,lofo,speed")
@@ -684,28 +721,18 @@ def main() -> None:
     )
     ap.add_argument("--hits-cache", default=None,
                     help="keep / reuse each setting's retrieved top-k here (a directory)")  # fmt: skip
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
     if not SHARED.is_dir():
         sys.exit(f"skipped: {SHARED} is absent (the shared evaluation data)")
     sections = set(args.sections.split(","))
-    unknown = sections - {"main", "ablation", "lofo", "speed", "groups", "variants", "novelty"}
-    if unknown:
-        sys.exit(f"unknown section(s) {sorted(unknown)}; "
-                 "use main, ablation, lofo, speed, groups, variants, novelty")  # fmt: skip
-    try:
-        if not isinstance(json.loads(args.variants), dict):
-            raise ValueError("not a JSON object")
-    except ValueError as exc:
-        print(f"error: --variants must be a JSON object of objects ({exc})", file=sys.stderr)
+    problem = check_args(args, sections)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
-    if not 0.0 <= args.later_share <= 1.0:
-        print(f"error: --later-share must be in [0, 1], got {args.later_share}", file=sys.stderr)
-        sys.exit(2)
-    if args.writer_replace and not args.writer:
-        print("error: --writer-replace needs --writer SPEC", file=sys.stderr)
-        sys.exit(2)
-    if "lofo" in sections and args.split != "test":
-        sys.exit("lofo tunes on dev and reports on test: run it with --split test")
     from ragshield.embed.sentence_transformer import SentenceTransformerEncoder
 
     random.seed(args.seed)
