@@ -71,6 +71,20 @@ def test_consensus_spares_a_lone_built_member(
     assert _consensus_removed(stamped, **params) == removed
 
 
+def test_a_caught_built_member_is_not_spared() -> None:
+    """A built member already caught (it restates the question verbatim) is no lone built
+    page to spare: it stays removed and ``built_spared`` does not name it."""
+    texts = [BLIND[0], BLIND[1], f"{Q} {BLIND[2]}", GOLD, OTHER]
+    enc = QuestionEncoder(Q, {t: 0.85 for t in texts[:4]}, DIM)
+    d = RAGDefender(enc, group_knn=False, echo_pairs=False, copy_conflicts=False,
+                    typo_view=False, guard=False, spare_margin=99.0, lone_claim_added=3.0,
+                    consensus_added_echo=2.0, derivative_novelty=-1)  # fmt: skip
+    res = d.filter(Q, stamped_retrieved(enc.q, texts, 0.3, (0, 1), ADDED))
+    assert sorted(res.removed_ids) == ["p0", "p1", "p2"]
+    assert res.details["restated"] == [2]
+    assert 2 not in res.details["built_spared"]
+
+
 # -- the dense-group stage: a tight group restating the question pushes "Vessel"; three
 # on-topic pages that mention the Vessel form a loose group evidenced by that word alone
 PLANTED = [

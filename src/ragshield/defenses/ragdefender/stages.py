@@ -685,7 +685,7 @@ class EvidenceStages(StagedParams):
         members = np.array(c.members)
         alone = np.zeros(members.size, dtype=bool)
         if self.grouping.spare_built:  # a lone built member is no consensus of its own
-            alone = work.built_alone(members, 2)
+            alone = work.built_alone(members, 2) & ~work.evidence[members]  # caught: stays out
         details["built_spared"].extend(members[alone & (members != spared)].tolist())
         for i in members[~alone].tolist():
             if i == spared:
