@@ -1,7 +1,8 @@
 """``consensus_added_echo``: passages that entered after the index was built (``added_at``)
 agreeing on a word no *built* retrieved passage uses, at a lower question echo than the
 claim consensus asks of every passage; the other added passages carrying that word go too
-(``consensus_added_carriers``). Without ``added_at``, or with nothing built to vouch, the
+(``consensus_added_carriers``); added near-copies of each other count one each
+(``consensus_added_copies``). Without ``added_at``, or with nothing built to vouch, the
 filter decides as before."""
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ CARRIER = "Anglers praise the Vessel for its trout."  # far from the question, s
 GOLD = "Brumfeld's old town grew on both banks of the Olm, which powered its mills."
 OTHER = "Mills were common in the valley; the spring floods reached the market square."
 THIRD = "The town hall of Brumfeld was rebuilt in stone after the great fire."
+A_COPY = A.replace("remember", "recall")  # a near-copy of A (3-gram cosine >= 0.8)
 VOUCH = "Boatmen say the Vessel is the calmest water in the whole region."
 ADDED = {"added_at": "2026-11-20T10:00:00Z", "source": "new.jsonl"}
 
 
 def _removed(texts: list[str], stamped: tuple[int, ...], **params: object) -> list[str]:
-    enc = QuestionEncoder(Q, {A: 0.65, B: 0.65, GOLD: 0.55, CARRIER: 0.3}, DIM)
+    enc = QuestionEncoder(Q, {A: 0.65, A_COPY: 0.65, B: 0.65, GOLD: 0.55, CARRIER: 0.3}, DIM)
     retrieved = stamped_retrieved(enc.q, texts, 0.6, stamped, ADDED)
     opts = {"consensus_added_echo": 0.6, "consensus_added_carriers": True, **params}
     d = RAGDefender(enc, lone_claim_added=3.0, group_knn=False, echo_pairs=False,
@@ -49,6 +51,8 @@ BASE = [A, B, GOLD, OTHER, THIRD]
         ([*BASE, CARRIER], (0, 1, 5), {}, ["p0", "p1", "p5"]),  # a far added carrier goes too
         ([*BASE, CARRIER], (0, 1, 5), {"consensus_added_carriers": False}, ["p0", "p1"]),
         ([*BASE, CARRIER], (0, 1, 2, 3, 4, 5), {}, []),  # all added: nothing built vouches
+        ([A, A_COPY, GOLD, OTHER, THIRD], (0, 1), {}, ["p0", "p1"]),  # added copies: two slots
+        ([A, A_COPY, GOLD, OTHER, THIRD], (0, 1), {"consensus_added_copies": False}, []),
     ],
 )
 def test_added_passages_agreeing_on_an_unvouched_claim(
@@ -60,4 +64,4 @@ def test_added_passages_agreeing_on_an_unvouched_claim(
 def test_the_shipped_rule() -> None:
     d = RAGDefender()
     assert (d.consensus_added_echo, d.consensus_added_min_group) == (0.6, 2)  # dev (stop 41)
-    assert d.consensus_added_carriers
+    assert d.consensus_added_carriers and d.consensus_added_copies

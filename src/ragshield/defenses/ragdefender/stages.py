@@ -638,6 +638,9 @@ class EvidenceStages(StagedParams):
         ``ragshield add`` form a group at a lower echo, and only passages the index was
         built with count as the rest of the evidence; none of them is spared, and with
         ``consensus_added_carriers`` the other added passages using a pushed word go too.
+        With ``consensus_added_copies``, added near-copies of each other count one each:
+        mirrors of a built page are one witness, but an added copy takes a context slot of
+        its own (the 0.5 B writer's five bodies are often one sentence varied).
         Why: a body written to mislead need not restate the question (Tan et al.'s do not),
         so it sits under the echo bars a genuine paragraph can reach; what it cannot avoid
         is carrying its answer, and several planted bodies carry the same one. Off when
@@ -660,10 +663,11 @@ class EvidenceStages(StagedParams):
                  for bar, size in rules]  # fmt: skip
         added = work.added
         scrutiny = p.consensus_added_echo <= 1.0 and added.any() and (~added).any()
-        if scrutiny:
+        if scrutiny:  # with consensus_added_copies, no added near-copy counts as a mirror
+            copies = float("inf") if p.consensus_added_copies else self.knn.group_lexical
             found.append(unsupported_consensus(
                 query, texts, work.echo, p.consensus_added_echo + shift,
-                p.consensus_added_min_group, work.lex, self.knn.group_lexical, vocabulary,
+                p.consensus_added_min_group, work.lex, copies, vocabulary,
                 disagree, words, candidates=added, witnesses=~added,
             ))  # fmt: skip
         c = union_consensus(found)
