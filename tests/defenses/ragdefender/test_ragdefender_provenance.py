@@ -195,7 +195,7 @@ def test_the_added_share_warning_only_where_added_passages_are_scrutinised(
     from ragshield.defenses.ragdefender import provenance
 
     passages = [Passage(f"p{i}", "text", metadata=_meta(T1 if i % 2 else None)) for i in range(10)]
-    off = RAGDefender(lone_claim_added=3.0, consensus_added_echo=2.0)
+    off = RAGDefender(lone_claim_added=3.0, consensus_added_echo=2.0, added_group_size=0)
     for defense, where, lines in ((off, "a", 0), (RAGDefender(lone_claim_added=3.0), "b", 1)):
         monkeypatch.setattr(provenance, "_WARNED", set())
         caplog.clear()

@@ -413,7 +413,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
             "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],
-            "derivative": [], "lone_claim": [], "lone_claim_held": [], "provenance": [], "built_spared": [],
+            "derivative": [], "lone_claim": [], "lone_claim_held": [], "provenance": [], "built_spared": [], "added_group": [],
         }  # fmt: skip
         work = Work(n, [added_at(r.passage.metadata) for r in items])
         raw = [r.text for r in items]
@@ -437,6 +437,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         self._stage_echo_pairs(query, texts, sim, work, details)
         self._stage_conflicts(query, texts, work, details)
         self._stage_consensus(query, texts, sim, scores, work, details)
+        self._stage_added_group(query, texts, sim, work, details)
         if self.grouping.multi_group:
             self._stage_groups(query, sim, texts, scores, mode, work, details)
             np.fill_diagonal(work.allowed, False)

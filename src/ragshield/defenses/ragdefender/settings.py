@@ -60,6 +60,16 @@ class GroupingParams:
     # doing (Work.built_alone; a loose group evidenced only by an added group's answer);
     # dev PoisonedRAG gold kept SQuAD 0.773 -> 0.788 of 0.788, HotpotQA 0.911 -> 0.964
     spare_built: bool = True
+    # ours (#28, stop 43): density among added passages only: this many that came through
+    # `ragshield add`, each echoing the question at added_group_echo and pairwise alike at
+    # added_group_similarity (complete linkage; pairs stating different numbers are not
+    # alike: series pages), go; < 2 = off. Similarity: the lowest of 0.6 / 0.65 / 0.7 / 0.75
+    # / 0.8 with no clean cost on dev with 10 and 20 % of the index added later, both
+    # corpora (0.6: SQuAD benign 0.0152 -> 0.0182 at 20 %). HotpotQA dev, LLM-written
+    # no-question, reach / majority 0.107 / 0.018 -> 0.071 / 0.000, gold 0.946 -> 0.964
+    added_group_size: int = 3
+    added_group_echo: float = 0.5  # consensus_added_echo's grid floor (stop 41)
+    added_group_similarity: float = 0.65
 
 
 @dataclass(frozen=True)

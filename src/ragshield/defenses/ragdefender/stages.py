@@ -37,6 +37,7 @@ from ragshield.defenses.ragdefender.coverage import question_coverage
 from ragshield.defenses.ragdefender.echo import EchoVectors, echo_scores
 from ragshield.defenses.ragdefender.evidence import (
     content_words,
+    dense_groups,
     group_signature,
     oov_rate,
     outlier_to_spare,
@@ -162,9 +163,11 @@ class EvidenceStages(StagedParams):
     @property
     def scrutinises_added(self) -> bool:
         """Whether a stage judges passages that came through ``ragshield add`` harder
-        (``lone_claim_added``, ``consensus_added_echo``; each off above its bar), which costs
-        genuine additions on an index grown mostly that way (provenance.warn_if_mostly_added)."""
-        return self.coverage.lone_claim_added <= 2.0 or self.echo.consensus_added_echo <= 1.0
+        (``lone_claim_added``, ``consensus_added_echo``, ``added_group_size``; each has an
+        off value), which costs genuine additions on an index grown mostly that way
+        (provenance.warn_if_mostly_added)."""
+        return (self.coverage.lone_claim_added <= 2.0 or self.echo.consensus_added_echo <= 1.0
+                or self.grouping.added_group_size >= 2)  # fmt: skip
 
     def bar_shift(self) -> float:
         """How far the similarity bars of the group and pair stages rise on this index: by as
@@ -697,6 +700,43 @@ class EvidenceStages(StagedParams):
             work.remove(i, f"one of {len(c.members)} passages close to the question agreeing "
                            f"on what nothing else retrieved says ({', '.join(c.words[:3])})")  # fmt: skip
             work.evidence[i] = True
+
+    def _stage_added_group(
+        self,
+        query: str,
+        texts: Sequence[str],
+        sim: np.ndarray,
+        work: Work,
+        details: dict[str, Any],
+    ) -> None:
+        """A burst of added passages about one question: ``added_group_size`` or more that
+        came through ``ragshield add``, each echoing the question (``added_group_echo``) and
+        all pairwise alike (``added_group_similarity``, complete linkage: every pair, not an
+        average), go — only the added members. Why: the paper's density, scoped by
+        provenance. An attacker needs several context slots, so several passages written
+        for one question, and passages written for one question resemble each other
+        whatever they claim — a wrong answer made of the question's own words (one entity of
+        a comparison) included, which no claim rule sees. Genuine additions about one
+        question rarely come three at a time that alike. Off when nothing retrieved was
+        built (nothing to scope against)."""
+        g = self.grouping
+        added = work.added
+        if g.added_group_size < 2 or work.echo is None or not added.any() or added.all():
+            return
+        shift = self.bar_shift()
+        cand = np.flatnonzero(added & (work.echo >= g.added_group_echo + shift))
+        if cand.size < g.added_group_size:
+            return
+        bar = g.added_group_similarity + shift
+        if self.echo.numbers_disagree:  # the pages of a series are alike but disagree
+            sim = np.where(work.disagreeing(texts, query), -1.0, sim)
+        for grp in dense_groups(sim, cand, bar, "complete"):
+            if grp.size < g.added_group_size:
+                continue
+            for i in grp.tolist():
+                work.remove(i, f"one of {grp.size} passages added after the build, each close "
+                               f"to the question and all alike (cosine >= {bar:.2f})")  # fmt: skip
+            details["added_group"].append(grp.tolist())
 
     def _stage_provenance(
         self,
