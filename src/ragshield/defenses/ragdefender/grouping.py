@@ -66,7 +66,9 @@ class GroupStages(EvidenceStages):
         ]
         signature: set[str] = set()
         signers: list[int] = []  # the tight groups' members the signature came from
-        pool = np.flatnonzero(~work.removed | work.evidence)
+        # a burst's members stay in the pool: that stage only adds removals, and without them
+        # a planted passage outside the burst lost the group it went with (`add`'s screen)
+        pool = np.flatnonzero(~work.removed | work.evidence | work.burst)
         for level, threshold, min_size in levels:
             for g in dense_groups(sim, pool, threshold, self.grouping.linkage):
                 if g.size < min_size or (level == "loose" and work.removed[g].all()):

@@ -71,6 +71,7 @@ class Work:
         self.removed = np.zeros(n, dtype=bool)
         self.evidence = np.zeros(n, dtype=bool)  # restated or typo copy: attack evidence
         self.victim = np.zeros(n, dtype=bool)  # the original a typo copy was made from
+        self.burst = np.zeros(n, dtype=bool)  # removed as an added burst (added_group_size)
         self.allowed = np.zeros((n, n), dtype=bool)  # pairs that feed Eq. 6
         self.reasons: dict[int, str] = {}
         self.echo: np.ndarray | None = None  # closest sentence to the question, per passage
@@ -718,7 +719,9 @@ class EvidenceStages(StagedParams):
         whatever they claim — a wrong answer made of the question's own words (one entity of
         a comparison) included, which no claim rule sees. Genuine additions about one
         question rarely come three at a time that alike. Off when nothing retrieved was
-        built (nothing to scope against)."""
+        built (nothing to scope against). It only adds removals: its members carry no
+        evidence and stay in the dense-group stage's pool (:attr:`Work.burst`), so the
+        groups, and what they remove, are what they were without it."""
         g = self.grouping
         added = work.added
         if g.added_group_size < 2 or work.echo is None or not added.any() or added.all():
@@ -736,6 +739,7 @@ class EvidenceStages(StagedParams):
             for i in grp.tolist():
                 work.remove(i, f"one of {grp.size} passages added after the build, each close "
                                f"to the question and all alike (cosine >= {bar:.2f})")  # fmt: skip
+            work.burst[grp] = True
             details["added_group"].append(grp.tolist())
 
     def _stage_provenance(
