@@ -228,7 +228,7 @@ class Bench:
         if self._hits_file is not None:
             self._hits_file.parent.mkdir(parents=True, exist_ok=True)
             for obj, path in ((self._hits, self._hits_file), (self._novelty, self._novelty_file)):
-                tmp = path.with_suffix(".tmp")
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")  # runs may share the cache
                 try:
                     with tmp.open("wb") as fh:
                         pickle.dump(obj, fh)
