@@ -118,10 +118,9 @@ class GroupStages(EvidenceStages):
                 protected = (work.victim[g] & ~work.evidence[g]) | np.isin(g, originals)
                 alone = np.zeros(g.size, dtype=bool)
                 if self.grouping.spare_built:
-                    free = work.built[g] & ~work.evidence[g]  # built_alone is a subset
-                    alone = work.built_alone(g, min_size) & free
+                    alone = work.built_alone(g, min_size)
                     if by_signature and work.added[signers].all():
-                        alone = free  # carriers of an added answer
+                        alone = work.built[g] & ~work.evidence[g]  # carriers of an added answer
                     if alone.any():  # the index orders them: an added member is no original
                         protected = (protected & ~work.added[g]) | alone
                         if spared is not None and work.added[spared]:

@@ -113,11 +113,13 @@ class Work:
         be left: those are no group of their own. Why: passages planted through ``ragshield
         add`` are written about a genuine page, so they gather round it, and the page went
         with them (SQuAD dev, PoisonedRAG: gold removed as a member of a loose group). A
-        group of built passages alone, a poisoned build included, is judged as before."""
+        group of built passages alone, a poisoned build included, is judged as before. A
+        member already caught (:attr:`evidence`) counts towards ``least`` but is never one
+        of them: it stays out, in every stage that asks."""
         built = self.built[members]
         if not self.added[members].any() or int(built.sum()) >= least:
             return np.zeros(members.size, dtype=bool)
-        return built
+        return built & ~self.evidence[members]
 
     def remove(self, i: int, reason: str) -> None:
         self.removed[i] = True
@@ -693,7 +695,7 @@ class EvidenceStages(StagedParams):
         members = np.array(c.members)
         alone = np.zeros(members.size, dtype=bool)
         if self.grouping.spare_built:  # a lone built member is no consensus of its own
-            alone = work.built_alone(members, 2) & ~work.evidence[members]  # caught: stays out
+            alone = work.built_alone(members, 2)
         details["built_spared"].extend(members[alone & (members != spared)].tolist())
         for i in members[~alone].tolist():
             if i == spared:
