@@ -671,7 +671,7 @@ def check_args(args: argparse.Namespace, sections: set[str]) -> str | None:
         return "lofo tunes on dev and reports on test: run it with --split test"
     if args.lofo_writer and "lofo" not in sections:
         return "--lofo-writer is the lofo section's LLM-written family: add lofo to --sections"
-    if args.lofo_writer and args.writer and "lofo" in sections:
+    if args.lofo_writer and args.writer:  # lofo is in sections (checked just above)
         return ("--writer with --lofo-writer puts the LLM-written family into every lofo "
                 "tuning set: run lofo without --writer")  # fmt: skip
     if args.lofo_writer:
