@@ -97,7 +97,7 @@ PUBLISHED = ("clean", "poisonedrag-1", "poisonedrag", "garag", "mixed-2x", "mixe
 ADAPTIVE = (
     "prefix-drop", "prefix-synonym", "prefix-reorder", "prefix-statement", "prefix-typo",
     "question-middle", "question-end", "no-question", "answer-spread", "near-duplicate",
-    "excerpt-edit", "meta-epistemic",
+    "excerpt-edit", "meta-epistemic", "meta-epistemic-long",
 )  # fmt: skip
 WRITTEN = "LLM-written"  # the family whose texts --lofo-writer's LLM writes
 #: Attack families of the leave-one-family-out table (settings per family). The mixed
@@ -109,7 +109,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "rewritten prefixes": ("prefix-drop", "prefix-synonym", "prefix-reorder",
                            "prefix-statement", "prefix-typo", "question-middle",
                            "question-end", "answer-spread"),
-    "gold edits / single passage": ("near-duplicate", "excerpt-edit", "meta-epistemic"),
+    "gold edits / single passage": ("near-duplicate", "excerpt-edit", "meta-epistemic",
+                                    "meta-epistemic-long"),
     # on --lofo-writer's benches only: target and texts by the LLM (HotpotQA test: in place
     # of the published ones; template bodies where it wrote fewer than five; bench_written)
     WRITTEN: ("poisonedrag", "no-question"),
@@ -130,6 +131,7 @@ _N = {
     "near-duplicate": 1,
     "excerpt-edit": 1,
     "meta-epistemic": 1,
+    "meta-epistemic-long": 1,
 }  # one passage by design; else 5 (PoisonedRAG N)
 
 

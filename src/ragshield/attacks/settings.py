@@ -118,6 +118,8 @@ SETTINGS: dict[str, Setting] = {
              "an excerpt of the gold passage, answer replaced, under the near-copy bar"),
         _row("meta-epistemic", "adaptive", ("meta-epistemic",), 1, "adaptive",
              "one passage calling the other sources outdated (CorruptRAG-AK)"),
+        _row("meta-epistemic-long", "adaptive", ("meta-epistemic-long",), 1, "adaptive",
+             "the meta-epistemic note padded past the short-passage bar"),
         _row(FILTER_AWARE, "adaptive", (FILTER_AWARE,), 5, "searched",
              "black-box search against the deployed chain; only survivors planted",
              params={"budget": DEFAULT_BUDGET}),

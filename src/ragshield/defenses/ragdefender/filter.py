@@ -257,7 +257,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         ``lone_claim_index`` > 0 only when that share of those words occurs in no indexed
         passage outside the retrieved set (needs the index's novelty table).
         ``lone_claim_added``: the same bar for passages that entered after the index was
-        built (``added_at``), where only passages the index was built with can vouch.
+        built (``added_at``), where only passages the index was built with can vouch;
+        ``lone_claim_short``: that bar for such a passage shorter than ``short_words``
+        words (planted passages are short by design).
     group_knn, group_similarity, group_lexical: the planted *group* (:mod:`.groups`): a
         passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
@@ -344,6 +346,8 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "lone_echo": [Interval(Real, -1.0, 2.0)],
         "lone_claim": [Interval(Real, 0.0, 3.0)],
         "lone_claim_added": [Interval(Real, 0.0, 3.0)],
+        "lone_claim_short": [Interval(Real, 0.0, 3.0)],
+        "short_words": [Interval(int, 1, None)],
         "lone_claim_index": [Interval(Real, 0.0, 1.0)],
     }
 

@@ -195,6 +195,15 @@ class CoverageParams:
     # HotpotQA dev filter-aware reach @50: 1.4 0.036, 1.65 0.089, 1.8 0.589 (off: 0.661);
     # clean with 10 % of the index added later: 1.65 no cost (1.4: SQuAD gold -0.038)
     lone_claim_added: float = 1.65
+    # ours (#28, stop 44): the bar for an added passage shorter than ``short_words`` words;
+    # > 2 = off. Why: a planted passage is short by design (PoisonedRAG's V = 30; longer
+    # text dilutes its retrieval score), a genuine page rarely is (SQuAD dev added pages p10
+    # 84 words, meta-epistemic plants p90 54). Chosen by clean cost alone: the lowest of
+    # 1.5 / 1.4 / 1.3 with none on dev at 10 / 20 % added, both corpora (1.3: HotpotQA
+    # benign 0.0036 -> 0.0054 / 0.0089); 80 words cost SQuAD gold at 50 % (0.780 -> 0.773).
+    # SQuAD dev meta-epistemic reach 0.083 -> 0.008; no other dev row moved
+    lone_claim_short: float = 1.4
+    short_words: int = 60
 
 
 STAGES: dict[str, type] = {

@@ -378,6 +378,9 @@ class EvidenceStages(StagedParams):
         if cov is None or work.echo is None or work.lex is None:
             return
         bar = np.where(added, min(base, later), base) if scrutiny else np.full(len(texts), base)
+        if scrutiny and self.coverage.lone_claim_short <= 2.0:
+            short = added & (np.array([len(t.split()) for t in texts]) < self.coverage.short_words)
+            bar = np.where(short, np.minimum(bar, self.coverage.lone_claim_short), bar)
         close = work.echo + cov / 100.0 >= bar
         if not (close & ~work.removed).any():
             return

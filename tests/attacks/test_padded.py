@@ -1,0 +1,64 @@
+"""The padded meta-epistemic attack (#28, the answer to ``lone_claim_short``): hand-built pages."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragshield.attacks.adaptive import AttackTarget
+from ragshield.attacks.padded import SHORT_WORDS, PaddedMetaEpistemicAttack
+from ragshield.attacks.registry import build_attack
+from ragshield.defenses.ragdefender.settings import CoverageParams
+from ragshield.text import contains_answer, split_sentences
+
+Q = "What is the capital city of Australia?"
+GOLD = (
+    "Australia is a federation of six states. Canberra is the capital city of Australia. "
+    "It was chosen in 1908 as a compromise between Sydney and Melbourne. The city was "
+    "designed by Walter Burley Griffin and Marion Mahony Griffin. Parliament House opened "
+    "there in 1988. The Australian National University is one of its largest employers."
+)
+TARGET = AttackTarget(Q, ("Canberra",), "Sydney", gold=GOLD)
+
+
+def test_the_bar_is_the_defense_s_short_passage_bar() -> None:
+    assert CoverageParams().short_words == SHORT_WORDS  # the rule the attacker read
+
+
+def test_the_note_is_padded_past_the_bar_with_the_page_s_answer_free_sentences() -> None:
+    (note,) = build_attack("meta-epistemic").craft_for(TARGET, 1)
+    (t,) = build_attack("meta-epistemic-long").craft_for(TARGET, 1)
+    assert t.text.startswith(note.text) and len(note.text.split()) < SHORT_WORDS
+    assert len(t.text.split()) >= SHORT_WORDS
+    padding = t.text[len(note.text) :]
+    assert "Australia is a federation of six states." in padding  # the page's own words
+    assert not contains_answer(padding, "Canberra")  # never the right answer
+    assert (t.payload, t.label, t.body, t.family) == ("Sydney", "rule", "genuine",
+                                                      "meta-epistemic-long")  # fmt: skip
+
+
+@pytest.mark.parametrize("min_words", [60, 80])
+def test_padding_stops_once_the_bar_is_passed(min_words: int) -> None:
+    (note,) = build_attack("meta-epistemic").craft_for(TARGET, 1)
+    (t,) = PaddedMetaEpistemicAttack(min_words).craft_for(TARGET, 1)
+    added = [s for s in split_sentences(GOLD) if s in t.text[len(note.text) :]]
+    assert added and len(t.text.split()) >= min_words
+    one_fewer = " ".join([note.text, *added[:-1]])
+    assert len(one_fewer.split()) < min_words  # no sentence more than it takes
+
+
+def test_a_note_already_past_the_bar_is_left_alone() -> None:
+    (note,) = build_attack("meta-epistemic").craft_for(TARGET, 1)
+    (t,) = PaddedMetaEpistemicAttack(10).craft_for(TARGET, 1)
+    assert t.text == note.text
+
+
+def test_without_a_gold_page_it_pads_with_template_bodies() -> None:
+    (t,) = build_attack("meta-epistemic-long").craft_for(
+        AttackTarget(Q, ("Canberra",), "Sydney"), 1
+    )
+    assert t.body == "template" and len(t.text.split()) >= SHORT_WORDS
+    assert contains_answer(t.text, "Sydney")
+
+
+def test_nothing_for_zero_passages() -> None:
+    assert build_attack("meta-epistemic-long").craft_for(TARGET, 0) == []
