@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from test_excerpt_edit import GOLD, TARGET, Q  # the same hand-built page
 
 from ragshield.attacks.adaptive import AttackTarget
 from ragshield.attacks.padded import SHORT_WORDS, PaddedMetaEpistemicAttack
 from ragshield.attacks.registry import build_attack
 from ragshield.defenses.ragdefender.settings import CoverageParams
 from ragshield.text import contains_answer, split_sentences
-
-Q = "What is the capital city of Australia?"
-GOLD = (
-    "Australia is a federation of six states. Canberra is the capital city of Australia. "
-    "It was chosen in 1908 as a compromise between Sydney and Melbourne. The city was "
-    "designed by Walter Burley Griffin and Marion Mahony Griffin. Parliament House opened "
-    "there in 1988. The Australian National University is one of its largest employers."
-)
-TARGET = AttackTarget(Q, ("Canberra",), "Sydney", gold=GOLD)
 
 
 def test_the_bar_is_the_defense_s_short_passage_bar() -> None:
