@@ -370,7 +370,8 @@ class EvidenceStages(StagedParams):
         (:mod:`.index_support`); one whose claims the index holds stays. Passages that came
         through ``ragshield add`` face ``lone_claim_added`` instead, and then only passages
         the index was built with vouch (provenance as scrutiny: planted passages arrive that
-        way; an index with none added is judged as before)."""
+        way; an index with none added is judged as before); an added passage shorter than
+        ``short_words`` faces ``lone_claim_short`` (planted passages are short by design)."""
         base, later = self.coverage.lone_claim, self.coverage.lone_claim_added
         added = work.added
         scrutiny = later <= 2.0 and bool(added.any())
