@@ -87,6 +87,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 
 from bench_written import llm_written
+from ragshield.attacks.settings import SETTINGS
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DATASETS = {
@@ -94,10 +95,11 @@ DATASETS = {
     "squad": ("ontopic/squad_v1.1_dev_43articles.json", None, 6),
 }
 PUBLISHED = ("clean", "poisonedrag-1", "poisonedrag", "garag", "mixed-2x", "mixed-4x")
-ADAPTIVE = (
-    "prefix-drop", "prefix-synonym", "prefix-reorder", "prefix-statement", "prefix-typo",
-    "question-middle", "question-end", "no-question", "answer-spread", "near-duplicate",
-    "excerpt-edit", "meta-epistemic", "meta-epistemic-long",
+#: Every adaptive row of the settings table planted as written (not searched against a
+#: chain, not opt-in): a new adaptive attack needs its table row only.
+ADAPTIVE = tuple(
+    name for name, row in SETTINGS.items()
+    if row.group == "adaptive" and row.shape == "adaptive" and not row.opt_in
 )  # fmt: skip
 WRITTEN = "LLM-written"  # the family whose texts --lofo-writer's LLM writes
 #: Attack families of the leave-one-family-out table (settings per family). The mixed
@@ -127,12 +129,6 @@ DEFAULT_DEFENSES = "none;ragdefender-paper;authors;ragdefender;ragdefender,ecosa
 KEYS = ("benign_removed", "gold_retrieved", "gold_kept", "attack_reaches", "adv_majority",
         "filter_ms")  # fmt: skip
 CLEAN_BUDGET = 0.005  # LOFO: dev clean benign removed must stay at or below this
-_N = {
-    "near-duplicate": 1,
-    "excerpt-edit": 1,
-    "meta-epistemic": 1,
-    "meta-epistemic-long": 1,
-}  # one passage by design; else 5 (PoisonedRAG N)
 
 
 # --------------------------------------------------------------------------- planting
@@ -141,44 +137,14 @@ _N = {
 def planted_for(
     cases: Sequence[Any], setting: str, seed: int, golden: Mapping[str, str]
 ) -> list[Any]:
-    """Every passage ``setting`` plants for ``cases``: published settings through
-    :func:`ragshield.eval.plant.attack_passages`, ``garag`` = its GARAG pool only, adaptive
-    settings through the attack registry."""
-    from ragshield.attacks.adaptive import AttackTarget
-    from ragshield.attacks.poisonedrag import without_question_prefix
-    from ragshield.attacks.registry import build_attack
-    from ragshield.eval.plant import KNOWN_SETTINGS, PlantedPassage, attack_passages, pick_target
-    from ragshield.types import Passage
+    """Every passage ``setting`` plants for ``cases``: a row of the settings table through
+    :func:`ragshield.eval.plant.attack_passages`, ``garag`` = mixed-4x's GARAG pool only."""
+    from ragshield.eval.plant import attack_passages
 
-    if setting in KNOWN_SETTINGS:
+    if setting != "garag":
         return attack_passages(cases, setting, seed=seed, golden_text=dict(golden))
-    out: list[PlantedPassage] = []
-    if setting == "garag":
-        for p in attack_passages(cases, "mixed-4x", seed=seed, golden_text=dict(golden)):
-            if p.attack == "garag":
-                out.append(p)
-        return out
-    attack = build_attack(setting)
-    for case in cases:
-        target = pick_target(case, cases, seed)
-        shared = case.attack_texts
-        bodies = tuple(
-            without_question_prefix(case.question, t) for t in shared.get("poisonedrag", ())
-        )
-        at = AttackTarget(
-            case.question, tuple(case.answers), target, bodies=bodies,
-            blind=tuple(shared.get("blind", ())), gold=golden.get(case.id, ""),
-        )  # fmt: skip
-        texts = attack.craft_for(at, _N.get(setting, 5), seed=seed)
-        for j, t in enumerate(texts):
-            src = "shared" if t.body == "published" or t.label == "published" else t.body
-            out.append(
-                PlantedPassage(
-                    Passage(f"adv::{setting}::{case.id}::{j}", t.text), case.id, setting,
-                    f"{t.label}/{src}", t.payload, target,
-                )
-            )  # fmt: skip
-    return out
+    pool = attack_passages(cases, "mixed-4x", seed=seed, golden_text=dict(golden))
+    return [p for p in pool if p.attack == "garag"]
 
 
 # --------------------------------------------------------------------------- running

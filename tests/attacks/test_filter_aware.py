@@ -196,3 +196,14 @@ def test_a_small_adaptive_scan_end_to_end(tmp_path) -> None:  # type: ignore[no-
 def test_craft_without_a_chain_is_refused() -> None:
     with pytest.raises(InputError, match="crafts against a deployed chain"):
         FilterAwareAttack().craft(Q, "Sydney", 5)
+
+
+def test_the_search_draws_from_every_rule_based_adaptive_row() -> None:
+    """The pool keeps its own (seeded) order, but names exactly the table's adaptive rows
+    planted as written and not opt-in: a new adaptive attack is in the search too."""
+    from ragshield.attacks.filter_aware import FAMILIES
+    from ragshield.attacks.settings import SETTINGS
+
+    rows = {n for n, s in SETTINGS.items()
+            if s.group == "adaptive" and s.shape == "adaptive" and not s.opt_in}  # fmt: skip
+    assert set(FAMILIES) == rows and len(FAMILIES) == len(rows)
