@@ -48,6 +48,29 @@ class TestQuestionEcho:
             cache.embed(enc, Q, [f"passage {i}."])
         assert len(cache._passages) == 2
 
+    def test_a_full_cache_serves_a_set_mixing_cached_and_new_passages(self) -> None:
+        """Putting the new passages evicts the oldest entries, which this very call may
+        need (a long-running filter raised KeyError here once the cache was full)."""
+        enc = QuestionEncoder(Q, {"Old one.": 0.9})
+        cache = EchoVectors(cache_size=2)
+        cache.embed(enc, Q, ["Old one.", "Old two."])
+        qv, sv, owner = cache.embed(enc, Q, ["Old one.", "New one.", "New two."])
+        assert owner.tolist() == [0, 1, 2]
+        assert float(sv[0] @ qv) == pytest.approx(0.9, abs=1e-5)
+        assert len(cache._passages) == 2
+        whole = cache.whole(enc, ["Old one.", "Old two."])
+        assert cache.whole(enc, ["Old one.", "New one.", "New two."]).shape == (3, whole.shape[1])
+
+    def test_a_cached_passage_in_use_is_kept_over_older_ones(self) -> None:
+        enc = QuestionEncoder(Q, {})
+        cache = EchoVectors(cache_size=2)
+        cache.embed(enc, Q, ["First.", "Second."])
+        cache.embed(enc, Q, ["First."])  # used again: now the most recent
+        cache.embed(enc, Q, ["Third."])  # evicts "Second.", the least recently used
+        calls = enc.calls
+        cache.embed(enc, Q, ["First.", "Third."])
+        assert enc.calls == calls
+
     def test_empty_passage_list(self) -> None:
         qv, sv, owner = EchoVectors().embed(QuestionEncoder(Q, {}), Q, [])
         echo, focus = echo_scores(qv, sv, owner, 0)

@@ -56,13 +56,27 @@ class EchoVectors:
         """Unit vectors of whole texts (the typo view's re-read passages), cached like the
         sentences: the same planted passages come back for every question they target."""
         keys = [_key(t) for t in texts]
-        todo = list(dict.fromkeys(k for k in keys if k not in self._whole))
+        found = self._hits(self._whole, keys)
+        todo = list(dict.fromkeys(k for k in keys if k not in found))
         if todo:
             text_of = dict(zip(keys, texts, strict=True))
             vecs = l2_normalize(np.asarray(encoder.encode([text_of[k] for k in todo]), np.float32))
             for k, v in zip(todo, vecs, strict=True):
+                found[k] = v
                 self._put(self._whole, k, v)
-        return np.vstack([self._whole[k] for k in keys])
+        return np.vstack([found[k] for k in keys])
+
+    @staticmethod
+    def _hits(
+        store: OrderedDict[bytes, np.ndarray], keys: Sequence[bytes]
+    ) -> dict[bytes, np.ndarray]:
+        """The cached entries of ``keys``, marked most recently used. Held apart from the
+        store: entries put later in the same call may evict them (a full cache used to
+        raise ``KeyError`` on a set mixing cached and new passages)."""
+        found = {k: store[k] for k in keys if k in store}
+        for k in found:
+            store.move_to_end(k)
+        return found
 
     def _put(self, store: OrderedDict[bytes, np.ndarray], key: bytes, value: np.ndarray) -> None:
         store[key] = value
@@ -76,7 +90,8 @@ class EchoVectors:
         sentence ``j``. Everything not cached is encoded in one call."""
         qk = _key(query)
         keys = [_key(t) for t in texts]
-        todo = list(dict.fromkeys(k for k in keys if k not in self._passages))
+        found = self._hits(self._passages, keys)
+        todo = list(dict.fromkeys(k for k in keys if k not in found))
         text_of = dict(zip(keys, texts, strict=True))
         pieces = [split_sentences(text_of[k]) or [text_of[k]] for k in todo]
         flat = [s for p in pieces for s in p]
@@ -87,10 +102,11 @@ class EchoVectors:
                 self._put(self._queries, qk, vecs[0])
             at = len(head)
             for k, p in zip(todo, pieces, strict=True):
-                self._put(self._passages, k, vecs[at : at + len(p)])
+                found[k] = vecs[at : at + len(p)]
+                self._put(self._passages, k, found[k])
                 at += len(p)
         self._queries.move_to_end(qk)
-        per = [self._passages[k] for k in keys]
+        per = [found[k] for k in keys]
         owner = np.repeat(np.arange(len(per)), [v.shape[0] for v in per])
         dim = self._queries[qk].shape[0]
         sv = np.vstack(per) if per else np.zeros((0, dim), dtype=np.float32)
