@@ -1,6 +1,7 @@
 """``lone_claim_short``: under provenance scrutiny, an added passage shorter than
 ``short_words`` words that claims what no built passage says faces a lower closeness bar.
-Planted passages are short by design; a long one is judged as any added passage."""
+Planted passages are short by design; a long one is judged as any added passage — but
+the sentences it quotes from an earlier retrieved page do not make it long."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from fakes import QuestionEncoder, stamped_retrieved
 from ragshield.defenses.ragdefender import RAGDefender
+from ragshield.defenses.ragdefender.provenance import BUILT, own_words
 
 DIM = 64
 Q = "Which river flows through the old town of Brumfeld?"
@@ -20,12 +22,19 @@ LONG = SHORT + PADDING
 GOLD = "Brumfeld's old town grew on both banks of the Olm, which powered its mills."
 OTHER = "Mills were common in the valley; the spring floods reached the market square."
 ADDED = {"added_at": "2026-11-20T10:00:00Z", "source": "new.jsonl"}
+PAGE = (
+    "The old town of Brumfeld lies in a wide valley below the northern hills. Its markets"
+    " drew traders from the hills every autumn after the harvest. The town walls were"
+    " rebuilt twice after great fires in the later middle ages. Several guild houses still"
+    " stand around the cathedral square and its fountain today."
+)
+QUOTING = SHORT + " " + PAGE  # the padded note: a short claim, then a page's own sentences
 
 
 def _removed(plant: str, short_bar: float, stamped: tuple[int, ...] = (0,),
-             added_bar: float = 2.0) -> list[str]:  # fmt: skip
+             added_bar: float = 2.0, others: tuple[str, ...] = (GOLD, OTHER)) -> list[str]:  # fmt: skip
     enc = QuestionEncoder(Q, {SHORT: 0.85, LONG: 0.85, GOLD: 0.6}, DIM)
-    retrieved = stamped_retrieved(enc.q, [plant, GOLD, OTHER], 0.7, stamped, ADDED)
+    retrieved = stamped_retrieved(enc.q, [plant, *others], 0.7, stamped, ADDED)
     d = RAGDefender(enc, lone_echo=2.0, lone_claim=3.0, lone_claim_added=added_bar,
                     lone_claim_short=short_bar, claim_consensus=False, group_knn=False,
                     echo_pairs=False, copy_conflicts=False, typo_view=False,
@@ -35,6 +44,32 @@ def _removed(plant: str, short_bar: float, stamped: tuple[int, ...] = (0,),
 
 def test_the_padding_makes_the_long_plant_long() -> None:
     assert len(SHORT.split()) < 60 <= len(LONG.split())
+    assert len(QUOTING.split()) >= 60
+
+
+@pytest.mark.parametrize(
+    ("stamped", "others", "removed"),
+    [
+        ((0,), (GOLD, OTHER, PAGE), ["p0"]),  # the page it quotes was built: quotes don't count
+        ((0, 3), (GOLD, OTHER, PAGE), []),  # the page added at the same instant: no order
+        ((0,), (GOLD, OTHER), []),  # the page not retrieved: nothing to quote from
+    ],
+)
+def test_quoted_sentences_do_not_make_a_passage_long(
+    stamped: tuple[int, ...], others: tuple[str, ...], removed: list[str]
+) -> None:
+    assert _removed(QUOTING, 1.4, stamped, others=others) == removed
+
+
+def test_own_words_counts_what_is_not_quoted_from_an_earlier_page() -> None:
+    later = BUILT.replace(year=2026)
+    dropped = "Markets drew traders from hills every autumn after harvest."  # words dropped
+    reordered = "Every autumn after the harvest, traders from the hills came to its markets."
+    texts = [PAGE, f"{SHORT} {dropped} {reordered}", f"{SHORT} {PADDING}"]
+    got = own_words(texts, [BUILT, later, later], [1, 2])
+    assert got[1] == len(SHORT.split())  # both rewordings of the page's sentence are quotes
+    assert got[2] == len(LONG.split())  # nothing earlier holds the padding
+    assert own_words(texts, [None, later, later], [1]) == {1: len(texts[1].split())}
 
 
 @pytest.mark.parametrize(

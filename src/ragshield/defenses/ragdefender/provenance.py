@@ -104,6 +104,50 @@ def shingle_containment(part: str, whole: str, n: int = 3) -> float:
     return _contained(_shingles(part, n), _shingles(whole, n))
 
 
+#: A sentence whose content words stand in one earlier retrieved passage at this share or
+#: more is quoted from it (word bags, so dropped or reordered words still count as quoted).
+#: Dev, every sentence of >= 4 content words of a genuine retrieved passage against the
+#: other genuine ones of its top-10: SQuAD 36 of 5,284 reach 0.8, HotpotQA 94 of 1,871 (its
+#: mirrors); the gold-page sentences that pad ``meta-epistemic-long``: all.
+QUOTED = 0.8
+_QUOTE_MIN = 4  # content words a sentence needs before it can count as a quote
+
+
+def own_words(
+    texts: Sequence[str],
+    stamps: Sequence[_dt.datetime | None],
+    which: Iterable[int],
+    quoted: float = QUOTED,
+) -> dict[int, int]:
+    """Per passage in ``which``, its words outside the sentences it quotes from a strictly
+    earlier retrieved passage (a sentence of >= 4 content words, ``quoted`` or more of them
+    in that passage). Why: how long a passage is, as a signal that it was written for a
+    question, must not grow with text the attacker copied from the pages around it — the
+    padded note (``meta-epistemic-long``) is a short note plus the gold page's own
+    sentences. Equal or unknown instants quote nothing (nothing says which came first)."""
+    from ragshield.text import split_sentences
+
+    bags: dict[int, frozenset[str]] = {}
+
+    def bag(j: int) -> frozenset[str]:
+        if j not in bags:
+            bags[j] = content_words(texts[j])
+        return bags[j]
+
+    out: dict[int, int] = {}
+    for i in which:
+        a = stamps[i]
+        earlier = [j for j, b in enumerate(stamps)
+                   if j != i and a is not None and b is not None and b < a]  # fmt: skip
+        n = 0
+        for s in split_sentences(texts[i]):
+            c = content_words(s)
+            if len(c) < _QUOTE_MIN or not any(len(c & bag(j)) >= quoted * len(c) for j in earlier):
+                n += len(s.split())
+        out[i] = n
+    return out
+
+
 def is_later(stamp: _dt.datetime | None) -> bool:
     """A readable ``added_at`` (:func:`added_at`'s value): the passage came through
     ``ragshield add``, not with the index's build."""

@@ -47,7 +47,12 @@ from ragshield.defenses.ragdefender.evidence import (
 )
 from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
 from ragshield.defenses.ragdefender.index_support import unheld_words
-from ragshield.defenses.ragdefender.provenance import BUILT, is_later, spare_originals
+from ragshield.defenses.ragdefender.provenance import (
+    BUILT,
+    is_later,
+    own_words,
+    spare_originals,
+)
 from ragshield.defenses.ragdefender.settings import (
     STAGES,
     CopyParams,
@@ -380,7 +385,11 @@ class EvidenceStages(StagedParams):
             return
         bar = np.where(added, min(base, later), base) if scrutiny else np.full(len(texts), base)
         if scrutiny and self.coverage.lone_claim_short <= 2.0:
-            short = added & (np.array([len(t.split()) for t in texts]) < self.coverage.short_words)
+            # only the words the passage does not quote from an earlier page count (padding)
+            near = added & (work.echo + cov / 100.0 >= self.coverage.lone_claim_short)
+            own = own_words(texts, work.stamps, np.flatnonzero(near).tolist())
+            short = np.array([i in own and own[i] < self.coverage.short_words
+                              for i in range(len(texts))])  # fmt: skip
             bar = np.where(short, np.minimum(bar, self.coverage.lone_claim_short), bar)
         close = work.echo + cov / 100.0 >= bar
         if not (close & ~work.removed).any():
