@@ -112,7 +112,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                            "prefix-statement", "prefix-typo", "question-middle",
                            "question-end", "answer-spread"),
     "gold edits / single passage": ("near-duplicate", "excerpt-edit", "meta-epistemic",
-                                    "meta-epistemic-long"),
+                                    "meta-epistemic-long", "meta-epistemic-own"),
     # on --lofo-writer's benches only: target and texts by the LLM (HotpotQA test: in place
     # of the published ones; template bodies where it wrote fewer than five; bench_written)
     WRITTEN: ("poisonedrag", "no-question"),

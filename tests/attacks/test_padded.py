@@ -54,3 +54,25 @@ def test_without_a_gold_page_it_pads_with_template_bodies() -> None:
 
 def test_nothing_for_zero_passages() -> None:
     assert build_attack("meta-epistemic-long").craft_for(TARGET, 0) == []
+
+
+def test_the_own_padding_quotes_no_page() -> None:
+    (note,) = build_attack("meta-epistemic").craft_for(TARGET, 1)
+    (t,) = build_attack("meta-epistemic-own").craft_for(TARGET, 1)
+    assert t.text.startswith(note.text) and len(t.text.split()) >= SHORT_WORDS
+    padding = t.text[len(note.text) :]
+    assert not any(s in padding for s in split_sentences(GOLD))  # none of the page's sentences
+    assert contains_answer(padding, "Sydney")  # its own words restate the wrong answer
+    assert (t.body, t.family) == ("template", "meta-epistemic-own")
+
+
+def test_the_own_padding_is_long_after_the_quote_rule() -> None:
+    """What the rule counts: every word of the own-padded note is its own, where the page
+    padding counts as quoted once the page was built and retrieved beside it."""
+    from ragshield.defenses.ragdefender.provenance import BUILT, own_words
+
+    later = BUILT.replace(year=2026)
+    (page,) = build_attack("meta-epistemic-long").craft_for(TARGET, 1)
+    (own,) = build_attack("meta-epistemic-own").craft_for(TARGET, 1)
+    got = own_words([GOLD, page.text, own.text], [BUILT, later, later], [1, 2])
+    assert got[1] < SHORT_WORDS <= got[2]

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 FAMILIES: tuple[str, ...] = (
     "prefix-statement", "prefix-drop", "prefix-synonym", "prefix-reorder", "prefix-typo",
     "question-middle", "question-end", "no-question", "answer-spread", "near-duplicate",
-    "excerpt-edit", "meta-epistemic", "meta-epistemic-long",
+    "excerpt-edit", "meta-epistemic", "meta-epistemic-long", "meta-epistemic-own",
 )  # fmt: skip
 
 

@@ -89,6 +89,8 @@ _ADAPTIVE: tuple[AttackSpec, ...] = (
           "one passage calling the other sources outdated (CorruptRAG-AK, arXiv 2605.05632)"),
     _spec("meta-epistemic-long", "corpus", f"{_A}.padded:PaddedMetaEpistemicAttack",
           "the meta-epistemic note padded with the gold page past the short-passage bar"),
+    _spec("meta-epistemic-own", "corpus", f"{_A}.padded:OwnPaddedMetaEpistemicAttack",
+          "the meta-epistemic note padded past the bar with sentences no page holds"),
     _spec("prefix-llm", "corpus", f"{_AD}:LLMParaphraseAttack",
           "PoisonedRAG bodies behind an LLM paraphrase of the question (opt-in, needs a model)"),
     _spec("filter-aware", "corpus", f"{_A}.filter_aware:FilterAwareAttack",

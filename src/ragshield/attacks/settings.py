@@ -120,6 +120,8 @@ SETTINGS: dict[str, Setting] = {
              "one passage calling the other sources outdated (CorruptRAG-AK)"),
         _row("meta-epistemic-long", "adaptive", ("meta-epistemic-long",), 1, "adaptive",
              "the meta-epistemic note padded past the short-passage bar"),
+        _row("meta-epistemic-own", "adaptive", ("meta-epistemic-own",), 1, "adaptive",
+             "the meta-epistemic note padded past the bar with sentences of its own"),
         _row(FILTER_AWARE, "adaptive", (FILTER_AWARE,), 5, "searched",
              "black-box search against the deployed chain; only survivors planted",
              params={"budget": DEFAULT_BUDGET}),

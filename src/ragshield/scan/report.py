@@ -268,7 +268,8 @@ def _adaptive(scan: ScanResult) -> str:
         "(no-question), the wrong answer worded differently with edited genuine copies "
         "(answer-spread), the gold passage with the answer swapped (near-duplicate), one "
         "passage calling other sources outdated (meta-epistemic; padded past the short-passage "
-        "bar with the gold page's own sentences: meta-epistemic-long), and a black-box search "
+        "bar with the gold page's own sentences: meta-epistemic-long; with sentences no page "
+        "holds: meta-epistemic-own), and a black-box search "
         "against each chain that plants only the passages that survived it (filter-aware; "
         "budget = calls per target). Sources: rule = rule-based edit, llm = LLM paraphrase, "
         "(published/template/genuine) = where the body came from.",
