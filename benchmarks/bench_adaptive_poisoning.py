@@ -112,7 +112,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
                            "prefix-statement", "prefix-typo", "question-middle",
                            "question-end", "answer-spread"),
     "gold edits / single passage": ("near-duplicate", "excerpt-edit", "meta-epistemic",
-                                    "meta-epistemic-long", "meta-epistemic-own"),
+                                    "meta-epistemic-long", "meta-epistemic-own",
+                                    "meta-epistemic-named", "meta-epistemic-borrowed"),
     # on --lofo-writer's benches only: target and texts by the LLM (HotpotQA test: in place
     # of the published ones; template bodies where it wrote fewer than five; bench_written)
     WRITTEN: ("poisonedrag", "no-question"),
@@ -188,7 +189,10 @@ class Bench:
                     self._hits = pickle.load(fh)
             if self._novelty_file.is_file():
                 with self._novelty_file.open("rb") as fh:
-                    self._novelty = pickle.load(fh)
+                    # a table cached before the index's word counts (NoveltyTable.uses) were
+                    # kept is rebuilt: RAGDefender reads them (short_rare, lone_claim_index)
+                    self._novelty = {k: v for k, v in pickle.load(fh).items()
+                                     if hasattr(v, "uses")}  # fmt: skip
 
     def save_hits(self) -> None:
         """Keep the retrieved sets for the next run (``--hits-cache``): planting and

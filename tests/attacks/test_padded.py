@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from test_excerpt_edit import GOLD, TARGET, Q  # the same hand-built page
 
@@ -69,10 +71,45 @@ def test_the_own_padding_quotes_no_page() -> None:
 def test_the_own_padding_is_long_after_the_quote_rule() -> None:
     """What the rule counts: every word of the own-padded note is its own, where the page
     padding counts as quoted once the page was built and retrieved beside it."""
-    from ragshield.defenses.ragdefender.provenance import BUILT, own_words
+    from ragshield.defenses.ragdefender.provenance import BUILT, unquoted
 
     later = BUILT.replace(year=2026)
     (page,) = build_attack("meta-epistemic-long").craft_for(TARGET, 1)
     (own,) = build_attack("meta-epistemic-own").craft_for(TARGET, 1)
-    got = own_words([GOLD, page.text, own.text], [BUILT, later, later], [1, 2])
-    assert got[1] < SHORT_WORDS <= got[2]
+    got = unquoted([GOLD, page.text, own.text], [BUILT, later, later], [1, 2])
+    assert len(got[1].split()) < SHORT_WORDS <= len(got[2].split())
+
+
+def test_the_named_note_cites_a_made_up_source() -> None:
+    from ragshield.attacks.padded import SHORT_RARE
+
+    (note,) = build_attack("meta-epistemic").craft_for(TARGET, 1)
+    (t,) = build_attack("meta-epistemic-named").craft_for(TARGET, 1)
+    assert t.text.startswith(note.text) and len(t.text.split()) >= SHORT_WORDS
+    source = t.text[len(note.text) :]
+    names = {w for w in re.findall(r"[A-Z][a-z]+", source)} - set(re.findall(r"\w+", GOLD))
+    assert len(names) >= SHORT_RARE  # at least as many invented names as the bar it read
+    assert not any(s in source for s in split_sentences(GOLD))  # and nothing of the page
+    assert t.family == "meta-epistemic-named"
+    assert CoverageParams().short_rare == SHORT_RARE  # the rule the attacker read
+
+
+def test_the_made_up_source_is_seeded() -> None:
+    attack = build_attack("meta-epistemic-named")
+    assert attack.craft_for(TARGET, 1, seed=3) == attack.craft_for(TARGET, 1, seed=3)
+    texts = {attack.craft_for(TARGET, 1, seed=s)[0].text for s in range(5)}
+    assert len(texts) > 1
+
+
+def test_the_borrowed_source_takes_its_names_from_the_page() -> None:
+    from ragshield.attacks.padded import SHORT_RARE, page_names
+
+    names = page_names(TARGET)
+    assert names[:3] == ["Sydney", "Melbourne", "Walter"]  # page order; no sentence start
+    assert "Canberra" not in names and "Australia" not in names  # answer, question: out
+    (note,) = build_attack("meta-epistemic").craft_for(TARGET, 1)
+    (t,) = build_attack("meta-epistemic-borrowed").craft_for(TARGET, 1)
+    source = t.text[len(note.text) :]
+    assert sum(n in source for n in names) >= SHORT_RARE  # the page's names, enough of them
+    assert not any(s in source for s in split_sentences(GOLD))  # in sentences of its own
+    assert t.family == "meta-epistemic-borrowed"

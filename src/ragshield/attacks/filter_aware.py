@@ -60,6 +60,7 @@ FAMILIES: tuple[str, ...] = (
     "prefix-statement", "prefix-drop", "prefix-synonym", "prefix-reorder", "prefix-typo",
     "question-middle", "question-end", "no-question", "answer-spread", "near-duplicate",
     "excerpt-edit", "meta-epistemic", "meta-epistemic-long", "meta-epistemic-own",
+    "meta-epistemic-named", "meta-epistemic-borrowed",
 )  # fmt: skip
 
 

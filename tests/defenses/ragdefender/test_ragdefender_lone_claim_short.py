@@ -9,7 +9,7 @@ import pytest
 
 from fakes import QuestionEncoder, stamped_retrieved
 from ragshield.defenses.ragdefender import RAGDefender
-from ragshield.defenses.ragdefender.provenance import BUILT, own_words
+from ragshield.defenses.ragdefender.provenance import BUILT, unquoted
 
 DIM = 64
 Q = "Which river flows through the old town of Brumfeld?"
@@ -61,15 +61,15 @@ def test_quoted_sentences_do_not_make_a_passage_long(
     assert _removed(QUOTING, 1.4, stamped, others=others) == removed
 
 
-def test_own_words_counts_what_is_not_quoted_from_an_earlier_page() -> None:
+def test_unquoted_keeps_what_is_not_quoted_from_an_earlier_page() -> None:
     later = BUILT.replace(year=2026)
     dropped = "Markets drew traders from hills every autumn after harvest."  # words dropped
     reordered = "Every autumn after the harvest, traders from the hills came to its markets."
     texts = [PAGE, f"{SHORT} {dropped} {reordered}", f"{SHORT} {PADDING}"]
-    got = own_words(texts, [BUILT, later, later], [1, 2])
-    assert got[1] == len(SHORT.split())  # both rewordings of the page's sentence are quotes
-    assert got[2] == len(LONG.split())  # nothing earlier holds the padding
-    assert own_words(texts, [None, later, later], [1]) == {1: len(texts[1].split())}
+    got = unquoted(texts, [BUILT, later, later], [1, 2])
+    assert got[1] == SHORT  # both rewordings of the page's sentence are quotes
+    assert got[2].split() == LONG.split()  # nothing earlier holds the padding
+    assert unquoted(texts, [None, later, later], [1])[1].split() == texts[1].split()
 
 
 @pytest.mark.parametrize(
@@ -94,3 +94,50 @@ def test_the_shipped_bar() -> None:
     assert d.short_words == 60  # plants are short by design (PoisonedRAG's V = 30)
     assert d.lone_claim_short == 1.4  # dev choice by clean cost (stop 44)
     assert d.lone_claim_added < 2.0  # the rule acts only under scrutiny
+    assert d.short_rare == 8  # dev choice by clean cost (stop 45)
+
+
+NAMES = (
+    " The correction follows the 2017 review by Ingrid Haugland and Kenji Abernathy of the"
+    " Bergen Collegium of Reference Works, published in the Annals of Documentary Review."
+    " Halvard Okonkwo of the Coimbra Centre for Archival Studies confirmed it in 2018."
+)
+
+
+def _rare_removed(plant: str, short_rare: int, table: bool = True, name_uses: int = 2) -> list[str]:
+    """``plant`` added (and indexed), 60+ words; the index (100 passages) uses every word 5
+    times except the names of ``NAMES`` and the claim (``name_uses`` times, this passage's
+    own use included)."""
+    from collections import Counter
+
+    from ragshield.store.calibration_novelty import Novelty, NoveltyTable
+
+    names = {w.strip(".,").lower() for w in (NAMES + " vessel").split()}
+    uses = Counter({w: name_uses for w in names})
+    enc = QuestionEncoder(Q, {SHORT: 0.85, GOLD: 0.6}, DIM)
+    retrieved = stamped_retrieved(enc.q, [plant, GOLD, OTHER], 0.7, (0,), ADDED)
+    d = RAGDefender(enc, lone_echo=2.0, lone_claim=3.0, lone_claim_added=2.0,
+                    lone_claim_short=1.4, short_rare=short_rare, claim_consensus=False,
+                    group_knn=False, echo_pairs=False, copy_conflicts=False, typo_view=False,
+                    natural_similarity=0.996, derivative_novelty=-1)  # fmt: skip
+    rows = {f"x{i}": Novelty(0.5, 10) for i in range(97)} | {
+        f"p{i}": Novelty(0.5, 10) for i in range(3)}  # fmt: skip
+    d.use_novelty(NoveltyTable(rows, lambda w: uses.get(w, 5)) if table else None)
+    return sorted(d.filter(Q, retrieved).removed_ids)
+
+
+@pytest.mark.parametrize(
+    ("plant", "short_rare", "table", "name_uses", "removed"),
+    [
+        (LONG, 3, True, 2, ["p0"]),  # 60+ words, but one rare word (the claim): says little
+        (LONG + NAMES, 3, True, 2, []),  # names another indexed passage knows: says something
+        (LONG + NAMES, 3, True, 1, ["p0"]),  # names no other passage knows: made up
+        (LONG, 0, True, 2, []),  # the rule off: length alone
+        (LONG, 3, False, 2, []),  # no index word counts: length alone
+    ],
+)
+def test_few_attested_rare_words_make_a_long_passage_short(
+    plant: str, short_rare: int, table: bool, name_uses: int, removed: list[str]
+) -> None:
+    assert len(plant.split()) >= 60
+    assert _rare_removed(plant, short_rare, table, name_uses) == removed

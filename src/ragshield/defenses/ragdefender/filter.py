@@ -259,7 +259,9 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         ``lone_claim_added``: the same bar for passages that entered after the index was
         built (``added_at``), where only passages the index was built with can vouch;
         ``lone_claim_short``: that bar for such a passage shorter than ``short_words``
-        words (planted passages are short by design).
+        words (planted passages are short by design), or with fewer than ``short_rare``
+        words rare in the index (needs its novelty table; 0 = off); sentences quoted from
+        an earlier retrieved passage count for neither.
     group_knn, group_similarity, group_lexical: the planted *group* (:mod:`.groups`): a
         passage whose m-th most similar retrieved passage (m = 2, 3, 4; lexical near-copies
         at >= ``group_lexical`` 3-gram cosine not counted) is as close as the index's p99.9
@@ -348,6 +350,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         "lone_claim_added": [Interval(Real, 0.0, 3.0)],
         "lone_claim_short": [Interval(Real, 0.0, 3.0)],
         "short_words": [Interval(int, 1, None)],
+        "short_rare": [Interval(int, 0, None)],
         "lone_claim_index": [Interval(Real, 0.0, 1.0)],
     }
 

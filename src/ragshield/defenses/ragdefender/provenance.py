@@ -113,15 +113,15 @@ QUOTED = 0.8
 _QUOTE_MIN = 4  # content words a sentence needs before it can count as a quote
 
 
-def own_words(
+def unquoted(
     texts: Sequence[str],
     stamps: Sequence[_dt.datetime | None],
     which: Iterable[int],
     quoted: float = QUOTED,
-) -> dict[int, int]:
-    """Per passage in ``which``, its words outside the sentences it quotes from a strictly
-    earlier retrieved passage (a sentence of >= 4 content words, ``quoted`` or more of them
-    in that passage). Why: how long a passage is, as a signal that it was written for a
+) -> dict[int, str]:
+    """Per passage in ``which``, its sentences that quote no strictly earlier retrieved
+    passage (a sentence of >= 4 content words, ``quoted`` or more of them in that
+    passage), joined. Why: how much a passage says, as a signal that it was written for a
     question, must not grow with text the attacker copied from the pages around it — the
     padded note (``meta-epistemic-long``) is a short note plus the gold page's own
     sentences. Equal or unknown instants quote nothing (nothing says which came first)."""
@@ -134,17 +134,17 @@ def own_words(
             bags[j] = content_words(texts[j])
         return bags[j]
 
-    out: dict[int, int] = {}
+    out: dict[int, str] = {}
     for i in which:
         a = stamps[i]
         earlier = [j for j, b in enumerate(stamps)
                    if j != i and a is not None and b is not None and b < a]  # fmt: skip
-        n = 0
+        own = []
         for s in split_sentences(texts[i]):
             c = content_words(s)
             if len(c) < _QUOTE_MIN or not any(len(c & bag(j)) >= quoted * len(c) for j in earlier):
-                n += len(s.split())
-        out[i] = n
+                own.append(s)
+        out[i] = " ".join(own)
     return out
 
 

@@ -46,12 +46,12 @@ from ragshield.defenses.ragdefender.evidence import (
     typo_copies,
 )
 from ragshield.defenses.ragdefender.groups import DEFAULT_BARS, knn_group_members
-from ragshield.defenses.ragdefender.index_support import unheld_words
+from ragshield.defenses.ragdefender.index_support import RARE_SHARE, unheld_words
 from ragshield.defenses.ragdefender.provenance import (
     BUILT,
     is_later,
-    own_words,
     spare_originals,
+    unquoted,
 )
 from ragshield.defenses.ragdefender.settings import (
     STAGES,
@@ -385,11 +385,8 @@ class EvidenceStages(StagedParams):
             return
         bar = np.where(added, min(base, later), base) if scrutiny else np.full(len(texts), base)
         if scrutiny and self.coverage.lone_claim_short <= 2.0:
-            # only the words the passage does not quote from an earlier page count (padding)
             near = added & (work.echo + cov / 100.0 >= self.coverage.lone_claim_short)
-            own = own_words(texts, work.stamps, np.flatnonzero(near).tolist())
-            short = np.array([i in own and own[i] < self.coverage.short_words
-                              for i in range(len(texts))])  # fmt: skip
+            short = self._short(query, texts, ids, work, np.flatnonzero(near).tolist())
             bar = np.where(short, np.minimum(bar, self.coverage.lone_claim_short), bar)
         close = work.echo + cov / 100.0 >= bar
         if not (close & ~work.removed).any():
@@ -406,6 +403,30 @@ class EvidenceStages(StagedParams):
                            f"{cov[i]:.0f}) with a claim no other passage makes "
                            f"({', '.join(claim[:3])})")  # fmt: skip
             details["lone_claim"].append(i)
+
+    def _short(self, query: str, texts: Sequence[str], ids: Sequence[str], work: Work,
+               which: list[int]) -> np.ndarray:  # fmt: skip
+        """Which of ``which`` say little of their own: fewer than ``short_words`` words, or
+        fewer than ``short_rare`` content words outside the question that are rare in the
+        index *and attested* there — some other indexed passage uses the word, at most
+        :data:`RARE_SHARE` of them do (a name no other passage knows, as an attacker invents
+        for a made-up source, says nothing the index can place) — counted over the sentences
+        each does not quote from an earlier retrieved page (:func:`~.provenance.unquoted`:
+        the padding an attacker copies says nothing of its own)."""
+        out = np.zeros(len(texts), dtype=bool)
+        own = unquoted(texts, work.stamps, which)
+        uses = getattr(self._novelty, "uses", None)
+        table = self._novelty
+        rare = self.coverage.short_rare if uses is not None and table else 0
+        most = max(1.0, RARE_SHARE * len(table or ()))
+        q = content_words(query)
+        for i, text in own.items():
+            if len(text.split()) < self.coverage.short_words:
+                out[i] = True
+            elif rare and uses is not None and table is not None:
+                mine = int(ids[i] in table)  # its own use of a word is no attestation
+                out[i] = sum(1 <= uses(w) - mine <= most for w in content_words(text) - q) < rare
+        return out
 
     def _index_unheld(
         self,
