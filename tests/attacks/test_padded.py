@@ -91,7 +91,7 @@ def test_the_named_note_cites_a_made_up_source() -> None:
     assert len(names) >= SHORT_RARE  # at least as many invented names as the bar it read
     assert not any(s in source for s in split_sentences(GOLD))  # and nothing of the page
     assert t.family == "meta-epistemic-named"
-    assert CoverageParams().short_rare == SHORT_RARE  # the rule the attacker read
+    assert CoverageParams().short_rare in (0, SHORT_RARE)  # the rule read: off, or this bar
 
 
 def test_the_made_up_source_is_seeded() -> None:

@@ -63,7 +63,8 @@ from ragshield.text import contains_answer, split_sentences
 #: RAGDefender's short-passage bar (``CoverageParams.short_words``), the rule this attack read.
 SHORT_WORDS = 60
 
-#: RAGDefender's rare-word bar (``CoverageParams.short_rare``), the rule ``-named`` read.
+#: RAGDefender's rare-word bar (``CoverageParams.short_rare``: 8 on dev, shipped off), the
+#: rule ``-named`` read.
 SHORT_RARE = 8
 
 #: The made-up source ``meta-epistemic-named`` cites, then more of it until enough names.

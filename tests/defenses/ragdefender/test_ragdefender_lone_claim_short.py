@@ -94,7 +94,7 @@ def test_the_shipped_bar() -> None:
     assert d.short_words == 60  # plants are short by design (PoisonedRAG's V = 30)
     assert d.lone_claim_short == 1.4  # dev choice by clean cost (stop 44)
     assert d.lone_claim_added < 2.0  # the rule acts only under scrutiny
-    assert d.short_rare == 8  # dev choice by clean cost (stop 45)
+    assert d.short_rare == 0  # off: costs series pages (stop 45, results-adaptive-attacks.md)
 
 
 NAMES = (
@@ -141,3 +141,13 @@ def test_few_attested_rare_words_make_a_long_passage_short(
 ) -> None:
     assert len(plant.split()) >= 60
     assert _rare_removed(plant, short_rare, table, name_uses) == removed
+
+
+def test_a_series_page_changing_a_number_quotes_nothing() -> None:
+    """Season pages share their template sentences but not their numbers: not quotes."""
+    later = BUILT.replace(year=2026)
+    built = "It was the 47th season of the University fielding a basketball program."
+    same = "It was the 47th season of the University fielding a basketball program."
+    series = "It was the 48th season of the University fielding a basketball program."
+    got = unquoted([built, same, series], [BUILT, later, later], [1, 2])
+    assert got == {1: "", 2: series}

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -111,6 +112,7 @@ def shingle_containment(part: str, whole: str, n: int = 3) -> float:
 #: mirrors); the gold-page sentences that pad ``meta-epistemic-long``: all.
 QUOTED = 0.8
 _QUOTE_MIN = 4  # content words a sentence needs before it can count as a quote
+_DIGIT = re.compile(r"\d")
 
 
 def unquoted(
@@ -124,7 +126,11 @@ def unquoted(
     passage), joined. Why: how much a passage says, as a signal that it was written for a
     question, must not grow with text the attacker copied from the pages around it — the
     padded note (``meta-epistemic-long``) is a short note plus the gold page's own
-    sentences. Equal or unknown instants quote nothing (nothing says which came first)."""
+    sentences. A sentence that changes a number of the earlier passage is no quote: the
+    pages of a series share their template sentences but not their numbers ("the 47th
+    season" / "the 48th season"; HotpotQA's VCU Rams season pages, as in
+    :func:`~.claims.number_conflicts`). Equal or unknown instants quote nothing (nothing
+    says which came first)."""
     from ragshield.text import split_sentences
 
     bags: dict[int, frozenset[str]] = {}
@@ -134,6 +140,11 @@ def unquoted(
             bags[j] = content_words(texts[j])
         return bags[j]
 
+    def quotes(c: frozenset[str], j: int) -> bool:  # a number it changes is its own fact
+        return len(c & bag(j)) >= quoted * len(c) and all(
+            w in bag(j) for w in c if _DIGIT.search(w)
+        )
+
     out: dict[int, str] = {}
     for i in which:
         a = stamps[i]
@@ -142,7 +153,7 @@ def unquoted(
         own = []
         for s in split_sentences(texts[i]):
             c = content_words(s)
-            if len(c) < _QUOTE_MIN or not any(len(c & bag(j)) >= quoted * len(c) for j in earlier):
+            if len(c) < _QUOTE_MIN or not any(quotes(c, j) for j in earlier):
                 own.append(s)
         out[i] = " ".join(own)
     return out
