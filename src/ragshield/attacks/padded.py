@@ -121,12 +121,12 @@ class PaddedMetaEpistemicAttack(AdaptiveAttack):
     """CorruptRAG-AK's one passage, padded to at least ``min_words`` words (module docstring)."""
 
     name = "meta-epistemic-long"
+    #: "page": the gold page's sentences; "own": the bodies; "named": a made-up source;
+    #: "borrowed": the same with the gold page's names (each subclass sets its own)
+    padding = "page"
 
-    def __init__(self, min_words: int = SHORT_WORDS, padding: str = "page") -> None:
+    def __init__(self, min_words: int = SHORT_WORDS) -> None:
         self.min_words = min_words
-        # "page": the gold page's sentences; "own": the bodies; "named": a made-up source;
-        # "borrowed": the same with the gold page's names
-        self.padding = padding
 
     def craft_for(self, target: AttackTarget, n: int, *, seed: int = 0) -> list[AdaptiveText]:
         check_target(target, n, type(self).__name__)
@@ -157,9 +157,7 @@ class OwnPaddedMetaEpistemicAttack(PaddedMetaEpistemicAttack):
     docstring)."""
 
     name = "meta-epistemic-own"
-
-    def __init__(self, min_words: int = SHORT_WORDS) -> None:
-        super().__init__(min_words, padding="own")
+    padding = "own"
 
 
 class NamedPaddedMetaEpistemicAttack(PaddedMetaEpistemicAttack):
@@ -167,9 +165,7 @@ class NamedPaddedMetaEpistemicAttack(PaddedMetaEpistemicAttack):
     docstring)."""
 
     name = "meta-epistemic-named"
-
-    def __init__(self, min_words: int = SHORT_WORDS) -> None:
-        super().__init__(min_words, padding="named")
+    padding = "named"
 
 
 class BorrowedPaddedMetaEpistemicAttack(PaddedMetaEpistemicAttack):
@@ -177,6 +173,4 @@ class BorrowedPaddedMetaEpistemicAttack(PaddedMetaEpistemicAttack):
     docstring)."""
 
     name = "meta-epistemic-borrowed"
-
-    def __init__(self, min_words: int = SHORT_WORDS) -> None:
-        super().__init__(min_words, padding="borrowed")
+    padding = "borrowed"

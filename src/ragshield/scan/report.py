@@ -269,9 +269,9 @@ def _adaptive(scan: ScanResult) -> str:
         "(answer-spread), the gold passage with the answer swapped (near-duplicate), one "
         "passage calling other sources outdated (meta-epistemic; padded past the short-passage "
         "bar with the gold page's own sentences: meta-epistemic-long; with sentences no page "
-        "holds: meta-epistemic-own; citing a made-up source full of invented names: meta-epistemic-named, or of the gold "
-        "page's: meta-epistemic-borrowed), "
-        "and a black-box search "
+        "holds: meta-epistemic-own; citing a made-up source full of invented names: "
+        "meta-epistemic-named, or of the gold page's: meta-epistemic-borrowed), and a "
+        "black-box search "
         "against each chain that plants only the passages that survived it (filter-aware; "
         "budget = calls per target). Sources: rule = rule-based edit, llm = LLM paraphrase, "
         "(published/template/genuine) = where the body came from.",

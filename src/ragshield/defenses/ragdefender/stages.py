@@ -384,11 +384,12 @@ class EvidenceStages(StagedParams):
         if cov is None or work.echo is None or work.lex is None:
             return
         bar = np.where(added, min(base, later), base) if scrutiny else np.full(len(texts), base)
+        score = work.echo + cov / 100.0
         if scrutiny and self.coverage.lone_claim_short <= 2.0:
-            near = added & (work.echo + cov / 100.0 >= self.coverage.lone_claim_short)
+            near = added & (score >= self.coverage.lone_claim_short)
             short = self._short(query, texts, ids, work, np.flatnonzero(near).tolist())
             bar = np.where(short, np.minimum(bar, self.coverage.lone_claim_short), bar)
-        close = work.echo + cov / 100.0 >= bar
+        close = score >= bar
         if not (close & ~work.removed).any():
             return
         words = work.claims(query, texts, self._index_words)
@@ -414,18 +415,17 @@ class EvidenceStages(StagedParams):
         each does not quote from an earlier retrieved page (:func:`~.provenance.unquoted`:
         the padding an attacker copies says nothing of its own)."""
         out = np.zeros(len(texts), dtype=bool)
-        own = unquoted(texts, work.stamps, which)
-        uses = getattr(self._novelty, "uses", None)
         table = self._novelty
-        rare = self.coverage.short_rare if uses is not None and table else 0
+        uses = getattr(table, "uses", None) if table and self.coverage.short_rare else None
         most = max(1.0, RARE_SHARE * len(table or ()))
         q = content_words(query)
-        for i, text in own.items():
+        for i, text in unquoted(texts, work.stamps, which).items():
             if len(text.split()) < self.coverage.short_words:
                 out[i] = True
-            elif rare and uses is not None and table is not None:
+            elif uses is not None and table is not None:
                 mine = int(ids[i] in table)  # its own use of a word is no attestation
-                out[i] = sum(1 <= uses(w) - mine <= most for w in content_words(text) - q) < rare
+                rare = sum(1 <= uses(w) - mine <= most for w in content_words(text) - q)
+                out[i] = rare < self.coverage.short_rare
         return out
 
     def _index_unheld(
