@@ -416,7 +416,7 @@ class RAGDefender(GroupStages, _RAGDefenderBase):
         n = len(items)
         details: dict[str, Any] = {
             "mode": mode, "n_adv": 0, "groups": [], "spared": [], "typo_copies": [],
-            "f": [0.0] * n, "pairs": [], "signature_kept": [], "restated": [],
+            "f": [0.0] * n, "pairs": [], "signature_kept": [], "quoted_kept": [], "restated": [],
             "trusted_kept": [], "unevidenced": [], "paraphrase_pairs": [], "conflicts": [], "claim_groups": [],
             "echo": None, "knn_group": [], "typo_view": [], "coverage": None,
             "coverage_group": [], "coverage_spared": None, "consensus": None, "lone": [],

@@ -116,6 +116,9 @@ class GroupStages(EvidenceStages):
                     if spared is not None and work.evidence[spared]:
                         spared = None  # a restated or typo-copied passage is never spared
                 protected = (work.victim[g] & ~work.evidence[g]) | np.isin(g, originals)
+                quoted = work.sources(texts, g)  # a later member copies from it
+                protected |= quoted
+                details["quoted_kept"].extend(g[quoted].tolist())
                 alone = np.zeros(g.size, dtype=bool)
                 if self.grouping.spare_built:
                     alone = work.built_alone(g, min_size)

@@ -115,6 +115,39 @@ _QUOTE_MIN = 4  # content words a sentence needs before it can count as a quote
 _DIGIT = re.compile(r"\d")
 
 
+class _Quotes:
+    """Which strictly earlier retrieved passages each sentence of a passage quotes (a
+    sentence of >= :data:`_QUOTE_MIN` content words, ``quoted`` or more of them in that
+    passage, and every number of it). Shared by :func:`unquoted` and
+    :func:`quoted_sources`; content-word bags made once per passage."""
+
+    def __init__(
+        self, texts: Sequence[str], stamps: Sequence[_dt.datetime | None], quoted: float
+    ) -> None:
+        self.texts, self.stamps, self.quoted = texts, stamps, quoted
+        self._bags: dict[int, frozenset[str]] = {}
+
+    def bag(self, j: int) -> frozenset[str]:
+        if j not in self._bags:
+            self._bags[j] = content_words(self.texts[j])
+        return self._bags[j]
+
+    def earlier(self, i: int) -> list[int]:
+        a = self.stamps[i]
+        return [j for j, b in enumerate(self.stamps)
+                if j != i and a is not None and b is not None and b < a]  # fmt: skip
+
+    def sources(self, sentence: str, earlier: Sequence[int]) -> list[int]:
+        """The passages of ``earlier`` that ``sentence`` quotes (a number it changes is its
+        own fact)."""
+        c = content_words(sentence)
+        if len(c) < _QUOTE_MIN:
+            return []
+        return [j for j in earlier
+                if len(c & self.bag(j)) >= self.quoted * len(c)
+                and all(w in self.bag(j) for w in c if _DIGIT.search(w))]  # fmt: skip
+
+
 def unquoted(
     texts: Sequence[str],
     stamps: Sequence[_dt.datetime | None],
@@ -133,30 +166,41 @@ def unquoted(
     says which came first)."""
     from ragshield.text import split_sentences
 
-    bags: dict[int, frozenset[str]] = {}
-
-    def bag(j: int) -> frozenset[str]:
-        if j not in bags:
-            bags[j] = content_words(texts[j])
-        return bags[j]
-
-    def quotes(c: frozenset[str], j: int) -> bool:  # a number it changes is its own fact
-        return len(c & bag(j)) >= quoted * len(c) and all(
-            w in bag(j) for w in c if _DIGIT.search(w)
-        )
-
+    q = _Quotes(texts, stamps, quoted)
     out: dict[int, str] = {}
     for i in which:
-        a = stamps[i]
-        earlier = [j for j, b in enumerate(stamps)
-                   if j != i and a is not None and b is not None and b < a]  # fmt: skip
-        own = []
-        for s in split_sentences(texts[i]):
-            c = content_words(s)
-            if len(c) < _QUOTE_MIN or not any(quotes(c, j) for j in earlier):
-                own.append(s)
-        out[i] = " ".join(own)
+        earlier = q.earlier(i)
+        out[i] = " ".join(s for s in split_sentences(texts[i]) if not q.sources(s, earlier))
     return out
+
+
+def quoted_sources(
+    texts: Sequence[str],
+    stamps: Sequence[_dt.datetime | None],
+    quoted: float = QUOTED,
+) -> dict[int, frozenset[int]]:
+    """``{earlier passage: the later retrieved passages that quote a sentence of it}``
+    (:func:`unquoted`'s test), over the passages with a readable instant. Why: a planted
+    note that copies a sentence of the gold page (for retrieval, or to look sourced) sits
+    next to that page in embedding space, so the pair and group stages took the page down
+    with the note (SQuAD, ``meta-epistemic-long``: the gold page removed as the note's
+    paraphrase partner or fellow group member). The index orders them: the copy's evidence
+    is the copy's, and the page it quotes was there first. Only added passages can quote
+    (a built passage has no earlier one), so an index with none added gets ``{}``."""
+    from ragshield.text import split_sentences
+
+    q = _Quotes(texts, stamps, quoted)
+    out: dict[int, set[int]] = {}
+    for i, t in enumerate(stamps):
+        if not is_later(t):
+            continue
+        earlier = q.earlier(i)
+        if not earlier:
+            continue
+        for s in split_sentences(texts[i]):
+            for j in q.sources(s, earlier):
+                out.setdefault(j, set()).add(i)
+    return {j: frozenset(v) for j, v in out.items()}
 
 
 def is_later(stamp: _dt.datetime | None) -> bool:

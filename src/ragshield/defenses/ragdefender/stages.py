@@ -50,6 +50,7 @@ from ragshield.defenses.ragdefender.index_support import RARE_SHARE, unheld_word
 from ragshield.defenses.ragdefender.provenance import (
     BUILT,
     is_later,
+    quoted_sources,
     spare_originals,
     unquoted,
 )
@@ -90,6 +91,7 @@ class Work:
         self.added = np.array([is_later(t) for t in self.stamps], dtype=bool)
         self.built = np.array([t == BUILT for t in self.stamps], dtype=bool)
         self._claims: dict[frozenset[str], list[frozenset[str]]] = {}  # per vocabulary
+        self._quoted: dict[int, frozenset[int]] | None = None
 
     def claims(
         self, query: str, texts: Sequence[str], vocabulary: frozenset[str]
@@ -111,6 +113,24 @@ class Work:
         if self.disagree is None:
             self.disagree = number_conflicts(texts, query)
         return self.disagree
+
+    def quoted_by(self, texts: Sequence[str]) -> dict[int, frozenset[int]]:
+        """:func:`~.provenance.quoted_sources` of ``texts``, computed on first use (``{}``
+        when no retrieved passage was added: the common case costs nothing)."""
+        if self._quoted is None:
+            self._quoted = quoted_sources(texts, self.stamps) if self.added.any() else {}
+        return self._quoted
+
+    def sources(self, texts: Sequence[str], members: np.ndarray) -> np.ndarray:
+        """Which of ``members`` a strictly later one of them quotes and that has no attack
+        evidence of its own: the page a copy was made from, which the copy's evidence must
+        not take down (:func:`~.provenance.quoted_sources`)."""
+        quoted = self.quoted_by(texts)
+        if not quoted:
+            return np.zeros(members.size, dtype=bool)
+        inside = set(members.tolist())
+        return np.array([bool(quoted.get(i, frozenset()) & inside) and not self.evidence[i]
+                         for i in members.tolist()], dtype=bool)  # fmt: skip
 
     def built_alone(self, members: np.ndarray, least: int) -> np.ndarray:
         """Which of a group's ``members`` (indices) the index was built with, when the group
@@ -646,8 +666,13 @@ class EvidenceStages(StagedParams):
         if self.echo.numbers_disagree and para.any():
             para &= ~work.disagreeing(texts, query)
         np.fill_diagonal(para, False)
+        quoted = work.quoted_by(texts)
         for i in np.flatnonzero(para.any(axis=1)).tolist():
             j = int(np.flatnonzero(para[i])[0])
+            if quoted.get(i, frozenset()) & set(np.flatnonzero(para[i]).tolist()):
+                work.victim[i] = True  # its partner quotes it: the copy's evidence is the copy's
+                details["quoted_kept"].append(i)
+                continue
             work.remove(i, f"paraphrase of passage {j}, both echoing the question "
                            f"(echo {echo[i]:.2f})")  # fmt: skip
             work.evidence[i] = True
