@@ -93,3 +93,32 @@ def test_a_dense_group_spares_the_page_a_later_member_quotes(
     got, details = _filter([restating, PAGE, SIBLING, OTHER], stamped, 3, echo_pairs=False)
     assert got == removed
     assert (1 in details["quoted_kept"]) == (removed == ["p0", "p2"])
+
+
+def test_a_kept_page_links_no_group_of_the_next_level() -> None:
+    """The page stays, but it is not the link of a loose group: two of its on-topic
+    neighbours that are no group without it (cosine to each other under the loose bar) are
+    kept, as they were when the page went with its copy's tight group."""
+    restating = f"{Q} The Vessel. {COPIED}"
+    sibling = "Barges on the Vessel carried grain past Brumfeld's mills for centuries."
+    near = [
+        "The Vessel floods the meadows below Brumfeld each spring, feeding the farms.",
+        "A stone bridge over the Vessel links the two parishes of Brumfeld's district.",
+    ]
+    texts = [restating, PAGE, sibling, *near, OTHER]
+    q = unit_vector(0, DIM)
+    centre = near_vector(q, 0.8, 1)
+    tight = [near_vector(centre, 0.97, 10 + i) for i in range(3)]
+    vecs = [*tight, *(near_vector(tight[1], 0.72, 20 + i) for i in range(2)), unit_vector(30, DIM)]
+    retrieved = [RetrievedPassage(Passage(f"p{i}", t, metadata=ADDED if i == 0 else {}),
+                                  float(v @ q), i, v.astype(np.float32))
+                 for i, (t, v) in enumerate(zip(texts, vecs, strict=True))]  # fmt: skip
+    assert float(vecs[3] @ vecs[4]) < 0.55  # no loose pair of their own
+    enc = QuestionEncoder(Q, {}, DIM)
+    d = RAGDefender(enc, group_knn=False, copy_conflicts=False, typo_view=False, guard=False,
+                    spare_margin=99.0, claim_consensus=False, lone_claim_added=3.0,
+                    consensus_added_echo=2.0, derivative_novelty=-1, spare_built=False,
+                    natural_similarity=0.996, provenance="off", echo_pairs=False)  # fmt: skip
+    res = d.filter(Q, retrieved)
+    assert sorted(res.removed_ids) == ["p0", "p2"]
+    assert res.details["quoted_kept"] == [1]

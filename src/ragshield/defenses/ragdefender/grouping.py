@@ -69,6 +69,9 @@ class GroupStages(EvidenceStages):
         # a burst's members stay in the pool: that stage only adds removals, and without them
         # a planted passage outside the burst lost the group it went with (`add`'s screen)
         pool = np.flatnonzero(~work.removed | work.evidence | work.burst)
+        # a page kept because a later member quotes it links no group of the next level:
+        # had the copy not quoted it, it would have gone with the copy's group
+        copied = np.zeros(len(texts), dtype=bool)
         for level, threshold, min_size in levels:
             for g in dense_groups(sim, pool, threshold, self.grouping.linkage):
                 if g.size < min_size or (level == "loose" and work.removed[g].all()):
@@ -119,6 +122,7 @@ class GroupStages(EvidenceStages):
                 quoted = work.sources(texts, g)  # a later member copies from it
                 protected |= quoted
                 details["quoted_kept"].extend(g[quoted].tolist())
+                copied[g[quoted]] = True
                 alone = np.zeros(g.size, dtype=bool)
                 if self.grouping.spare_built:
                     alone = work.built_alone(g, min_size)
@@ -142,7 +146,7 @@ class GroupStages(EvidenceStages):
                     work.remove(
                         i, f"member of a dense group ({level}, average cosine >= {threshold})"
                     )
-            pool = np.flatnonzero(~work.removed)
+            pool = np.flatnonzero(~work.removed & ~copied)
 
     def _distinct_pages(self, g: np.ndarray, texts: Sequence[str], work: Work) -> int:
         """How many of ``g`` are not lexical near-copies of one another (3-gram cosine below
