@@ -69,6 +69,7 @@ import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import dataclasses
 import datetime as dt
+import hashlib
 import itertools
 import json
 import os
@@ -148,6 +149,34 @@ def planted_for(
     return [p for p in pool if p.attack == "garag"]
 
 
+def fingerprint(planted: Sequence[Any]) -> str:
+    """A digest of what a setting plants (ids and texts): a cached retrieval is reused only
+    for the passages it was made from. Why: the cache used to be keyed by the setting's
+    name alone, so a change to an attack's text left the old planted passages in every
+    later run until someone deleted the entry by hand."""
+    h = hashlib.blake2b(digest_size=12)
+    for p in planted:
+        for part in (p.passage.id, p.passage.text):
+            h.update(part.encode("utf-8", "surrogatepass"))
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+CACHE_VERSION = 2  # entries with the fingerprint of what they were made from
+
+
+def _load_cache(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """A cache file's entries and their fingerprints; a file of an older format (no
+    fingerprints) or none gives nothing, so every setting is made again once."""
+    if not path.is_file():
+        return {}, {}
+    with path.open("rb") as fh:
+        raw = pickle.load(fh)
+    if not (isinstance(raw, dict) and raw.get("version") == CACHE_VERSION):
+        return {}, {}
+    return dict(raw["entries"]), dict(raw["prints"])
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -179,31 +208,36 @@ class Bench:
         self._novelty: dict[str, dict[str, Any]] = {}
         self.with_novelty = bool(args.novelty)
         self._hits_file: Path | None = None
+        self._planted: dict[str, tuple[list[Any], str]] = {}  # setting: (passages, fingerprint)
+        self._hits_prints: dict[str, str] = {}
+        self._novelty_prints: dict[str, str] = {}
         if args.hits_cache:  # the retrieved top-k of each setting, as a previous run left it
             self._hits_file = Path(args.hits_cache) / (
                 f"{name}_{split}_k{args.k}_s{args.seed}_l{args.limit}"
                 f"{'_w' + self.writer if self.writer else ''}{'_all' if replace else ''}.pkl"
             )
-            if self._hits_file.is_file():
-                with self._hits_file.open("rb") as fh:
-                    self._hits = pickle.load(fh)
-            if self._novelty_file.is_file():
-                with self._novelty_file.open("rb") as fh:
-                    # a table cached before the index's word counts (NoveltyTable.uses) were
-                    # kept is rebuilt: RAGDefender reads them (short_rare, lone_claim_index)
-                    self._novelty = {k: v for k, v in pickle.load(fh).items()
-                                     if hasattr(v, "uses")}  # fmt: skip
+            # each entry is kept with the fingerprint of what its setting planted; one made
+            # from other passages (an attack changed since) is recomputed, not reused
+            self._hits, self._hits_prints = _load_cache(self._hits_file)
+            novelty, self._novelty_prints = _load_cache(self._novelty_file)
+            # a table cached before the index's word counts (NoveltyTable.uses) were kept is
+            # rebuilt: RAGDefender reads them (short_rare, lone_claim_index)
+            self._novelty = {k: v for k, v in novelty.items() if hasattr(v, "uses")}
 
     def save_hits(self) -> None:
         """Keep the retrieved sets for the next run (``--hits-cache``): planting and
         encoding every setting's passages is most of a cold run's time on a busy machine."""
         if self._hits_file is not None:
             self._hits_file.parent.mkdir(parents=True, exist_ok=True)
-            for obj, path in ((self._hits, self._hits_file), (self._novelty, self._novelty_file)):
+            for obj, prints, path in (
+                (self._hits, self._hits_prints, self._hits_file),
+                (self._novelty, self._novelty_prints, self._novelty_file),
+            ):
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")  # runs may share the cache
                 try:
                     with tmp.open("wb") as fh:
-                        pickle.dump(obj, fh)
+                        pickle.dump({"version": CACHE_VERSION, "entries": obj,
+                                     "prints": prints}, fh)  # fmt: skip
                 except (AttributeError, pickle.PicklingError) as exc:  # cannot pickle
                     tmp.unlink(missing_ok=True)
                     print(f"  not cached: {path.name} ({exc})", file=sys.stderr, flush=True)
@@ -223,26 +257,28 @@ class Bench:
         from ragshield.eval.plant import planted_copy
         from ragshield.store.calibration_novelty import NoveltyIndex
 
-        if setting not in self._novelty:
+        planted, fp = self.planted(setting)
+        if setting not in self._novelty or self._novelty_prints.get(setting) != fp:
             if not hasattr(self, "_base_novelty"):
                 st = self.store
                 self._base_novelty = NoveltyIndex(
                     [p.id for p in st.passages], [p.text for p in st.passages], st.vectors,
                     index=st.neighbour_index(),
                 )  # fmt: skip
-            planted = planted_for(self.cases, setting, self.seed, self.golden)
             store = planted_copy(self.store, planted, self.encoder) if planted else self.store
             added = store.passages[len(self.store) :]
             self._novelty[setting] = self._base_novelty.with_added(
                 [p.id for p in added], [p.text for p in added], store.vectors[len(self.store) :]
             )
+            self._novelty_prints[setting] = fp
         return self._novelty[setting]
 
     def hits(self, setting: str) -> tuple[list[Any], dict[str, Any], float, str]:
         from ragshield.eval.plant import planted_copy
 
-        if setting not in self._hits:
-            planted = planted_for(self.cases, setting, self.seed, self.golden)
+        planted, fp = self.planted(setting)
+        if setting not in self._hits or self._hits_prints.get(setting) != fp:
+            self._stamped.pop(setting, None)
             store = planted_copy(self.store, planted, self.encoder) if planted else self.store
             m = len(planted) / max(len(self.cases), 1)
             sources = "+".join(sorted({p.source for p in planted})) or "-"
@@ -252,7 +288,16 @@ class Bench:
                 m,
                 sources,
             )
+            self._hits_prints[setting] = fp
         return self._hits[setting]
+
+    def planted(self, setting: str) -> tuple[list[Any], str]:
+        """What ``setting`` plants (:func:`planted_for`) and its :func:`fingerprint`, made
+        once per run."""
+        if setting not in self._planted:
+            planted = planted_for(self.cases, setting, self.seed, self.golden)
+            self._planted[setting] = (planted, fingerprint(planted))
+        return self._planted[setting]
 
     def stamped(self, setting: str) -> list[Any]:
         """``setting``'s retrieved sets with the metadata a managed index would return:
