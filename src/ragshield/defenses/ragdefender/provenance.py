@@ -34,6 +34,13 @@ An excerpt is judged only by what it adds (a quote that changes nothing stays):
   outside the question that the earlier passage lacks) of an earlier passage the filter
   kept is removed.
 
+The same order settles two smaller questions for the other stages, on sentences rather
+than whole passages (:func:`unquoted`, :func:`quoted_sources`): a sentence of a later
+passage whose content words stand in an earlier retrieved one is a *quote* of it. Quotes do
+not make an added passage long (the lone-claim stage's short test), and the page a later
+passage quotes is not taken down by that passage's evidence (the paraphrase-pair and
+dense-group stages keep it, and it links no group of the next level).
+
 What it cannot do, by design: passages without provenance (no ``added_at`` on either side,
 or equal instants, or an unreadable value) are left exactly as the other stages decided —
 the filter must hold on passages that carry no metadata the corpus lacks. An attacker
