@@ -666,10 +666,11 @@ class EvidenceStages(StagedParams):
         if self.echo.numbers_disagree and para.any():
             para &= ~work.disagreeing(texts, query)
         np.fill_diagonal(para, False)
-        quoted = work.quoted_by(texts)
+        quoted = work.quoted_by(texts) if para.any() else {}
         for i in np.flatnonzero(para.any(axis=1)).tolist():
             j = int(np.flatnonzero(para[i])[0])
-            if quoted.get(i, frozenset()) & set(np.flatnonzero(para[i]).tolist()):
+            partners = set(np.flatnonzero(para[i]).tolist())
+            if quoted.get(i, frozenset()) & partners and not work.evidence[i]:
                 work.victim[i] = True  # its partner quotes it: the copy's evidence is the copy's
                 details["quoted_kept"].append(i)
                 continue
