@@ -218,11 +218,9 @@ class Bench:
             )
             # each entry is kept with the fingerprint of what its setting planted; one made
             # from other passages (an attack changed since) is recomputed, not reused
+            # (a file of the older format, whose tables may lack NoveltyTable.uses, is none)
             self._hits, self._hits_prints = _load_cache(self._hits_file)
-            novelty, self._novelty_prints = _load_cache(self._novelty_file)
-            # a table cached before the index's word counts (NoveltyTable.uses) were kept is
-            # rebuilt: RAGDefender reads them (short_rare, lone_claim_index)
-            self._novelty = {k: v for k, v in novelty.items() if hasattr(v, "uses")}
+            self._novelty, self._novelty_prints = _load_cache(self._novelty_file)
 
     def save_hits(self) -> None:
         """Keep the retrieved sets for the next run (``--hits-cache``): planting and
