@@ -295,8 +295,9 @@ def test_whitebox_setting_is_opt_in_and_plants_optimised_prefixes(index: Path) -
     assert "poisonedrag-whitebox" not in _settings("all")
     assert _settings("clean,poisonedrag-whitebox") == ["clean", "poisonedrag-whitebox"]
     scan = run_scan(
-        index, QUESTIONS[:1], attacks=["poisonedrag", "poisonedrag-whitebox"], defenses=["none"]
-    )
+        index, QUESTIONS[:1], attacks=["poisonedrag", "poisonedrag-whitebox"], defenses=["none"],
+        whitebox_steps=3,  # the search's steps cost linearly; three already flip tokens
+    )  # fmt: skip
     row = scan.results.get("none", "poisonedrag-whitebox")
     assert row.m_planted == 5 and row.sources == "template"
     assert row.metrics["adv_retrieved"] > 0 and "write_whitebox" in scan.timings

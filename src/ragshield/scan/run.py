@@ -319,6 +319,7 @@ def run_scan(
     extraction_queries: int = 10,
     formats: Sequence[str] = ("html", "json", "jsonl"),
     gate: Gate | None = None,
+    whitebox_steps: int = 30,
 ) -> ScanResult:
     """Scan ``index_path`` (see the module docstring); with ``out_dir``, write
     ``results.json``, ``results.jsonl`` and ``report.html`` there. ``opened`` passes an
@@ -326,7 +327,9 @@ def run_scan(
     ``timings`` the seconds its caller already spent per stage. ``attack_writer`` writes
     the attack texts; ``attacker`` is RAG-Thief's LLM for the ``extraction`` setting.
     ``formats`` names the files written (:mod:`ragshield.scan.formats`) and ``gate``
-    the ``--fail-on`` rules they report (:mod:`ragshield.scan.gate`)."""
+    the ``--fail-on`` rules they report (:mod:`ragshield.scan.gate`). ``whitebox_steps``
+    is the HotFlip steps per passage of the opt-in ``poisonedrag-whitebox`` setting (its
+    cost grows linearly with them)."""
     timings = dict(timings or {})
     cpu: dict[str, float] = {}
     if out_dir is not None:
@@ -369,7 +372,9 @@ def run_scan(
             _timed(timings, cpu, "write_whitebox"),
             _bar(show_progress, "white-box passages", "q", len(cases)) as wbbar,
         ):
-            cases = whitebox_texts(cases, encoder, seed=seed, on_case=lambda _c: wbbar.update(1))
+            cases = whitebox_texts(
+                cases, encoder, steps=whitebox_steps, seed=seed,
+                on_case=lambda _c: wbbar.update(1))  # fmt: skip
     if "prefix-llm" in settings and attack_writer is not None:  # opt-in: LLM paraphrases
         from ragshield.eval.adaptive_eval import paraphrase_texts
 
