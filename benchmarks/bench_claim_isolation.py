@@ -119,10 +119,15 @@ def run(bench: Bench, setting: str, gen: Any, counts: Counter[tuple[str, str, st
         for r in added:
             k = kind(r, planted, set(case.gold_ids), case.answers)
             a = own[r.id]
-            iso = bool(a) and any(own[b.id] for b in built)
-            iso = iso and not any(agree(a, own[b.id]) for b in built)
+            theirs = [own[b.id] for b in built if own[b.id]]
+            backed = [t for t in theirs if sum(agree(t, o) for o in theirs) >= 2]  # self + 1
             counts[(setting, k, "n")] += 1
-            counts[(setting, k, "isolate")] += iso
+            counts[(setting, k, "isolate")] += bool(a and theirs) and not any(
+                agree(a, t) for t in theirs
+            )
+            counts[(setting, k, "backed")] += bool(a and backed) and not any(
+                agree(a, t) for t in backed
+            )
             counts[(setting, k, "joint")] += bool(a) and bool(joint) and not agree(a, joint)
     return calls
 
@@ -168,11 +173,14 @@ def main() -> None:
     for s in [x for x in args.settings.split(",") if x]:
         calls += run(notes, s, gen, counts)
     calls += run(clean, "clean", gen, counts)
-    print("| setting | added passage in the context | n | flagged: isolate | flagged: joint |")
-    print("|---|---|---|---|---|")
+    print("| setting | added passage in the context | n | flagged: isolate | isolate, 2 agree "
+          "| joint |\n|---|---|---|---|---|---|")  # fmt: skip
     for s, k in sorted({(s, k) for s, k, _ in counts}, key=lambda x: (x[0] == "clean", x)):
         n = counts[(s, k, "n")]
-        cells = [f"{counts[(s, k, r)]} ({counts[(s, k, r)] / n:.2f})" for r in ("isolate", "joint")]
+        cells = [
+            f"{counts[(s, k, r)]} ({counts[(s, k, r)] / n:.2f})"
+            for r in ("isolate", "backed", "joint")
+        ]
         label = f"clean, {args.later_share:.0%} added later" if s == "clean" else s
         print(f"| {label} | {k} | {n} | {' | '.join(cells)} |")
     print(f"\n{calls} LLM calls (cached replies included) in {time.perf_counter() - t0:.0f} s")
