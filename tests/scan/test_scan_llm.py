@@ -12,6 +12,7 @@ import pytest
 
 from ragshield.attacks.writer import TextWriter
 from ragshield.cli import run
+from ragshield.errors import InputError
 from ragshield.scan.questions import ScanQuestion
 from ragshield.scan.run import run_scan
 from ragshield.scan.writer import AttackTextWriter
@@ -306,6 +307,8 @@ def test_whitebox_setting_is_opt_in_and_plants_optimised_prefixes(index: Path) -
     blackbox = [p.passage.text for p in attack_passages([case], "poisonedrag")]
     assert len(wb) == 5 and not set(wb) & set(blackbox)  # the prefixes were optimised
     assert all(case.target_answer in t for t in wb)  # the body I still states the target
+    with pytest.raises(InputError, match="whitebox_steps"):  # refused before the index opens
+        run_scan(Path("no-such-index"), QUESTIONS[:1], whitebox_steps=-1)
 
 
 @pytest.mark.parametrize("overlap", [True, False])

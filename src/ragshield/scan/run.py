@@ -38,7 +38,7 @@ import numpy as np
 
 from ragshield.defenses.base import PassageFilter, warm_up
 from ragshield.embed.base import Encoder
-from ragshield.errors import InputError
+from ragshield.errors import InputError, check_int
 from ragshield.eval.adaptive_eval import run_settings
 from ragshield.eval.ontopic import OnTopicData, QACase
 from ragshield.eval.plant import WHITEBOX
@@ -330,6 +330,7 @@ def run_scan(
     the ``--fail-on`` rules they report (:mod:`ragshield.scan.gate`). ``whitebox_steps``
     is the HotFlip steps per passage of the opt-in ``poisonedrag-whitebox`` setting (its
     cost grows linearly with them)."""
+    check_int(whitebox_steps, "whitebox_steps", "run_scan", low=0)  # before any long work
     timings = dict(timings or {})
     cpu: dict[str, float] = {}
     if out_dir is not None:
