@@ -33,7 +33,6 @@ from __future__ import annotations
 import bench_env  # noqa: F401  (offline and threading defaults, set first)
 import argparse
 import os
-import re
 import sys
 import time
 from collections import Counter
@@ -44,7 +43,6 @@ from bench_adaptive_poisoning import SHARED, Bench, defenses
 from bench_adaptive_poisoning import parser as bench_parser
 
 NOTES = "meta-epistemic-own,meta-epistemic-named,meta-epistemic-borrowed"
-_TOKEN = re.compile(r"[a-z0-9]+")
 _NONE = ("don't know", "do not know", "not mentioned", "not provided", "no information",
          "does not say", "not specified", "cannot be determined")  # fmt: skip
 
@@ -101,8 +99,9 @@ def run(bench: Bench, setting: str, gen: Any, counts: Counter[tuple[str, str, st
     calls = 0
     for case, retrieved in zip(bench.cases, bench.stamped(setting), strict=True):
         ctx = select_context(list(chain.filter(case.question, retrieved).kept), 5)
-        added = [r for r in ctx if entered_later(r.passage.metadata or {})]
-        built = [r for r in ctx if r.id not in {a.id for a in added}]
+        later = [entered_later(r.passage.metadata or {}) for r in ctx]
+        added = [r for r, x in zip(ctx, later, strict=True) if x]
+        built = [r for r, x in zip(ctx, later, strict=True) if not x]
         if not added:
             continue
         q = case.question
@@ -116,11 +115,11 @@ def run(bench: Bench, setting: str, gen: Any, counts: Counter[tuple[str, str, st
         if built:
             joint = grounded(ask([r.text for r in built]), [r.text for r in built], q)
             calls += 1
+        theirs = [own[b.id] for b in built if own[b.id]]  # the built passages' answers
+        backed = [t for t in theirs if sum(agree(t, o) for o in theirs) >= 2]  # self + 1
         for r in added:
             k = kind(r, planted, set(case.gold_ids), case.answers)
             a = own[r.id]
-            theirs = [own[b.id] for b in built if own[b.id]]
-            backed = [t for t in theirs if sum(agree(t, o) for o in theirs) >= 2]  # self + 1
             counts[(setting, k, "n")] += 1
             counts[(setting, k, "isolate")] += bool(a and theirs) and not any(
                 agree(a, t) for t in theirs
