@@ -2,15 +2,18 @@
 agreeing on a word no *built* retrieved passage uses, at a lower question echo than the
 claim consensus asks of every passage; the other added passages carrying that word go too
 (``consensus_added_carriers``); added near-copies of each other count one each
-(``consensus_added_copies``). Without ``added_at``, or with nothing built to vouch, the
-filter decides as before."""
+(``consensus_added_copies``); the group goes only when its members are alike
+(``consensus_added_alike``: the pages of one article added later are not). Without
+``added_at``, or with nothing built to vouch, the filter decides as before."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fakes import QuestionEncoder, stamped_retrieved
 from ragshield.defenses.ragdefender import RAGDefender
+from ragshield.types import Passage, RetrievedPassage
 
 DIM = 64
 Q = "Which river flows through the old town of Brumfeld?"
@@ -29,7 +32,12 @@ ADDED = {"added_at": "2026-11-20T10:00:00Z", "source": "new.jsonl"}
 def _removed(texts: list[str], stamped: tuple[int, ...], **params: object) -> list[str]:
     enc = QuestionEncoder(Q, {A: 0.65, A_COPY: 0.65, B: 0.65, GOLD: 0.55, CARRIER: 0.3}, DIM)
     retrieved = stamped_retrieved(enc.q, texts, 0.6, stamped, ADDED)
-    opts = {"consensus_added_echo": 0.6, "consensus_added_carriers": True, **params}
+    opts = {
+        "consensus_added_echo": 0.6,
+        "consensus_added_carriers": True,
+        "consensus_added_alike": 0.0,
+        **params,
+    }  # the fake passages sit about 0.4 apart: this table tests the group without the gate
     d = RAGDefender(enc, lone_claim_added=3.0, group_knn=False, echo_pairs=False,
                     copy_conflicts=False, typo_view=False, natural_similarity=0.996,
                     derivative_novelty=-1, guard=False, **opts)  # fmt: skip
@@ -61,7 +69,58 @@ def test_added_passages_agreeing_on_an_unvouched_claim(
     assert _removed(texts, stamped, **params) == removed
 
 
+class _Alike:
+    """The question on axis 0; A and B at echo 0.65 with their remainders ``cos`` alike
+    (A·B = 0.65² + 0.76² × cos); every other text its own axis."""
+
+    name = "alike"
+    dim = DIM
+
+    def __init__(self, cos: float) -> None:
+        self.cos = cos
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> np.ndarray:
+        out = []
+        for t in texts:
+            v = np.zeros(DIM, dtype=np.float32)
+            r = np.sqrt(1 - 0.65**2)
+            if t == Q:
+                v[0] = 1.0
+            elif t == A:
+                v[0], v[1] = 0.65, r
+            elif t == B:
+                v[0], v[1], v[2] = 0.65, r * self.cos, r * np.sqrt(1 - self.cos**2)
+            else:
+                v[3 + sum(map(ord, t)) % (DIM - 3)] = 1.0
+            out.append(v)
+        return np.asarray(out)
+
+
+@pytest.mark.parametrize(
+    ("cos", "alike", "removed"),
+    [
+        (0.9, 0.65, ["p0", "p1"]),  # bodies written for one question resemble each other
+        (0.2, 0.65, []),  # two pages about different parts of one article: no consensus
+        (0.2, 0.0, ["p0", "p1"]),  # the gate off: any two added passages agreeing
+    ],
+)
+def test_an_added_group_must_be_alike(cos: float, alike: float, removed: list[str]) -> None:
+    enc = _Alike(cos)
+    texts = [A, B, GOLD, OTHER, THIRD]
+    vecs = enc.encode(texts)
+    retrieved = [
+        RetrievedPassage(Passage(f"p{i}", t, metadata=ADDED if i < 2 else {}), float(v[0]), i, v)
+        for i, (t, v) in enumerate(zip(texts, vecs, strict=True))
+    ]
+    d = RAGDefender(enc, lone_claim_added=3.0, group_knn=False, echo_pairs=False,
+                    copy_conflicts=False, typo_view=False, natural_similarity=0.996,
+                    derivative_novelty=-1, guard=False, consensus_added_echo=0.6,
+                    consensus_added_alike=alike)  # fmt: skip
+    assert sorted(d.filter(Q, retrieved).removed_ids) == removed
+
+
 def test_the_shipped_rule() -> None:
     d = RAGDefender()
     assert (d.consensus_added_echo, d.consensus_added_min_group) == (0.6, 2)  # dev (stop 41)
     assert d.consensus_added_carriers and d.consensus_added_copies
+    assert d.consensus_added_alike == 0.65  # dev, stop 48

@@ -159,6 +159,14 @@ class EchoParams:
     # LLM-written no-question: reach / majority 0.143 / 0.036 -> 0.107 / 0.018, gold 0.929 ->
     # 0.946; clean with 10 / 20 / 50 % added later, both corpora: unchanged
     consensus_added_copies: bool = True
+    # ours (stop 48): that group goes only when its members are alike (mean pairwise cosine
+    # at least this; 0 = any group): the pages of one article added later share its topic
+    # words but each tells its own part (SQuAD dev, half the index added later: mean cosine
+    # p90 0.66, max 0.74). Dev, clean with 50 % added, SQuAD benign / gold: off 0.067 /
+    # 0.780, 0.60 0.051 / 0.818, 0.65 and 0.70 0.034 / 0.841, 0.75 0.030 / 0.841; attacks:
+    # HotpotQA LLM-written no-question reach 0.089 at 0.60-0.70, 0.143 at 0.75. 0.65: the
+    # clean gain, the farther of the two from the attack's bar
+    consensus_added_alike: float = 0.65
 
 
 @dataclass(frozen=True)

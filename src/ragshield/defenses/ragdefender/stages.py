@@ -707,6 +707,12 @@ class EvidenceStages(StagedParams):
         With ``consensus_added_copies``, added near-copies of each other count one each:
         mirrors of a built page are one witness, but an added copy takes a context slot of
         its own (the 0.5 B writer's five bodies are often one sentence varied).
+        With ``consensus_added_alike``, that group goes only when its members are alike
+        (mean pairwise cosine): passages written for one question resemble each other,
+        while the pages of one article added later share its topic words (the "claim")
+        but each tells its own part (SQuAD dev with half the index added later: 19 such
+        groups, mean cosine max 0.74; planted groups median 0.92-0.97, and the diverse
+        ones, an answer spread, are what the lone-claim and group stages also see).
         Why: a body written to mislead need not restate the question (Tan et al.'s do not),
         so it sits under the echo bars a genuine paragraph can reach; what it cannot avoid
         is carrying its answer, and several planted bodies carry the same one. Off when
@@ -731,11 +737,18 @@ class EvidenceStages(StagedParams):
         scrutiny = p.consensus_added_echo <= 1.0 and added.any() and (~added).any()
         if scrutiny:  # with consensus_added_copies, no added near-copy counts as a mirror
             copies = float("inf") if p.consensus_added_copies else self.knn.group_lexical
-            found.append(unsupported_consensus(
+            group = unsupported_consensus(
                 query, texts, work.echo, p.consensus_added_echo + shift,
                 p.consensus_added_min_group, work.lex, copies, vocabulary,
                 disagree, words, candidates=added, witnesses=~added,
-            ))  # fmt: skip
+            )  # fmt: skip
+            if group.members and p.consensus_added_alike > 0:
+                m = np.array(group.members)
+                pairs = sim[np.ix_(m, m)][np.triu_indices(m.size, 1)]
+                if pairs.size and float(pairs.mean()) < p.consensus_added_alike:
+                    details["consensus_added_unalike"] = list(group.members)
+                    group = type(group)((), ())
+            found.append(group)
         c = union_consensus(found)
         if not c.members:
             return
