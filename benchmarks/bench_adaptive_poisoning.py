@@ -111,7 +111,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "GARAG": ("garag",),
     "rewritten prefixes": ("prefix-drop", "prefix-synonym", "prefix-reorder",
                            "prefix-statement", "prefix-typo", "question-middle",
-                           "question-end", "answer-spread"),
+                           "question-end", "answer-spread", "facet-spread"),
     "gold edits / single passage": ("near-duplicate", "excerpt-edit", "meta-epistemic",
                                     "meta-epistemic-long", "meta-epistemic-own",
                                     "meta-epistemic-named", "meta-epistemic-borrowed"),

@@ -58,9 +58,9 @@ if TYPE_CHECKING:
 #: Families the search draws from (every rule-based adaptive attack; no model needed).
 FAMILIES: tuple[str, ...] = (
     "prefix-statement", "prefix-drop", "prefix-synonym", "prefix-reorder", "prefix-typo",
-    "question-middle", "question-end", "no-question", "answer-spread", "near-duplicate",
-    "excerpt-edit", "meta-epistemic", "meta-epistemic-long", "meta-epistemic-own",
-    "meta-epistemic-named", "meta-epistemic-borrowed",
+    "question-middle", "question-end", "no-question", "answer-spread", "facet-spread",
+    "near-duplicate", "excerpt-edit", "meta-epistemic", "meta-epistemic-long",
+    "meta-epistemic-own", "meta-epistemic-named", "meta-epistemic-borrowed",
 )  # fmt: skip
 
 

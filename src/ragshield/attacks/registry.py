@@ -81,6 +81,8 @@ _ADAPTIVE: tuple[AttackSpec, ...] = (
           rewrite="none", position="none"),
     _spec("answer-spread", "corpus", f"{_AD}:AnswerSpreadAttack",
           "the wrong answer worded differently per passage, mixed with edited genuine copies"),
+    _spec("facet-spread", "corpus", f"{_A}.facets:FacetSpreadAttack",
+          "the wrong answer beside a different sentence of the gold page in each passage"),
     _spec("near-duplicate", "corpus", f"{_AD}:NearDuplicateAttack",
           "the gold passage with the right answer replaced (arXiv 2604.00387)"),
     _spec("excerpt-edit", "corpus", f"{_A}.excerpt_edit:ExcerptEditAttack",

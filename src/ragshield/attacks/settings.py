@@ -112,6 +112,8 @@ SETTINGS: dict[str, Setting] = {
              "no question: retrieval through the body (Tan et al.)"),
         _row("answer-spread", "adaptive", ("answer-spread",), 5, "adaptive",
              "wrong answer worded differently, mixed with edited genuine copies"),
+        _row("facet-spread", "adaptive", ("facet-spread",), 5, "adaptive",
+             "the wrong answer beside a different part of the gold page, passages unalike"),
         _row("near-duplicate", "adaptive", ("near-duplicate",), 1, "adaptive",
              "the gold passage with the right answer replaced"),
         _row("excerpt-edit", "adaptive", ("excerpt-edit",), 1, "adaptive",
