@@ -90,10 +90,35 @@ class _Alike:
                 v[0], v[1] = 0.65, r
             elif t == B:
                 v[0], v[1], v[2] = 0.65, r * self.cos, r * np.sqrt(1 - self.cos**2)
+            elif t in (C, D):  # unalike to everything: each its own remainder
+                v[0], v[3 if t == C else 4] = 0.65, r
             else:
-                v[3 + sum(map(ord, t)) % (DIM - 3)] = 1.0
+                v[5 + sum(map(ord, t)) % (DIM - 5)] = 1.0
             out.append(v)
         return np.asarray(out)
+
+
+# two more added passages close to the question, unalike, agreeing on a word of their own
+C = "Zorblat tours of the old Brumfeld town start at the market."
+D = "Each spring the old town of Brumfeld holds the Zorblat fair."
+
+
+def test_unalike_passages_beside_a_group_do_not_dilute_it() -> None:
+    enc = _Alike(0.9)
+    texts = [A, B, C, D, GOLD, OTHER, THIRD]
+    vecs = enc.encode(texts)
+    retrieved = [
+        RetrievedPassage(Passage(f"p{i}", t, metadata=ADDED if i < 4 else {}), float(v[0]), i, v)
+        for i, (t, v) in enumerate(zip(texts, vecs, strict=True))
+    ]
+    d = RAGDefender(enc, lone_claim_added=3.0, group_knn=False, echo_pairs=False,
+                    copy_conflicts=False, typo_view=False, natural_similarity=0.996,
+                    derivative_novelty=-1, guard=False, consensus_added_echo=0.6,
+                    consensus_added_alike=0.65, added_group_size=0)  # fmt: skip
+    res = d.filter(Q, retrieved)
+    # the Vessel pair is alike and goes; the Zorblat pair is not, and stays (judged per
+    # word: over the union of the four the mean cosine would be 0.51, and all four would stay)
+    assert sorted(res.removed_ids) == ["p0", "p1"]
 
 
 @pytest.mark.parametrize(

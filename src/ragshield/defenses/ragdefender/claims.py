@@ -26,7 +26,7 @@ Pure functions over texts and similarity matrices; unit-tested in
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,6 +171,7 @@ def unsupported_consensus(
     words: Sequence[frozenset[str]] | None = None,
     candidates: np.ndarray | None = None,
     witnesses: np.ndarray | None = None,
+    alike: Callable[[Sequence[int]], bool] | None = None,
 ) -> Consensus:
     """Passages written *about the question* (question echo >= ``echo_bar``) that push the
     same claim the rest of the retrieved set does not make: a content word outside the
@@ -197,7 +198,11 @@ def unsupported_consensus(
     ``candidates`` / ``witnesses`` (boolean masks, default every passage): who may be in a
     group, and whose use of a word counts as the rest of the evidence saying it — e.g.
     passages added after the index was built, vouched for only by passages it was built
-    with (provenance as scrutiny)."""
+    with (provenance as scrutiny).
+
+    ``alike`` (a test of one word's group, e.g. its members' mean pairwise cosine): a group
+    that fails it is no consensus. Judged per word, not over the union of the groups, so
+    passages added beside a group on some other word cannot dilute it."""
     close = echo >= echo_bar
     hi: list[int] = np.flatnonzero(close if candidates is None else close & candidates).tolist()
     if len(hi) < min_group:
@@ -221,6 +226,8 @@ def unsupported_consensus(
         if any(w in words[k] for k in range(len(texts))
                if k not in group and (witnesses is None or witnesses[k])):  # fmt: skip
             continue  # the rest of the retrieved evidence says it too
+        if alike is not None and not alike(group):
+            continue
         members.update(group)
         pushed.append(w)
     return Consensus(tuple(sorted(members)), tuple(pushed))

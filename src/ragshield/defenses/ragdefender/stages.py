@@ -19,7 +19,7 @@ one ordered sequence over one shared :class:`Work`; a module per stage would hid
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -707,8 +707,8 @@ class EvidenceStages(StagedParams):
         With ``consensus_added_copies``, added near-copies of each other count one each:
         mirrors of a built page are one witness, but an added copy takes a context slot of
         its own (the 0.5 B writer's five bodies are often one sentence varied).
-        With ``consensus_added_alike``, that group goes only when its members are alike
-        (mean pairwise cosine): passages written for one question resemble each other,
+        With ``consensus_added_alike``, such a group goes only when its members are alike
+        (mean pairwise cosine, per pushed word): passages written for one question resemble each other,
         while the pages of one article added later share its topic words (the "claim")
         but each tells its own part (SQuAD dev with half the index added later: 19 such
         groups, mean cosine max 0.74; planted groups median 0.92-0.97, and the diverse
@@ -737,18 +737,12 @@ class EvidenceStages(StagedParams):
         scrutiny = p.consensus_added_echo <= 1.0 and added.any() and (~added).any()
         if scrutiny:  # with consensus_added_copies, no added near-copy counts as a mirror
             copies = float("inf") if p.consensus_added_copies else self.knn.group_lexical
-            group = unsupported_consensus(
+            found.append(unsupported_consensus(
                 query, texts, work.echo, p.consensus_added_echo + shift,
                 p.consensus_added_min_group, work.lex, copies, vocabulary,
                 disagree, words, candidates=added, witnesses=~added,
-            )  # fmt: skip
-            if group.members and p.consensus_added_alike > 0:
-                m = np.array(group.members)
-                pairs = sim[np.ix_(m, m)][np.triu_indices(m.size, 1)]
-                if pairs.size and float(pairs.mean()) < p.consensus_added_alike:
-                    details["consensus_added_unalike"] = list(group.members)
-                    group = type(group)((), ())
-            found.append(group)
+                alike=self._alike(sim) if p.consensus_added_alike > 0 else None,
+            ))  # fmt: skip
         c = union_consensus(found)
         if not c.members:
             return
@@ -776,6 +770,17 @@ class EvidenceStages(StagedParams):
             work.remove(i, f"one of {len(c.members)} passages close to the question agreeing "
                            f"on what nothing else retrieved says ({', '.join(c.words[:3])})")  # fmt: skip
             work.evidence[i] = True
+
+    def _alike(self, sim: np.ndarray) -> Callable[[Sequence[int]], bool]:
+        """``consensus_added_alike``'s test of one group: its members' mean pairwise cosine
+        reaches the bar."""
+        bar = self.echo.consensus_added_alike
+
+        def test(group: Sequence[int]) -> bool:
+            m = np.asarray(group)
+            return float(sim[np.ix_(m, m)][np.triu_indices(m.size, 1)].mean()) >= bar
+
+        return test
 
     def _stage_added_group(
         self,
