@@ -119,6 +119,7 @@ def test_unalike_passages_beside_a_group_do_not_dilute_it() -> None:
     # the Vessel pair is alike and goes; the Zorblat pair is not, and stays (judged per
     # word: over the union of the four the mean cosine would be 0.51, and all four would stay)
     assert sorted(res.removed_ids) == ["p0", "p1"]
+    assert res.details["consensus_unalike"] == [[2, 3]]  # the audit trail names the pair
 
 
 @pytest.mark.parametrize(

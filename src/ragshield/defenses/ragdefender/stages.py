@@ -741,7 +741,7 @@ class EvidenceStages(StagedParams):
                 query, texts, work.echo, p.consensus_added_echo + shift,
                 p.consensus_added_min_group, work.lex, copies, vocabulary,
                 disagree, words, candidates=added, witnesses=~added,
-                alike=self._alike(sim) if p.consensus_added_alike > 0 else None,
+                alike=self._alike(sim, details) if p.consensus_added_alike > 0 else None,
             ))  # fmt: skip
         c = union_consensus(found)
         if not c.members:
@@ -771,14 +771,18 @@ class EvidenceStages(StagedParams):
                            f"on what nothing else retrieved says ({', '.join(c.words[:3])})")  # fmt: skip
             work.evidence[i] = True
 
-    def _alike(self, sim: np.ndarray) -> Callable[[Sequence[int]], bool]:
+    def _alike(self, sim: np.ndarray, details: dict[str, Any]) -> Callable[[Sequence[int]], bool]:
         """``consensus_added_alike``'s test of one group: its members' mean pairwise cosine
-        reaches the bar."""
+        reaches the bar (a lone member has no pair: the bar does not apply). Groups that
+        fail are listed in ``details["consensus_unalike"]``."""
         bar = self.echo.consensus_added_alike
 
         def test(group: Sequence[int]) -> bool:
             m = np.asarray(group)
-            return float(sim[np.ix_(m, m)][np.triu_indices(m.size, 1)].mean()) >= bar
+            if m.size < 2 or float(sim[np.ix_(m, m)][np.triu_indices(m.size, 1)].mean()) >= bar:
+                return True
+            details.setdefault("consensus_unalike", []).append(m.tolist())
+            return False
 
         return test
 
