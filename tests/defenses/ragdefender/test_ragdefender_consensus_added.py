@@ -13,7 +13,7 @@ import pytest
 
 from fakes import QuestionEncoder, stamped_retrieved
 from ragshield.defenses.ragdefender import RAGDefender
-from ragshield.types import Passage, RetrievedPassage
+from ragshield.types import FilterResult, Passage, RetrievedPassage
 
 DIM = 64
 Q = "Which river flows through the old town of Brumfeld?"
@@ -38,10 +38,14 @@ def _removed(texts: list[str], stamped: tuple[int, ...], **params: object) -> li
         "consensus_added_alike": 0.0,
         **params,
     }  # the fake passages sit about 0.4 apart: this table tests the group without the gate
-    d = RAGDefender(enc, lone_claim_added=3.0, group_knn=False, echo_pairs=False,
-                    copy_conflicts=False, typo_view=False, natural_similarity=0.996,
-                    derivative_novelty=-1, guard=False, **opts)  # fmt: skip
-    return sorted(d.filter(Q, retrieved).removed_ids)
+    return sorted(_defender(enc, **opts).filter(Q, retrieved).removed_ids)
+
+
+def _defender(enc: object, **params: object) -> RAGDefender:
+    """RAGDefender with every stage but the added consensus (and lone_claim_added) quiet."""
+    return RAGDefender(enc, lone_claim_added=3.0, group_knn=False, echo_pairs=False,
+                       copy_conflicts=False, typo_view=False, natural_similarity=0.996,
+                       derivative_novelty=-1, guard=False, **params)  # fmt: skip
 
 
 BASE = [A, B, GOLD, OTHER, THIRD]
@@ -103,19 +107,23 @@ C = "Zorblat tours of the old Brumfeld town start at the market."
 D = "Each spring the old town of Brumfeld holds the Zorblat fair."
 
 
-def test_unalike_passages_beside_a_group_do_not_dilute_it() -> None:
-    enc = _Alike(0.9)
-    texts = [A, B, C, D, GOLD, OTHER, THIRD]
+def _alike_filtered(cos: float, texts: list[str], added: int, **params: object) -> FilterResult:
+    """``texts`` retrieved with :class:`_Alike`'s vectors (the first ``added`` of them
+    stamped as added), filtered with the added consensus at echo 0.6 and ``params``."""
+    enc = _Alike(cos)
     vecs = enc.encode(texts)
     retrieved = [
-        RetrievedPassage(Passage(f"p{i}", t, metadata=ADDED if i < 4 else {}), float(v[0]), i, v)
+        RetrievedPassage(
+            Passage(f"p{i}", t, metadata=ADDED if i < added else {}), float(v[0]), i, v
+        )
         for i, (t, v) in enumerate(zip(texts, vecs, strict=True))
     ]
-    d = RAGDefender(enc, lone_claim_added=3.0, group_knn=False, echo_pairs=False,
-                    copy_conflicts=False, typo_view=False, natural_similarity=0.996,
-                    derivative_novelty=-1, guard=False, consensus_added_echo=0.6,
-                    consensus_added_alike=0.65, added_group_size=0)  # fmt: skip
-    res = d.filter(Q, retrieved)
+    return _defender(enc, consensus_added_echo=0.6, **params).filter(Q, retrieved)
+
+
+def test_unalike_passages_beside_a_group_do_not_dilute_it() -> None:
+    texts = [A, B, C, D, GOLD, OTHER, THIRD]
+    res = _alike_filtered(0.9, texts, 4, consensus_added_alike=0.65, added_group_size=0)
     # the Vessel pair is alike and goes; the Zorblat pair is not, and stays (judged per
     # word: over the union of the four the mean cosine would be 0.51, and all four would stay)
     assert sorted(res.removed_ids) == ["p0", "p1"]
@@ -131,18 +139,8 @@ def test_unalike_passages_beside_a_group_do_not_dilute_it() -> None:
     ],
 )
 def test_an_added_group_must_be_alike(cos: float, alike: float, removed: list[str]) -> None:
-    enc = _Alike(cos)
-    texts = [A, B, GOLD, OTHER, THIRD]
-    vecs = enc.encode(texts)
-    retrieved = [
-        RetrievedPassage(Passage(f"p{i}", t, metadata=ADDED if i < 2 else {}), float(v[0]), i, v)
-        for i, (t, v) in enumerate(zip(texts, vecs, strict=True))
-    ]
-    d = RAGDefender(enc, lone_claim_added=3.0, group_knn=False, echo_pairs=False,
-                    copy_conflicts=False, typo_view=False, natural_similarity=0.996,
-                    derivative_novelty=-1, guard=False, consensus_added_echo=0.6,
-                    consensus_added_alike=alike)  # fmt: skip
-    assert sorted(d.filter(Q, retrieved).removed_ids) == removed
+    res = _alike_filtered(cos, [A, B, GOLD, OTHER, THIRD], 2, consensus_added_alike=alike)
+    assert sorted(res.removed_ids) == removed
 
 
 def test_the_shipped_rule() -> None:

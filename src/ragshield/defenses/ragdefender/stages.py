@@ -708,9 +708,9 @@ class EvidenceStages(StagedParams):
         mirrors of a built page are one witness, but an added copy takes a context slot of
         its own (the 0.5 B writer's five bodies are often one sentence varied).
         With ``consensus_added_alike``, such a group goes only when its members are alike
-        (mean pairwise cosine, per pushed word): passages written for one question resemble each other,
-        while the pages of one article added later share its topic words (the "claim")
-        but each tells its own part (SQuAD dev with half the index added later: 19 such
+        (mean pairwise cosine, per pushed word): passages written for one question resemble
+        each other, while the pages of one article added later share its topic words (the
+        "claim") but each tells its own part (SQuAD dev with half the index added later: 19 such
         groups, mean cosine max 0.74; planted groups median 0.92-0.97, and the diverse
         ones, an answer spread, are what the lone-claim and group stages also see).
         Why: a body written to mislead need not restate the question (Tan et al.'s do not),
